@@ -1,0 +1,80 @@
+# gds-commission: every target sets itself up (Debian packages, .venv/) on a fresh machine.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+VENV := .venv
+BIN := $(VENV)/bin
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export PYTHONDONTWRITEBYTECODE := 1
+
+# Debian packages the controller-side tests and the demo use.
+DEBS_BASE := python3-venv gcc make libc6-dev fio mdadm pciutils e2fsprogs
+DEBS_BROWSER := chromium
+DEBS_VM := qemu-system-x86 qemu-utils debootstrap openssh-client e2fsprogs
+
+SIM_HOSTS := $(shell sed -n 's/^ *\(sim-[a-z0-9-]*\):.*/\1/p' inventory/demo/hosts.yml 2>/dev/null)
+
+.PHONY: help setup debs test unit lint bench demo sim drift report vm-test molecule clean
+help:
+	@echo "make demo     commission the bundled simulated nodes and write reports/latest/"
+	@echo "make test     unit tests, benchmark tests, lint, molecule default (and vm when qemu is usable)"
+	@echo "make drift    drift check (check mode) against the simulated nodes"
+	@echo "make bench    build bench/gdsbench and compare it with fio"
+	@echo "make vm-test  molecule vm scenario: a QEMU guest with NVMe behind PCIe switches"
+	@echo "make setup    create .venv/ with the pinned controller dependencies"
+
+debs:
+	@scripts/ensure-debs.sh $(DEBS_BASE)
+
+$(VENV)/.stamp: requirements.txt
+	@scripts/ensure-debs.sh $(DEBS_BASE)
+	test -x $(BIN)/python || python3 -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r requirements.txt
+	touch $@
+
+setup: $(VENV)/.stamp
+
+bench/gdsbench: $(wildcard bench/*.c bench/*.h bench/Makefile)
+	$(MAKE) -C bench
+
+# Simulated nodes: fixture topologies turned into sysfs/procfs trees under build/sim/<host>/.
+sim: setup
+	$(BIN)/python tests/fixtures/simtree.py --inventory inventory/demo/hosts.yml --out build/sim
+
+demo: setup sim bench/gdsbench
+	$(BIN)/ansible-playbook -i inventory/demo playbooks/commission.yml
+
+drift: setup
+	@test -d build/sim || $(MAKE) sim
+	$(BIN)/ansible-playbook -i inventory/demo playbooks/drift.yml
+
+unit: setup bench/gdsbench
+	$(BIN)/pytest -q tests
+
+lint: setup
+	$(BIN)/ansible-lint --profile production -q
+	$(BIN)/ansible-doc -M library -t module gds_topology >/dev/null
+
+molecule: setup
+	$(BIN)/molecule test -s default
+
+vm-test: setup
+	@scripts/ensure-debs.sh $(DEBS_VM)
+	$(BIN)/molecule test -s vm
+
+bench: setup bench/gdsbench
+	bench/compare_fio.sh
+
+test: setup
+	@scripts/ensure-debs.sh $(DEBS_BROWSER) || echo "chromium unavailable: the HTML screenshot test will skip"
+	$(MAKE) unit
+	$(MAKE) lint
+	$(MAKE) molecule
+	@if scripts/ensure-debs.sh $(DEBS_VM) && [ -e /dev/kvm -o -x /usr/bin/qemu-system-x86_64 ]; then \
+	  $(MAKE) vm-test; \
+	else echo "SKIP vm-test: qemu-system-x86 could not be installed on this machine"; fi
+
+clean:
+	rm -rf build reports
+	$(MAKE) -C bench clean
