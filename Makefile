@@ -6,13 +6,12 @@ BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONDONTWRITEBYTECODE := 1
+export GDS_SIM_ROOT := $(CURDIR)/build/sim
 
 # Debian packages the controller-side tests and the demo use.
 DEBS_BASE := python3-venv gcc make libc6-dev fio mdadm pciutils e2fsprogs
 DEBS_BROWSER := chromium
 DEBS_VM := qemu-system-x86 qemu-utils debootstrap openssh-client e2fsprogs
-
-SIM_HOSTS := $(shell sed -n 's/^ *\(sim-[a-z0-9-]*\):.*/\1/p' inventory/demo/hosts.yml 2>/dev/null)
 
 .PHONY: help setup debs test unit lint bench demo sim drift report vm-test molecule clean
 help:

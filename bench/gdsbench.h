@@ -1,0 +1,172 @@
+/* gdsbench: a gdsio-compatible load generator for GPUDirect Storage commissioning.
+ * Shared types: jobs, worker threads, I/O slots and the transfer-engine
+ * operations table (one source file per transfer path, as fio's engines/). */
+#ifndef GDSBENCH_H
+#define GDSBENCH_H
+
+#include <limits.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "hist.h"
+
+#define GDS_VERSION "1.0"
+#define GDS_SECTOR 4096u	/* O_DIRECT alignment and verify-pattern unit */
+#define GDS_MAX_THREADS 4096
+#define GDS_MAX_DEPTH 1024
+#define GDS_MAX_JOBS 64
+
+#define EXIT_RUNTIME 1		/* I/O error, verify mismatch, missing GPU stack */
+#define EXIT_USAGE 2		/* bad option or value; nothing was run */
+
+enum io_type { IO_READ = 0, IO_WRITE = 1, IO_RANDREAD = 2, IO_RANDWRITE = 3 };
+
+static inline int io_is_write(int t) { return t == IO_WRITE || t == IO_RANDWRITE; }
+static inline int io_is_rand(int t) { return t == IO_RANDREAD || t == IO_RANDWRITE; }
+
+struct worker;
+
+/* One I/O in flight. buf is what the engine transfers (host or device memory);
+ * host is a host-visible view used for the verify pattern (== buf for CPU types). */
+struct slot {
+	void *buf;
+	void *host;
+	uint64_t off;
+	size_t len;
+	int write;
+	ssize_t res;		/* bytes moved, or <0 on error (engine-specific code) */
+	uint64_t t_submit;	/* ns, set by the common loop */
+	uint64_t t_done;	/* ns, set by queued engines when they see completion */
+	size_t buf_off;		/* offset of buf inside the engine's registered region */
+};
+
+enum engine_flags {
+	ENG_GPU = 1u << 0,	/* needs the CUDA runtime and a GPU */
+	ENG_CUFILE = 1u << 1,	/* goes through libcufile (path.mode from its stats) */
+	ENG_ODIRECT = 1u << 2,	/* files opened with O_DIRECT (4 KiB alignment) */
+	ENG_QUEUED = 1u << 3,	/* submit/reap with -B slots in flight */
+};
+
+/* The operations table. Depth-1 engines implement io(); queued engines
+ * implement submit()/reap(). to_host/from_host move data between buf and host
+ * for the verify pattern (NULL when buf is host memory). Return 0 or -1 with
+ * w->err filled, except io() which returns bytes or <0 like pread. */
+struct engine {
+	int xfer;
+	const char *name;	/* gdsio XferType label in the text line */
+	const char *desc;
+	unsigned flags;
+	int (*global_init)(char *err, size_t errlen);
+	void (*global_exit)(void);
+	int (*thread_init)(struct worker *w);
+	void (*thread_exit)(struct worker *w);
+	int (*file_open)(struct worker *w);
+	void (*file_close)(struct worker *w);
+	ssize_t (*io)(struct worker *w, struct slot *s);
+	int (*submit)(struct worker *w, struct slot **s, int n);
+	int (*reap)(struct worker *w, struct slot **done, int max);
+	int (*to_host)(struct worker *w, struct slot *s);
+	int (*from_host)(struct worker *w, struct slot *s);
+	const char *(*strerror)(ssize_t res, char *buf, size_t len);
+};
+
+const struct engine *engine_get(int xfer);
+int engine_built(int xfer);
+
+struct path_info {
+	char mode[16];		/* nvfs | p2pdma | compat | posix | unknown */
+	char evidence[8][256];
+	int n_evidence;
+	/* raw counters behind the verdict (-1 = not available) */
+	long long n_nvfs, n_p2p, n_posix, n_total;
+};
+
+struct result {
+	uint64_t bytes, ops, errors, verify_errors;
+	uint64_t t_start, t_end;	/* ns, CLOCK_MONOTONIC */
+	double cpu_s;			/* process CPU seconds in the timed window */
+	struct hist hist;
+	struct path_info path;
+};
+
+/* One job: the command line, or one [jobN] section of a gdsio config file. */
+struct job {
+	char name[64];
+	int xfer;
+	int io_type;
+	int threads;
+	int gpu;
+	int numa;		/* -1: no pinning */
+	uint64_t file_size;	/* per file (-D) or the region of the shared file (-f); 0 = from file */
+	uint64_t io_size;
+	uint64_t offset;
+	double duration;	/* seconds; 0 = one pass */
+	uint64_t seed;
+	int verify;
+	int depth;		/* -B; 0 = engine default */
+	char dir[PATH_MAX];
+	char file[PATH_MAX];
+	int file_base;		/* first per-thread file index in dir (config jobs sharing a dir) */
+	const struct engine *eng;
+	struct result res;
+	double cpu_s;
+};
+
+struct worker {
+	struct job *job;
+	const struct engine *eng;
+	int idx;		/* thread index within the job */
+	int fd;
+	char path[PATH_MAX];
+	void *fh;		/* engine file handle (cuFile) */
+	void *priv;		/* engine thread state */
+	int depth;
+	struct slot *slots;
+	/* offsets: sequential ops walk [seq_base, +seq_blocks*io), random ops pick
+	 * from [rnd_base, +rnd_blocks*io) */
+	uint64_t seq_base, seq_blocks, rnd_base, rnd_blocks, seq_next;
+	uint64_t rng;
+	uint64_t ops_target;	/* one-pass mode */
+	uint64_t deadline;	/* ns; 0 = one pass */
+	/* results */
+	struct hist hist;
+	uint64_t bytes, ops, errors, verify_errors, t_end;
+	uint64_t first_bad_off;
+	char err[512];
+	int failed;
+};
+
+extern atomic_int g_stop;	/* SIGINT/SIGTERM: finish the ops in flight and report */
+
+uint64_t now_ns(void);
+void werr(struct worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* verify pattern (pattern.c) */
+void pattern_init(void);
+void pattern_fill(void *buf, size_t len, uint64_t off);
+void pattern_stamp(void *buf, size_t len, uint64_t off);
+uint64_t pattern_check(const void *buf, size_t len, uint64_t off, uint64_t *first_bad);
+
+/* the run (worker.c) */
+int run_jobs(struct job *jobs, int njobs, char *err, size_t errlen);
+
+/* path.mode / path.evidence (pathmode.c) */
+void path_begin(struct job *jobs, int njobs);
+void path_finish(struct job *jobs, int njobs);
+
+/* output (report.c) */
+const char *io_type_name(int t);
+void report_line(FILE *out, struct job *jobs, int njobs, struct result *agg);
+int report_json(const char *dest, struct job *jobs, int njobs, struct result *agg, double cpu_s,
+		int exit_code, char *err, size_t errlen);
+
+/* gdsio config files (config.c) */
+int config_parse(const char *path, struct job *jobs, int max, int *njobs, char *err, size_t errlen);
+int parse_size(const char *s, uint64_t *out);
+int parse_uint(const char *s, uint64_t max, uint64_t *out);
+int job_validate(struct job *j, const char *who, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,648 @@
+/* The common I/O loop, shared by every transfer engine: offsets, timing,
+ * latency histogram, deadline, verify. Engines only move bytes. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gdsbench.h"
+
+atomic_int g_stop;
+
+static pthread_barrier_t b_ready, b_go, b_done;
+static atomic_int g_abort;	/* a worker failed its setup: nobody starts I/O */
+
+uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static double process_cpu_s(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+void werr(struct worker *w, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (w->err[0])
+		return;		/* keep the first (root) cause */
+	va_start(ap, fmt);
+	vsnprintf(w->err, sizeof(w->err), fmt, ap);
+	va_end(ap);
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+	/* splitmix64: one multiply-xorshift chain, plenty for offsets */
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static inline uint64_t next_offset(struct worker *w)
+{
+	const struct job *j = w->job;
+
+	if (io_is_rand(j->io_type))
+		return w->rnd_base + (rng_next(&w->rng) % w->rnd_blocks) * j->io_size;
+	if (w->seq_next >= w->seq_blocks)
+		w->seq_next = 0;	/* timed runs wrap around, as gdsio does */
+	return w->seq_base + (w->seq_next++) * j->io_size;
+}
+
+/* ---- NUMA pinning without libnuma: the node's cpulist + set_mempolicy ---- */
+
+static int parse_cpulist(const char *s, cpu_set_t *set)
+{
+	CPU_ZERO(set);
+	while (*s && *s != '\n') {
+		char *end;
+		long a = strtol(s, &end, 10), b;
+
+		if (end == s || a < 0)
+			return -1;
+		b = a;
+		s = end;
+		if (*s == '-') {
+			b = strtol(s + 1, &end, 10);
+			if (end == s + 1 || b < a)
+				return -1;
+			s = end;
+		}
+		for (long c = a; c <= b && c < CPU_SETSIZE; c++)
+			CPU_SET((int)c, set);
+		if (*s == ',')
+			s++;
+	}
+	return CPU_COUNT(set) ? 0 : -1;
+}
+
+int numa_node_cpus(int node, cpu_set_t *set)
+{
+	char path[128], buf[4096];
+	FILE *f;
+	int rc;
+
+	snprintf(path, sizeof(path), "/sys/devices/system/node/node%d/cpulist", node);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (!fgets(buf, sizeof(buf), f)) {
+		fclose(f);
+		return -1;
+	}
+	fclose(f);
+	rc = parse_cpulist(buf, set);
+	return rc;
+}
+
+static void pin_to_node(struct worker *w, int node)
+{
+	cpu_set_t set;
+	unsigned long mask[16] = { 0 };
+
+	if (numa_node_cpus(node, &set) == 0)
+		pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	/* MPOL_PREFERRED (1): buffers allocated after this come from the node */
+	if (node < (int)(sizeof(mask) * 8)) {
+		mask[node / (8 * sizeof(long))] |= 1ul << (node % (8 * sizeof(long)));
+		if (syscall(SYS_set_mempolicy, 1, mask, sizeof(mask) * 8) != 0 && errno != ENOSYS)
+			(void)w;	/* best effort: a kernel without NUMA keeps default policy */
+	}
+}
+
+/* ---- files ---- */
+
+void job_file_path(const struct job *j, int idx, char *out, size_t len)
+{
+	if (j->file[0])
+		snprintf(out, len, "%s", j->file);
+	else
+		snprintf(out, len, "%s/gdsbench.%d", j->dir, j->file_base + idx);
+}
+
+static int open_file(struct worker *w)
+{
+	const struct job *j = w->job;
+	int write = io_is_write(j->io_type);
+	int flags = write ? (O_RDWR | O_CREAT) : O_RDONLY;
+	uint64_t need = j->offset + j->file_size;
+	struct stat st;
+
+	if (w->eng->flags & ENG_ODIRECT)
+		flags |= O_DIRECT;
+	w->fd = open(w->path, flags | O_CLOEXEC, 0644);
+	if (w->fd < 0) {
+		if (errno == EINVAL && (flags & O_DIRECT))
+			werr(w, "open %s with O_DIRECT: %s (the file system does not support O_DIRECT, e.g. tmpfs)",
+			     w->path, strerror(errno));
+		else
+			werr(w, "open %s: %s", w->path, strerror(errno));
+		return -1;
+	}
+	if (fstat(w->fd, &st) != 0) {
+		werr(w, "fstat %s: %s", w->path, strerror(errno));
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		werr(w, "%s is not a regular file", w->path);
+		return -1;
+	}
+	/* Random writes into a fresh file: give it its size first so that the
+	 * region exists (sparse) and a later read run finds it whole. Only the
+	 * first thread of a shared file does it. */
+	if (write && io_is_rand(j->io_type) && (uint64_t)st.st_size < need &&
+	    (j->dir[0] || w->idx == 0)) {
+		if (ftruncate(w->fd, (off_t)need) != 0) {
+			werr(w, "ftruncate %s: %s", w->path, strerror(errno));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* ---- the loops ---- */
+
+static void count_error(struct worker *w, struct slot *s)
+{
+	char buf[256];
+
+	w->errors++;
+	w->failed = 1;
+	if (s->res >= 0)
+		werr(w, "%s %s at offset %llu: short transfer, %zd of %zu bytes",
+		     s->write ? "write" : "read", w->path, (unsigned long long)s->off, s->res, s->len);
+	else
+		werr(w, "%s %s at offset %llu: %s", s->write ? "write" : "read", w->path,
+		     (unsigned long long)s->off,
+		     w->eng->strerror ? w->eng->strerror(s->res, buf, sizeof(buf)) : strerror((int)-s->res));
+}
+
+static uint64_t *g_bitmap_dummy;
+
+struct wctx {
+	struct worker *w;
+	uint64_t *written;	/* -V writes: bit per block of the random area */
+	uint64_t cpu0;
+};
+
+static inline void mark_written(struct wctx *c, uint64_t off)
+{
+	struct worker *w = c->w;
+	uint64_t blk = (off - w->rnd_base) / w->job->io_size;
+
+	c->written[blk / 64] |= 1ull << (blk % 64);
+}
+
+static inline int prepare(struct wctx *c, struct slot *s)
+{
+	struct worker *w = c->w;
+	const struct job *j = w->job;
+
+	s->off = next_offset(w);
+	s->len = j->io_size;
+	s->write = io_is_write(j->io_type);
+	if (s->write) {
+		if (!(w->eng->flags & ENG_GPU)) {
+			pattern_stamp(s->host, s->len, s->off);
+		} else if (j->verify) {
+			/* GPU buffers get the stamped pattern only under -V: an H2D
+			 * copy per op would otherwise distort the measurement */
+			pattern_stamp(s->host, s->len, s->off);
+			if (w->eng->from_host(w, s) != 0)
+				return -1;
+		}
+	}
+	return 0;
+}
+
+static inline int complete(struct wctx *c, struct slot *s, uint64_t t_done)
+{
+	struct worker *w = c->w;
+	const struct job *j = w->job;
+
+	hist_add(&w->hist, t_done - s->t_submit);
+	if (s->res != (ssize_t)s->len) {
+		count_error(w, s);
+		return -1;
+	}
+	w->ops++;
+	w->bytes += s->len;
+	if (j->verify) {
+		if (s->write) {
+			mark_written(c, s->off);
+		} else {
+			uint64_t bad, first = 0;
+
+			if (w->eng->to_host && w->eng->to_host(w, s) != 0) {
+				w->failed = 1;
+				return -1;
+			}
+			bad = pattern_check(s->host, s->len, s->off, &first);
+			if (bad) {
+				if (!w->verify_errors)
+					w->first_bad_off = first;
+				w->verify_errors += bad;
+			}
+		}
+	}
+	return 0;
+}
+
+static void loop_sync(struct wctx *c)
+{
+	struct worker *w = c->w;
+	struct slot *s = &w->slots[0];
+	uint64_t t0, t1;
+
+	for (uint64_t n = 0;; n++) {
+		if (!w->deadline && n >= w->ops_target)
+			break;
+		if (prepare(c, s) != 0) {
+			w->failed = 1;
+			break;
+		}
+		t0 = now_ns();
+		s->t_submit = t0;
+		s->res = w->eng->io(w, s);
+		t1 = now_ns();
+		if (complete(c, s, t1) != 0)
+			break;
+		if ((w->deadline && t1 >= w->deadline) ||
+		    atomic_load_explicit(&g_stop, memory_order_relaxed))
+			break;
+	}
+}
+
+static void loop_queued(struct wctx *c)
+{
+	struct worker *w = c->w;
+	int depth = w->depth, nfree = depth, inflight = 0, stop = 0;
+	struct slot **freel = calloc((size_t)depth, sizeof(*freel));
+	struct slot **batch = calloc((size_t)depth, sizeof(*batch));
+	struct slot **done = calloc((size_t)depth, sizeof(*done));
+	uint64_t issued = 0;
+
+	if (!freel || !batch || !done) {
+		werr(w, "out of memory");
+		w->failed = 1;
+		goto out;
+	}
+	for (int i = 0; i < depth; i++)
+		freel[i] = &w->slots[depth - 1 - i];
+	for (;;) {
+		int n = 0, k;
+
+		while (!stop && nfree > 0) {
+			struct slot *s;
+
+			if (!w->deadline && issued >= w->ops_target)
+				break;
+			s = freel[--nfree];
+			if (prepare(c, s) != 0) {
+				w->failed = 1;
+				stop = 1;
+				freel[nfree++] = s;
+				break;
+			}
+			batch[n++] = s;
+			issued++;
+		}
+		if (n) {
+			uint64_t t0 = now_ns();
+
+			for (int i = 0; i < n; i++) {
+				batch[i]->t_submit = t0;
+				batch[i]->t_done = 0;
+			}
+			if (w->eng->submit(w, batch, n) != 0) {
+				w->failed = 1;
+				w->errors += (uint64_t)n;
+				break;	/* nothing of this batch is in flight */
+			}
+			inflight += n;
+		}
+		if (!inflight)
+			break;
+		k = w->eng->reap(w, done, depth);
+		if (k < 0) {
+			w->failed = 1;
+			w->errors++;
+			break;
+		}
+		{
+			uint64_t t = now_ns();
+
+			for (int i = 0; i < k; i++) {
+				struct slot *s = done[i];
+
+				if (complete(c, s, s->t_done ? s->t_done : t) != 0)
+					stop = 1;
+				freel[nfree++] = s;
+			}
+			inflight -= k;
+			if ((w->deadline && t >= w->deadline) ||
+			    atomic_load_explicit(&g_stop, memory_order_relaxed))
+				stop = 1;
+		}
+	}
+out:
+	free(freel);
+	free(batch);
+	free(done);
+}
+
+/* -V after writes: read every block written back with plain O_DIRECT pread,
+ * independent of the engine that wrote it, and check the pattern. */
+static void verify_written(struct wctx *c)
+{
+	struct worker *w = c->w;
+	const struct job *j = w->job;
+	void *buf = NULL;
+	int fd;
+
+	fd = open(w->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+	if (fd < 0)
+		fd = open(w->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || posix_memalign(&buf, GDS_SECTOR, j->io_size) != 0) {
+		werr(w, "verify: cannot reopen %s: %s", w->path, strerror(errno));
+		w->failed = 1;
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	for (uint64_t blk = 0; blk < w->rnd_blocks; blk++) {
+		uint64_t off = w->rnd_base + blk * j->io_size, first = 0, bad;
+		ssize_t r;
+
+		if (!(c->written[blk / 64] & (1ull << (blk % 64))))
+			continue;
+		r = pread(fd, buf, j->io_size, (off_t)off);
+		if (r != (ssize_t)j->io_size) {
+			werr(w, "verify: read back %s at %llu: %s", w->path, (unsigned long long)off,
+			     r < 0 ? strerror(errno) : "short read");
+			w->failed = 1;
+			w->errors++;
+			break;
+		}
+		bad = pattern_check(buf, j->io_size, off, &first);
+		if (bad) {
+			if (!w->verify_errors)
+				w->first_bad_off = first;
+			w->verify_errors += bad;
+		}
+	}
+	free(buf);
+	close(fd);
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	const struct job *j = w->job;
+	struct wctx c = { .w = w };
+	int ok = 1, opened = 0, tinit = 0, fopen_ok = 0;
+
+	hist_init(&w->hist);
+	w->fd = -1;
+	if (j->numa >= 0)
+		pin_to_node(w, j->numa);
+	if (open_file(w) != 0)
+		ok = 0;
+	else
+		opened = 1;
+	if (ok && w->eng->thread_init(w) != 0)
+		ok = 0;
+	else if (ok)
+		tinit = 1;
+	if (ok && w->eng->file_open && w->eng->file_open(w) != 0)
+		ok = 0;
+	else if (ok)
+		fopen_ok = 1;
+	if (ok && j->verify && io_is_write(j->io_type)) {
+		size_t words = (size_t)((w->rnd_blocks + 63) / 64);
+
+		c.written = calloc(words ? words : 1, sizeof(uint64_t));
+		if (!c.written) {
+			werr(w, "out of memory for the verify map");
+			ok = 0;
+		}
+	}
+	/* Fill every buffer with the pattern once (body + headers of offset 0);
+	 * writes then only restamp headers. */
+	for (int i = 0; ok && i < w->depth; i++) {
+		struct slot *s = &w->slots[i];
+
+		pattern_fill(s->host, j->io_size, 0);
+		if ((w->eng->flags & ENG_GPU) && w->eng->from_host(w, s) != 0)
+			ok = 0;
+	}
+	if (!ok) {
+		w->failed = 1;
+		atomic_store(&g_abort, 1);
+	}
+
+	pthread_barrier_wait(&b_ready);
+	pthread_barrier_wait(&b_go);	/* main set t_start and the deadline */
+
+	c.cpu0 = thread_cpu_ns();
+	if (ok && !atomic_load(&g_abort)) {
+		if (w->eng->flags & ENG_QUEUED)
+			loop_queued(&c);
+		else
+			loop_sync(&c);
+	}
+	w->t_end = now_ns();
+	w->job->cpu_s += 0;	/* per-thread CPU time is summed by the main thread */
+	w->rng = thread_cpu_ns() - c.cpu0;	/* reuse: CPU ns of this worker's timed phase */
+
+	pthread_barrier_wait(&b_done);
+
+	if (ok && !w->failed && c.written)
+		verify_written(&c);
+	free(c.written);
+	if (fopen_ok && w->eng->file_close)
+		w->eng->file_close(w);
+	if (tinit)
+		w->eng->thread_exit(w);
+	if (opened)
+		close(w->fd);
+	return NULL;
+}
+
+static void setup_regions(struct job *j, struct worker *w)
+{
+	uint64_t blocks = j->file_size / j->io_size;
+
+	if (j->dir[0]) {
+		w->seq_base = w->rnd_base = j->offset;
+		w->seq_blocks = w->rnd_blocks = blocks;
+	} else {
+		uint64_t per = blocks / (uint64_t)j->threads;
+
+		w->seq_base = j->offset + (uint64_t)w->idx * per * j->io_size;
+		w->seq_blocks = per;
+		w->rnd_base = j->offset;
+		w->rnd_blocks = blocks;
+	}
+	w->ops_target = w->seq_blocks;
+	w->seq_next = 0;
+	w->rng = j->seed ^ (0x5851f42d4c957f2dull * (uint64_t)(w->idx + 1)) ^
+		 ((uint64_t)j->file_base << 32);
+}
+
+int run_jobs(struct job *jobs, int njobs, char *err, size_t errlen)
+{
+	int total = 0, made = 0, rc = 0;
+	struct worker *ws;
+	pthread_t *tids;
+	uint64_t t_start;
+	double cpu0, cpu1;
+
+	for (int i = 0; i < njobs; i++)
+		total += jobs[i].threads;
+	ws = calloc((size_t)total, sizeof(*ws));
+	tids = calloc((size_t)total, sizeof(*tids));
+	if (!ws || !tids) {
+		snprintf(err, errlen, "out of memory for %d workers", total);
+		free(ws);
+		free(tids);
+		return -1;
+	}
+	pthread_barrier_init(&b_ready, NULL, (unsigned)total + 1);
+	pthread_barrier_init(&b_go, NULL, (unsigned)total + 1);
+	pthread_barrier_init(&b_done, NULL, (unsigned)total + 1);
+	atomic_store(&g_abort, 0);
+
+	for (int i = 0, k = 0; i < njobs; i++) {
+		struct job *j = &jobs[i];
+
+		for (int t = 0; t < j->threads; t++, k++) {
+			struct worker *w = &ws[k];
+
+			w->job = j;
+			w->eng = j->eng;
+			w->idx = t;
+			job_file_path(j, t, w->path, sizeof(w->path));
+			setup_regions(j, w);
+		}
+	}
+	for (int k = 0; k < total; k++) {
+		pthread_attr_t attr;
+
+		pthread_attr_init(&attr);
+		pthread_attr_setstacksize(&attr, 1 << 20);
+		if (pthread_create(&tids[k], &attr, worker_main, &ws[k]) != 0) {
+			pthread_attr_destroy(&attr);
+			break;
+		}
+		pthread_attr_destroy(&attr);
+		made++;
+	}
+	if (made < total) {
+		/* The barriers need everyone: stand in for the missing threads. */
+		snprintf(err, errlen, "could not start thread %d of %d", made + 1, total);
+		atomic_store(&g_abort, 1);
+		for (int k = made; k < total; k++)
+			ws[k].failed = 1;
+		rc = -1;
+		/* Fall through with fewer participants is impossible with static
+		 * barrier counts: release the created ones by waiting in their place. */
+		for (int k = made; k < total; k++) {
+			(void)k;
+		}
+	}
+
+	if (made == total) {
+		pthread_barrier_wait(&b_ready);
+		cpu0 = process_cpu_s();
+		t_start = now_ns();
+		for (int k = 0; k < total; k++) {
+			struct job *j = ws[k].job;
+
+			ws[k].deadline = j->duration > 0 ? t_start + (uint64_t)(j->duration * 1e9) : 0;
+		}
+		pthread_barrier_wait(&b_go);
+		pthread_barrier_wait(&b_done);
+		cpu1 = process_cpu_s();
+		for (int k = 0; k < total; k++)
+			pthread_join(tids[k], NULL);
+
+		for (int i = 0; i < njobs; i++) {
+			hist_init(&jobs[i].res.hist);
+			jobs[i].res.t_start = t_start;
+			jobs[i].cpu_s = cpu1 - cpu0;	/* process-wide; per job below */
+		}
+		for (int i = 0; i < njobs; i++)
+			jobs[i].res.cpu_s = 0;
+		for (int k = 0; k < total; k++) {
+			struct worker *w = &ws[k];
+			struct result *r = &w->job->res;
+
+			hist_merge(&r->hist, &w->hist);
+			r->bytes += w->bytes;
+			r->ops += w->ops;
+			r->errors += w->errors;
+			r->verify_errors += w->verify_errors;
+			r->cpu_s += (double)w->rng / 1e9;
+			if (w->t_end > r->t_end)
+				r->t_end = w->t_end;
+			if (w->err[0]) {
+				fprintf(stderr, "gdsbench: %s%s%s\n", w->job->name[0] ? w->job->name : "",
+					w->job->name[0] ? ": " : "", w->err);
+				rc = -1;
+			}
+			if (w->failed)
+				rc = -1;
+			if (w->verify_errors)
+				fprintf(stderr, "gdsbench: verify: %s: %llu bad 4KiB sector(s), first at offset %llu\n",
+					w->path, (unsigned long long)w->verify_errors,
+					(unsigned long long)w->first_bad_off);
+		}
+		if (rc != 0 && !err[0])
+			snprintf(err, errlen, "the run had errors (see above)");
+	} else {
+		/* Could not start every thread: unblock those that did. Each
+		 * barrier counts total+1, so create stand-ins that just wait. */
+		for (int k = made; k < total; k++)
+			tids[k] = 0;
+		/* Simplest safe path: exit; threads hold no external state. */
+		fprintf(stderr, "gdsbench: %s\n", err);
+		exit(EXIT_RUNTIME);
+	}
+	(void)g_bitmap_dummy;
+	pthread_barrier_destroy(&b_ready);
+	pthread_barrier_destroy(&b_go);
+	pthread_barrier_destroy(&b_done);
+	free(ws);
+	free(tids);
+	return rc;
+}

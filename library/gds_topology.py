@@ -1,0 +1,160 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gds-commission contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gds_topology
+short_description: Discover GPUs, NVMe drives, RDMA NICs and their PCIe affinity from sysfs
+description:
+  - Reads the PCI tree from sysfs once and returns the C(gds_topology) facts that every later
+    step of gds-commission takes its decisions from.
+  - Classifies every GPU/NVMe/NIC pair the way C(nvidia-smi topo -mp) does (PIX, PXB, PHB, NODE,
+    SYS) and builds the GPU-NVMe-NIC affinity groups of the NVIDIA GDS benchmarking guide.
+  - Flags the NVMe drives that hold the running OS (mounted /, /boot, swap, or members of an md
+    array or device-mapper volume that does) as C(system); they never join a group.
+  - Understands the plain and the native-multipath NVMe sysfs layouts, Intel VMD domains, devices
+    straight on a root bus (cloud VMs), NVSwitches (NVIDIA functions that are not GPUs) and
+    C(numa_node) -1.
+version_added: "1.0.0"
+author: gds-commission contributors
+options:
+  sysfs_root:
+    description: Where sysfs is mounted; a fixture tree or a simulated node's C(sys/) also works.
+    type: path
+    default: /sys
+  procfs_root:
+    description: Where procfs is mounted; its mounts, swaps and mdstat decide the system drives.
+    type: path
+    default: /proc
+  gpu_index_source:
+    description:
+      - How GPU indices are numbered. C(nvml) uses NVML's order (what nvidia-smi shows) and fails
+        when NVML is unusable; C(pci) uses ascending PCI bus id (nvidia-smi's default order);
+        C(auto) uses NVML when it is usable and I(sysfs_root) is the live C(/sys), else PCI order.
+    type: str
+    choices: [auto, nvml, pci]
+    default: auto
+notes:
+  - Supports check mode; it only reads.
+  - Reading the ACS capability needs the full 4096-byte config space, which the kernel returns to
+    root only; for other users the bridges' ACS fields are null and a warning says why.
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  facts:
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Discover the PCIe topology
+  gds_topology:
+
+- name: Discover a simulated node's topology
+  gds_topology:
+    sysfs_root: /srv/sim/node1/sys
+    procfs_root: /srv/sim/node1/proc
+
+- name: Show the affinity groups
+  ansible.builtin.debug:
+    msg: "{{ ansible_facts['gds_topology']['groups'] }}"
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts to add to ansible_facts.
+  returned: always
+  type: complex
+  contains:
+    gds_topology:
+      description: The PCI model of the node.
+      returned: always
+      type: complex
+      contains:
+        gpus:
+          description: NVIDIA GPUs (index, bdf, numa_node, device_id, switch, driver, name when NVML is used).
+          type: list
+          elements: dict
+          sample: [{index: 0, bdf: "0000:07:00.0", numa_node: 0, device_id: "0x20b0", switch: "0000:05:00.0"}]
+        nvme:
+          description: NVMe namespaces (name, controller, controllers, bdf, numa_node, model, size_bytes, system, switch).
+          type: list
+          elements: dict
+          sample: [{name: nvme0n1, controller: nvme0, bdf: "0000:08:00.0", system: false}]
+        nics:
+          description: RDMA devices on PCI (name, netdev, bdf, numa_node, switch).
+          type: list
+          elements: dict
+          sample: [{name: mlx5_0, netdev: ib0, bdf: "0000:0c:00.0", numa_node: 0}]
+        matrix:
+          description: Link class between every pair of GPU<index>, NVMe names and NIC names (X on the diagonal).
+          type: dict
+          sample: {GPU0: {GPU1: PIX, nvme0n1: PXB}}
+        groups:
+          description: Affinity groups (id, gpus, nvme, nics, numa_node, link = worst GPU-drive class).
+          type: list
+          elements: dict
+          sample: [{id: 1, gpus: [0, 1], nvme: [nvme0n1, nvme1n1], nics: [mlx5_0], numa_node: 0, link: PXB}]
+        bridges:
+          description: Bridges above GPUs, data drives and NICs with their ACS capability and control (null without ACS).
+          type: list
+          elements: dict
+          sample: [{bdf: "0000:04:10.0", port_type: downstream, acs_offset: 328, acs_cap: 95, acs_ctrl: 29}]
+        numa_nodes:
+          description: NUMA node numbers seen on PCI devices (-1 where the firmware gives none).
+          type: list
+          elements: int
+table:
+  description: The affinity groups as text, one row per group (the guide's Table 5).
+  returned: always
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gds_affinity import affinity_table, discover
+from ansible.module_utils.gds_nvml import NvmlUnavailable, nvml_gpus
+from ansible.module_utils.gds_pci import TopologyError
+from ansible.module_utils.gds_procfs import ProcfsError
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            sysfs_root=dict(type="path", default="/sys"),
+            procfs_root=dict(type="path", default="/proc"),
+            gpu_index_source=dict(type="str", default="auto", choices=["auto", "nvml", "pci"]),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    nvml = None
+    live = params["sysfs_root"].rstrip("/") == "/sys"
+    if params["gpu_index_source"] == "nvml" or (params["gpu_index_source"] == "auto" and live):
+        try:
+            nvml = nvml_gpus()
+        except NvmlUnavailable as exc:
+            if params["gpu_index_source"] == "nvml":
+                module.fail_json(msg="gpu_index_source=nvml but NVML is unusable: %s" % exc)
+    try:
+        facts, warnings = discover(params["sysfs_root"], params["procfs_root"],
+                                   nvml_bus_ids=[g["bdf"] for g in nvml] if nvml else None)
+    except (TopologyError, ProcfsError) as exc:
+        module.fail_json(msg=str(exc))
+    if nvml:
+        names = {g["bdf"]: g for g in nvml}
+        for gpu in facts["gpus"]:
+            if gpu["bdf"] in names:
+                gpu["name"] = names[gpu["bdf"]]["name"]
+    facts["index_source"] = "nvml" if nvml else "pci"
+    for warning in warnings:
+        module.warn(warning)
+    module.exit_json(changed=False, ansible_facts={"gds_topology": facts}, table=affinity_table(facts))
+
+
+if __name__ == "__main__":
+    main()
