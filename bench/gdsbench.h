@@ -87,7 +87,7 @@ struct path_info {
 struct result {
 	uint64_t bytes, ops, errors, verify_errors;
 	uint64_t t_start, t_end;	/* ns, CLOCK_MONOTONIC */
-	double cpu_s;			/* process CPU seconds in the timed window */
+	double cpu_s;			/* worker threads' CPU seconds in the timed window */
 	struct hist hist;
 	struct path_info path;
 };
@@ -112,7 +112,6 @@ struct job {
 	int file_base;		/* first per-thread file index in dir (config jobs sharing a dir) */
 	const struct engine *eng;
 	struct result res;
-	double cpu_s;
 };
 
 struct worker {
@@ -133,13 +132,14 @@ struct worker {
 	uint64_t deadline;	/* ns; 0 = one pass */
 	/* results */
 	struct hist hist;
-	uint64_t bytes, ops, errors, verify_errors, t_end;
+	uint64_t bytes, ops, errors, verify_errors, t_end, cpu_ns;
 	uint64_t first_bad_off;
 	char err[512];
 	int failed;
 };
 
 extern atomic_int g_stop;	/* SIGINT/SIGTERM: finish the ops in flight and report */
+extern double g_process_cpu_s;	/* whole process, timed window of the last run_jobs() */
 
 uint64_t now_ns(void);
 void werr(struct worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -152,6 +152,8 @@ uint64_t pattern_check(const void *buf, size_t len, uint64_t off, uint64_t *firs
 
 /* the run (worker.c) */
 int run_jobs(struct job *jobs, int njobs, char *err, size_t errlen);
+void job_file_path(const struct job *j, int idx, char *out, size_t len);
+int numa_node_cpus(int node, void *cpu_set);
 
 /* path.mode / path.evidence (pathmode.c) */
 void path_begin(struct job *jobs, int njobs);

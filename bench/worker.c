@@ -17,9 +17,40 @@
 #include "gdsbench.h"
 
 atomic_int g_stop;
+double g_process_cpu_s;
 
-static pthread_barrier_t b_ready, b_go, b_done;
+/* A two-phase gate instead of barriers, so that a run where some threads
+ * could not be created still finishes cleanly: phase 1 = go, 2 = may tear down. */
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
+static int g_ready, g_finished, g_phase;
 static atomic_int g_abort;	/* a worker failed its setup: nobody starts I/O */
+
+static void gate_arrive(int *counter, int phase)
+{
+	pthread_mutex_lock(&g_mu);
+	(*counter)++;
+	pthread_cond_broadcast(&g_cv);
+	while (g_phase < phase)
+		pthread_cond_wait(&g_cv, &g_mu);
+	pthread_mutex_unlock(&g_mu);
+}
+
+static void gate_wait_all(int *counter, int n)
+{
+	pthread_mutex_lock(&g_mu);
+	while (*counter < n)
+		pthread_cond_wait(&g_cv, &g_mu);
+	pthread_mutex_unlock(&g_mu);
+}
+
+static void gate_open(int phase)
+{
+	pthread_mutex_lock(&g_mu);
+	g_phase = phase;
+	pthread_cond_broadcast(&g_cv);
+	pthread_mutex_unlock(&g_mu);
+}
 
 uint64_t now_ns(void)
 {
@@ -105,8 +136,9 @@ static int parse_cpulist(const char *s, cpu_set_t *set)
 	return CPU_COUNT(set) ? 0 : -1;
 }
 
-int numa_node_cpus(int node, cpu_set_t *set)
+int numa_node_cpus(int node, void *cpu_set)
 {
+	cpu_set_t *set = cpu_set;
 	char path[128], buf[4096];
 	FILE *f;
 	int rc;
@@ -205,8 +237,6 @@ static void count_error(struct worker *w, struct slot *s)
 		     (unsigned long long)s->off,
 		     w->eng->strerror ? w->eng->strerror(s->res, buf, sizeof(buf)) : strerror((int)-s->res));
 }
-
-static uint64_t *g_bitmap_dummy;
 
 struct wctx {
 	struct worker *w;
@@ -470,8 +500,7 @@ static void *worker_main(void *arg)
 		atomic_store(&g_abort, 1);
 	}
 
-	pthread_barrier_wait(&b_ready);
-	pthread_barrier_wait(&b_go);	/* main set t_start and the deadline */
+	gate_arrive(&g_ready, 1);	/* main sets t_start and the deadline, then opens */
 
 	c.cpu0 = thread_cpu_ns();
 	if (ok && !atomic_load(&g_abort)) {
@@ -481,10 +510,8 @@ static void *worker_main(void *arg)
 			loop_sync(&c);
 	}
 	w->t_end = now_ns();
-	w->job->cpu_s += 0;	/* per-thread CPU time is summed by the main thread */
-	w->rng = thread_cpu_ns() - c.cpu0;	/* reuse: CPU ns of this worker's timed phase */
-
-	pthread_barrier_wait(&b_done);
+	w->cpu_ns = thread_cpu_ns() - c.cpu0;
+	gate_arrive(&g_finished, 2);	/* main samples CPU time before teardown */
 
 	if (ok && !w->failed && c.written)
 		verify_written(&c);
@@ -537,9 +564,7 @@ int run_jobs(struct job *jobs, int njobs, char *err, size_t errlen)
 		free(tids);
 		return -1;
 	}
-	pthread_barrier_init(&b_ready, NULL, (unsigned)total + 1);
-	pthread_barrier_init(&b_go, NULL, (unsigned)total + 1);
-	pthread_barrier_init(&b_done, NULL, (unsigned)total + 1);
+	g_ready = g_finished = g_phase = 0;
 	atomic_store(&g_abort, 0);
 
 	for (int i = 0, k = 0; i < njobs; i++) {
@@ -557,91 +582,67 @@ int run_jobs(struct job *jobs, int njobs, char *err, size_t errlen)
 	}
 	for (int k = 0; k < total; k++) {
 		pthread_attr_t attr;
+		int e;
 
 		pthread_attr_init(&attr);
 		pthread_attr_setstacksize(&attr, 1 << 20);
-		if (pthread_create(&tids[k], &attr, worker_main, &ws[k]) != 0) {
-			pthread_attr_destroy(&attr);
+		e = pthread_create(&tids[k], &attr, worker_main, &ws[k]);
+		pthread_attr_destroy(&attr);
+		if (e != 0) {
+			snprintf(err, errlen, "could not start thread %d of %d: %s", k + 1, total, strerror(e));
+			atomic_store(&g_abort, 1);
+			rc = -1;
 			break;
 		}
-		pthread_attr_destroy(&attr);
 		made++;
 	}
-	if (made < total) {
-		/* The barriers need everyone: stand in for the missing threads. */
-		snprintf(err, errlen, "could not start thread %d of %d", made + 1, total);
-		atomic_store(&g_abort, 1);
-		for (int k = made; k < total; k++)
-			ws[k].failed = 1;
-		rc = -1;
-		/* Fall through with fewer participants is impossible with static
-		 * barrier counts: release the created ones by waiting in their place. */
-		for (int k = made; k < total; k++) {
-			(void)k;
-		}
+
+	gate_wait_all(&g_ready, made);
+	cpu0 = process_cpu_s();
+	t_start = now_ns();
+	for (int k = 0; k < made; k++) {
+		struct job *j = ws[k].job;
+
+		ws[k].deadline = j->duration > 0 ? t_start + (uint64_t)(j->duration * 1e9) : 0;
 	}
+	gate_open(1);
+	gate_wait_all(&g_finished, made);
+	cpu1 = process_cpu_s();
+	gate_open(2);
+	for (int k = 0; k < made; k++)
+		pthread_join(tids[k], NULL);
 
-	if (made == total) {
-		pthread_barrier_wait(&b_ready);
-		cpu0 = process_cpu_s();
-		t_start = now_ns();
-		for (int k = 0; k < total; k++) {
-			struct job *j = ws[k].job;
-
-			ws[k].deadline = j->duration > 0 ? t_start + (uint64_t)(j->duration * 1e9) : 0;
-		}
-		pthread_barrier_wait(&b_go);
-		pthread_barrier_wait(&b_done);
-		cpu1 = process_cpu_s();
-		for (int k = 0; k < total; k++)
-			pthread_join(tids[k], NULL);
-
-		for (int i = 0; i < njobs; i++) {
-			hist_init(&jobs[i].res.hist);
-			jobs[i].res.t_start = t_start;
-			jobs[i].cpu_s = cpu1 - cpu0;	/* process-wide; per job below */
-		}
-		for (int i = 0; i < njobs; i++)
-			jobs[i].res.cpu_s = 0;
-		for (int k = 0; k < total; k++) {
-			struct worker *w = &ws[k];
-			struct result *r = &w->job->res;
-
-			hist_merge(&r->hist, &w->hist);
-			r->bytes += w->bytes;
-			r->ops += w->ops;
-			r->errors += w->errors;
-			r->verify_errors += w->verify_errors;
-			r->cpu_s += (double)w->rng / 1e9;
-			if (w->t_end > r->t_end)
-				r->t_end = w->t_end;
-			if (w->err[0]) {
-				fprintf(stderr, "gdsbench: %s%s%s\n", w->job->name[0] ? w->job->name : "",
-					w->job->name[0] ? ": " : "", w->err);
-				rc = -1;
-			}
-			if (w->failed)
-				rc = -1;
-			if (w->verify_errors)
-				fprintf(stderr, "gdsbench: verify: %s: %llu bad 4KiB sector(s), first at offset %llu\n",
-					w->path, (unsigned long long)w->verify_errors,
-					(unsigned long long)w->first_bad_off);
-		}
-		if (rc != 0 && !err[0])
-			snprintf(err, errlen, "the run had errors (see above)");
-	} else {
-		/* Could not start every thread: unblock those that did. Each
-		 * barrier counts total+1, so create stand-ins that just wait. */
-		for (int k = made; k < total; k++)
-			tids[k] = 0;
-		/* Simplest safe path: exit; threads hold no external state. */
-		fprintf(stderr, "gdsbench: %s\n", err);
-		exit(EXIT_RUNTIME);
+	for (int i = 0; i < njobs; i++) {
+		memset(&jobs[i].res, 0, sizeof(jobs[i].res));
+		hist_init(&jobs[i].res.hist);
+		jobs[i].res.t_start = t_start;
+		jobs[i].res.t_end = t_start;
 	}
-	(void)g_bitmap_dummy;
-	pthread_barrier_destroy(&b_ready);
-	pthread_barrier_destroy(&b_go);
-	pthread_barrier_destroy(&b_done);
+	for (int k = 0; k < made; k++) {
+		struct worker *w = &ws[k];
+		struct result *r = &w->job->res;
+
+		hist_merge(&r->hist, &w->hist);
+		r->bytes += w->bytes;
+		r->ops += w->ops;
+		r->errors += w->errors;
+		r->verify_errors += w->verify_errors;
+		r->cpu_s += (double)w->cpu_ns / 1e9;
+		if (w->t_end > r->t_end)
+			r->t_end = w->t_end;
+		if (w->err[0])
+			fprintf(stderr, "gdsbench: %s%s%s\n", w->job->name[0] ? w->job->name : "",
+				w->job->name[0] ? ": " : "", w->err);
+		if (w->failed || w->errors)
+			rc = -1;
+		if (w->verify_errors)
+			fprintf(stderr, "gdsbench: verify: %s: %llu bad 4KiB sector(s), first at offset %llu\n",
+				w->path, (unsigned long long)w->verify_errors,
+				(unsigned long long)w->first_bad_off);
+	}
+	g_process_cpu_s = cpu1 - cpu0;
+	if (rc != 0 && !err[0])
+		snprintf(err, errlen, "the run had errors (see above)");
 	free(ws);
 	free(tids);
 	return rc;

@@ -1,0 +1,54 @@
+/* xfer_type 1, CPU only: O_DIRECT pread/pwrite into 4 KiB-aligned host
+ * buffers (gdsio's XFER_CPU_ONLY; the same work as fio psync direct=1). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gdsbench.h"
+
+static int posix_thread_init(struct worker *w)
+{
+	w->depth = 1;
+	w->slots = calloc(1, sizeof(*w->slots));
+	if (!w->slots || posix_memalign(&w->slots[0].buf, GDS_SECTOR, w->job->io_size) != 0) {
+		werr(w, "cannot allocate a %llu-byte aligned buffer", (unsigned long long)w->job->io_size);
+		return -1;
+	}
+	w->slots[0].host = w->slots[0].buf;
+	return 0;
+}
+
+static void posix_thread_exit(struct worker *w)
+{
+	if (w->slots)
+		free(w->slots[0].buf);
+	free(w->slots);
+	w->slots = NULL;
+}
+
+static ssize_t posix_io(struct worker *w, struct slot *s)
+{
+	ssize_t r = s->write ? pwrite(w->fd, s->buf, s->len, (off_t)s->off)
+			     : pread(w->fd, s->buf, s->len, (off_t)s->off);
+
+	return r < 0 ? -errno : r;
+}
+
+static const char *posix_strerror(ssize_t res, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s", strerror((int)-res));
+	return buf;
+}
+
+const struct engine engine_posix = {
+	.xfer = 1,
+	.name = "CPUONLY",
+	.desc = "CPU only: O_DIRECT pread/pwrite, 4 KiB-aligned host buffers",
+	.flags = ENG_ODIRECT,
+	.thread_init = posix_thread_init,
+	.thread_exit = posix_thread_exit,
+	.io = posix_io,
+	.strerror = posix_strerror,
+};

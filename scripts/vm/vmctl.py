@@ -1,0 +1,394 @@
+#!/usr/bin/env python3
+"""Start, stop and reach the QEMU test guest of the molecule `vm` scenario (stdlib only).
+
+    vmctl.py start  --run-dir DIR [--image-dir DIR] [--port N] [--wait S] [--accel tcg|kvm|auto]
+    vmctl.py stop   --run-dir DIR [--timeout S]      power off (ACPI), then kill; keeps the disks
+    vmctl.py status --run-dir DIR                    JSON: running, pid, port
+    vmctl.py ssh    --run-dir DIR [-- CMD...]        root shell / command in the guest
+    vmctl.py topology                                 the PCIe layout, as JSON
+
+The guest boots from a copy-on-write overlay of the cached base image (scripts/vm/build-image.sh)
+with the cached kernel and initrd, on q35 with an emulated Intel IOMMU, and gets:
+
+    00:04.0 root port -> nvme  serial gds-os      the OS disk (ext4 root, label gds-root)
+    00:05.0 root port -> x3130 switch 1 -> 2 downstream ports -> nvme gds-sw1-a, gds-sw1-b
+    00:06.0 root port -> x3130 switch 2 -> 2 downstream ports -> nvme gds-sw2-a, gds-sw2-b
+    00:07.0 root port -> nvme  serial gds-keep    extra data drive behind no switch
+    virtio-net on user networking; SSH forwarded from 127.0.0.1:PORT only
+
+Everything of one run lives in --run-dir: the SSH key pair (generated here once per run dir and
+handed to the guest through fw_cfg), the overlay and data disks, console.log, the QMP socket and
+vm.json. `stop` leaves the disks so that a restarted guest finds its arrays; removing the run dir
+removes the run. Nothing here touches a host disk: the drives are image files in --run-dir.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+# PCIe layout (contract for tests/vm and inventory/vm): root port address -> what sits below it.
+ROOT_PORTS = [
+    {"id": "rp0", "addr": "0x4", "chassis": 1, "drives": ["gds-os"]},
+    {"id": "rp1", "addr": "0x5", "chassis": 2, "switch": "sw1", "drives": ["gds-sw1-a", "gds-sw1-b"]},
+    {"id": "rp2", "addr": "0x6", "chassis": 3, "switch": "sw2", "drives": ["gds-sw2-a", "gds-sw2-b"]},
+    {"id": "rp3", "addr": "0x7", "chassis": 4, "drives": ["gds-keep"]},
+]
+DATA_DISK_SIZE = os.environ.get("GDS_VM_DATA_SIZE", "2G")
+KERNEL_CMDLINE = (
+    "root=LABEL=gds-root ro console=ttyS0,115200 intel_iommu=on "
+    # TCG is slow enough already: no speculative-execution mitigations in a throw-away guest.
+    "mitigations=off panic=10 systemd.show_status=auto"
+)
+
+
+def log(msg: str) -> None:
+    print(f"vmctl: {msg}", file=sys.stderr, flush=True)
+
+
+def die(msg: str, code: int = 1) -> None:
+    log(f"ERROR: {msg}")
+    sys.exit(code)
+
+
+def topology() -> dict:
+    """BDF-level description of the guest's PCIe tree as the firmware numbers it."""
+    out = {"root_ports": [], "switches": [], "drives": {}}
+    bus = 1
+    for rp in ROOT_PORTS:
+        bdf = f"0000:00:{int(rp['addr'], 16):02x}.0"
+        entry = {"bdf": bdf, "id": rp["id"], "secondary_bus": bus, "acs": True}
+        out["root_ports"].append(entry)
+        if "switch" in rp:
+            up_bus = bus
+            sw = {"id": rp["switch"], "upstream": f"0000:{up_bus:02x}:00.0", "root_port": bdf,
+                  "downstream": [], "drives": list(rp["drives"])}
+            bus += 1  # bus of the upstream port's secondary side (downstream ports live there)
+            for i, serial in enumerate(rp["drives"]):
+                ds = f"0000:{bus:02x}:{i:02x}.0"
+                sw["downstream"].append(ds)
+            for serial in rp["drives"]:
+                bus += 1
+                out["drives"][serial] = {"bdf": f"0000:{bus:02x}:00.0", "switch": rp["switch"],
+                                         "root_port": bdf}
+            out["switches"].append(sw)
+            bus += 1
+        else:
+            out["drives"][rp["drives"][0]] = {"bdf": f"0000:{bus:02x}:00.0", "switch": None,
+                                              "root_port": bdf}
+            bus += 1
+    return out
+
+
+def qemu_device_args() -> list[str]:
+    args: list[str] = []
+    for rp in ROOT_PORTS:
+        args += ["-device", f"pcie-root-port,id={rp['id']},bus=pcie.0,addr={rp['addr']},"
+                            f"chassis={rp['chassis']},slot=0"]
+        if "switch" in rp:
+            sw = rp["switch"]
+            args += ["-device", f"x3130-upstream,id={sw}up,bus={rp['id']}"]
+            for i, serial in enumerate(rp["drives"]):
+                args += ["-device", f"xio3130-downstream,id={sw}p{i},bus={sw}up,"
+                                    f"chassis={10 + rp['chassis']},slot={i}"]
+                args += drive_args(serial, f"{sw}p{i}")
+        else:
+            args += drive_args(rp["drives"][0], rp["id"])
+    return args
+
+
+def drive_args(serial: str, bus: str) -> list[str]:
+    fmt_file = f"{serial}.qcow2"
+    # cache=unsafe: the guest's flushes are not forwarded; the image files live only as long
+    # as the run and QEMU flushes them on a clean exit.
+    return ["-drive", f"file={fmt_file},if=none,id=drv-{serial},format=qcow2,cache=unsafe,discard=unmap",
+            "-device", f"nvme,drive=drv-{serial},serial={serial},bus={bus}"]
+
+
+def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def qmp_path(run_dir: Path) -> Path:
+    p = run_dir / "qmp.sock"
+    if len(str(p)) < 100:
+        return p
+    digest = hashlib.sha256(str(run_dir).encode()).hexdigest()[:12]
+    return Path("/tmp") / f"gds-vm-{digest}.qmp"
+
+
+def qmp(run_dir: Path, *commands: str, timeout: float = 5.0) -> list[dict]:
+    """Send QMP commands; return their replies (events skipped)."""
+    replies = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(str(qmp_path(run_dir)))
+        f = s.makefile("rw")
+        json.loads(f.readline())  # greeting
+        for cmd in ("qmp_capabilities", *commands):
+            f.write(json.dumps({"execute": cmd}) + "\n")
+            f.flush()
+            while True:
+                line = f.readline()
+                if not line:
+                    return replies
+                msg = json.loads(line)
+                if "event" in msg:
+                    continue
+                replies.append(msg)
+                break
+    return replies
+
+
+def state(run_dir: Path) -> dict:
+    p = run_dir / "vm.json"
+    return json.loads(p.read_text()) if p.exists() else {}
+
+
+def pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie is not alive; /proc/PID/stat field 3 is the state
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def read_pid(run_dir: Path) -> int | None:
+    try:
+        return int((run_dir / "qemu.pid").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def probe_kvm(qemu: str, image_dir: Path, seconds: int = 20) -> bool:
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return False
+    cmd = [qemu, "-accel", "kvm", "-machine", "q35", "-m", "512", "-nodefaults", "-display", "none",
+           "-no-reboot", "-serial", "stdio", "-kernel", str(image_dir / "vmlinuz"),
+           "-append", "console=ttyS0 panic=-1 rdinit=/nonexistent root=/dev/null"]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds)
+        out = p.stdout
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+    ok = "Kernel panic" in out or "VFS" in out or "Run /init" in out or "No working init" in out
+    log(f"KVM probe: {'guest kernel ran' if ok else 'guest kernel did not run'} under KVM")
+    return ok
+
+
+def ensure_key(run_dir: Path) -> Path:
+    key = run_dir / "id_ed25519"
+    if not key.exists():
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "gds-vm-run", "-f", str(key)])
+    return key
+
+
+def ssh_base(run_dir: Path, port: int) -> list[str]:
+    return ["ssh", "-q", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+            "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=10", "-o", "LogLevel=ERROR",
+            "-i", str(run_dir / "id_ed25519"), "-p", str(port), "root@127.0.0.1"]
+
+
+def wait_ssh(run_dir: Path, port: int, pid: int, timeout: float) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if not pid_alive(pid):
+            tail = (run_dir / "console.log").read_text(errors="replace")[-3000:]
+            die(f"QEMU exited while booting; console tail:\n{tail}")
+        try:
+            r = subprocess.run(ssh_base(run_dir, port) + ["true"], capture_output=True, timeout=30)
+            if r.returncode == 0:
+                return time.monotonic() - t0
+        except subprocess.TimeoutExpired:
+            pass
+        time.sleep(2)
+    tail = (run_dir / "console.log").read_text(errors="replace")[-3000:]
+    die(f"no SSH on 127.0.0.1:{port} after {timeout:.0f} s; console tail:\n{tail}")
+    return -1
+
+
+def cmd_start(a: argparse.Namespace) -> None:
+    run_dir = Path(a.run_dir).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    st = state(run_dir)
+    if pid_alive(read_pid(run_dir)):
+        log(f"already running (pid {read_pid(run_dir)}, port {st.get('port')})")
+        if a.wait:
+            wait_ssh(run_dir, st["port"], read_pid(run_dir), a.wait)
+        print(json.dumps(st))
+        return
+    qemu = shutil.which("qemu-system-x86_64") or die("qemu-system-x86_64 not found (apt-get install qemu-system-x86)")
+    image_dir = Path(a.image_dir or st.get("image_dir") or
+                     run(["bash", str(HERE / "build-image.sh")]).stdout.strip().splitlines()[-1])
+    for f in ("rootfs.raw", "vmlinuz", "initrd.img", "ready"):
+        if not (image_dir / f).exists():
+            die(f"{image_dir / f} missing: run scripts/vm/build-image.sh")
+    key = ensure_key(run_dir)
+
+    # Disks: an overlay of the base image for the OS, fresh sparse images for the data drives.
+    # Existing ones are kept (a restart after `stop` keeps the guest's state).
+    os_disk = run_dir / "gds-os.qcow2"
+    if not os_disk.exists():
+        run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", str(image_dir / "rootfs.raw"),
+             str(os_disk)])
+    for rp in ROOT_PORTS:
+        for serial in rp["drives"]:
+            p = run_dir / f"{serial}.qcow2"
+            if not p.exists():
+                run(["qemu-img", "create", "-q", "-f", "qcow2", str(p), DATA_DISK_SIZE])
+
+    accel = a.accel
+    if accel == "auto":
+        accel = "kvm" if probe_kvm(qemu, image_dir) else "tcg"
+    accel_arg = "kvm" if accel == "kvm" else "tcg,thread=multi"
+    cpu = "host" if accel == "kvm" else "max"
+
+    sock = qmp_path(run_dir)
+    for attempt in range(3):
+        port = a.port or free_port()
+        for stale in (sock, run_dir / "qemu.pid"):
+            stale.unlink(missing_ok=True)
+        args = [
+            qemu, "-name", "gds-vm", "-nodefaults", "-no-user-config",
+            "-machine", "q35,kernel-irqchip=split", "-accel", accel_arg, "-cpu", cpu,
+            "-smp", str(a.smp), "-m", str(a.mem),
+            "-display", "none", "-vga", "none", "-monitor", "none",
+            "-serial", "file:console.log",
+            "-qmp", f"unix:{sock},server=on,wait=off",
+            "-pidfile", "qemu.pid", "-daemonize",
+            "-kernel", str(image_dir / "vmlinuz"), "-initrd", str(image_dir / "initrd.img"),
+            "-append", KERNEL_CMDLINE,
+            "-fw_cfg", f"name=opt/gds/authorized_keys,file={key}.pub",
+            # The IOMMU must come before the PCI devices it translates for.
+            "-device", "intel-iommu,intremap=on",
+            "-netdev", f"user,id=net0,hostfwd=tcp:127.0.0.1:{port}-:22",
+            "-device", "virtio-net-pci,netdev=net0,addr=0x2",
+            *qemu_device_args(),
+        ]
+        (run_dir / "qemu.args").write_text(" ".join(args) + "\n")
+        t0 = time.monotonic()
+        p = subprocess.run(args, cwd=run_dir, capture_output=True, text=True)
+        if p.returncode == 0:
+            break
+        if "hostfwd" in p.stderr or "Could not set up host forwarding" in p.stderr:
+            log(f"port {port} taken, retrying")
+            if a.port:
+                die(p.stderr.strip())
+            continue
+        die(f"QEMU refused to start: {p.stderr.strip()}")
+    else:
+        die("no free port for SSH forwarding")
+    pid = read_pid(run_dir)
+    st = {"pid": pid, "port": port, "accel": accel, "image_dir": str(image_dir), "run_dir": str(run_dir),
+          "identity_file": str(key), "qmp": str(sock), "started": time.time()}
+    (run_dir / "vm.json").write_text(json.dumps(st, indent=1) + "\n")
+    log(f"QEMU pid {pid} ({accel}); SSH on 127.0.0.1:{port}")
+    if a.wait:
+        took = wait_ssh(run_dir, port, pid, a.wait)
+        st["boot_s"] = round(time.monotonic() - t0, 1)
+        log(f"SSH up after {took:.0f} s")
+        (run_dir / "vm.json").write_text(json.dumps(st, indent=1) + "\n")
+    print(json.dumps(st))
+
+
+def cmd_stop(a: argparse.Namespace) -> None:
+    run_dir = Path(a.run_dir).resolve()
+    pid = read_pid(run_dir)
+    if not pid_alive(pid):
+        log("not running")
+        return
+    try:
+        qmp(run_dir, "system_powerdown")
+        log("ACPI power button pressed")
+    except OSError as e:
+        log(f"QMP unreachable ({e}); killing")
+    t0 = time.monotonic()
+    while pid_alive(pid) and time.monotonic() - t0 < a.timeout:
+        time.sleep(1)
+    if pid_alive(pid):
+        log(f"still running after {a.timeout} s: quitting QEMU")
+        try:
+            qmp(run_dir, "quit")
+        except OSError:
+            os.kill(pid, signal.SIGTERM)
+        time.sleep(3)
+    if pid_alive(pid):
+        os.kill(pid, signal.SIGKILL)
+    qmp_path(run_dir).unlink(missing_ok=True)
+    log("stopped")
+
+
+def cmd_status(a: argparse.Namespace) -> None:
+    run_dir = Path(a.run_dir).resolve()
+    st = state(run_dir)
+    st["running"] = pid_alive(read_pid(run_dir))
+    print(json.dumps(st))
+
+
+def cmd_ssh(a: argparse.Namespace) -> None:
+    run_dir = Path(a.run_dir).resolve()
+    st = state(run_dir) or die(f"no vm.json in {run_dir}")
+    cmd = ssh_base(run_dir, st["port"])
+    if a.cmd:
+        cmd += ["--", *a.cmd]
+    os.execvp(cmd[0], cmd)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="action", required=True)
+    s = sub.add_parser("start")
+    s.add_argument("--run-dir", required=True)
+    s.add_argument("--image-dir", help="cache entry from build-image.sh (default: build or reuse)")
+    s.add_argument("--port", type=int, default=0, help="host port for SSH (default: a free one)")
+    s.add_argument("--wait", type=float, default=0, help="wait up to S seconds for SSH")
+    s.add_argument("--accel", choices=["tcg", "kvm", "auto"], default=os.environ.get("GDS_VM_ACCEL", "tcg"))
+    s.add_argument("--smp", type=int, default=int(os.environ.get("GDS_VM_SMP", "2")))
+    s.add_argument("--mem", type=int, default=int(os.environ.get("GDS_VM_MEM", "2048")), help="MiB")
+    s.set_defaults(func=cmd_start)
+    s = sub.add_parser("stop")
+    s.add_argument("--run-dir", required=True)
+    s.add_argument("--timeout", type=int, default=60)
+    s.set_defaults(func=cmd_stop)
+    s = sub.add_parser("status")
+    s.add_argument("--run-dir", required=True)
+    s.set_defaults(func=cmd_status)
+    s = sub.add_parser("ssh")
+    s.add_argument("--run-dir", required=True)
+    s.add_argument("cmd", nargs=argparse.REMAINDER)
+    s.set_defaults(func=cmd_ssh)
+    s = sub.add_parser("topology")
+    s.set_defaults(func=lambda a: print(json.dumps(topology(), indent=1)))
+    a = ap.parse_args()
+    if getattr(a, "cmd", None) and a.cmd[:1] == ["--"]:
+        a.cmd = a.cmd[1:]
+    a.func(a)
+
+
+if __name__ == "__main__":
+    main()
