@@ -63,6 +63,13 @@ void cufile_deregister_fd(struct worker *w);
 int cufile_register_buf(struct worker *w);
 void cufile_deregister_buf(struct worker *w);
 
+/* the host-bounce engine (engine_cpugpu.c), reused by engine_cached.c */
+int bounce_global_init(char *err, size_t errlen);
+int bounce_thread_init(struct worker *w);
+void bounce_thread_exit(struct worker *w);
+ssize_t bounce_io(struct worker *w, struct slot *s);
+const char *bounce_strerror(ssize_t res, char *buf, size_t len);
+
 /* path.mode evidence from libcufile (pathmode.c) */
 void cufile_path_probe(struct path_info *pi);
 

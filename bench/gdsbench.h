@@ -66,6 +66,7 @@ struct engine {
 	int (*file_open)(struct worker *w);
 	void (*file_close)(struct worker *w);
 	ssize_t (*io)(struct worker *w, struct slot *s);
+	int (*room)(struct worker *w);	/* queued: how many ops submit() takes now */
 	int (*submit)(struct worker *w, struct slot **s, int n);
 	int (*reap)(struct worker *w, struct slot **done, int max);
 	int (*to_host)(struct worker *w, struct slot *s);
@@ -106,7 +107,7 @@ struct job {
 	double duration;	/* seconds; 0 = one pass */
 	uint64_t seed;
 	int verify;
-	int depth;		/* -B; 0 = engine default */
+	int depth;		/* -B: ops in flight per thread (queued engines); 0 = default */
 	char dir[PATH_MAX];
 	char file[PATH_MAX];
 	int file_base;		/* first per-thread file index in dir (config jobs sharing a dir) */

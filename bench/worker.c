@@ -349,9 +349,9 @@ static void loop_queued(struct wctx *c)
 	for (int i = 0; i < depth; i++)
 		freel[i] = &w->slots[depth - 1 - i];
 	for (;;) {
-		int n = 0, k;
+		int n = 0, k, room = w->eng->room ? w->eng->room(w) : nfree;
 
-		while (!stop && nfree > 0) {
+		while (!stop && nfree > 0 && n < room) {
 			struct slot *s;
 
 			if (!w->deadline && issued >= w->ops_target)
@@ -403,6 +403,14 @@ static void loop_queued(struct wctx *c)
 			    atomic_load_explicit(&g_stop, memory_order_relaxed))
 				stop = 1;
 		}
+	}
+	/* after an error: let what is still queued finish before buffers go */
+	while (inflight > 0) {
+		int k = w->eng->reap(w, done, depth);
+
+		if (k <= 0)
+			break;
+		inflight -= k;
 	}
 out:
 	free(freel);

@@ -38,6 +38,9 @@ def run_module(name, args, check_mode=False):
     except ValueError:
         raise AssertionError("module %s printed no JSON (rc=%d):\nstdout=%s\nstderr=%s"
                              % (name, proc.returncode, proc.stdout, proc.stderr))
+    # ansible-core 2.19 wraps warnings as {"event": {"msg": ...}}: the tests read the text
+    result["warnings"] = [w["event"]["msg"] if isinstance(w, dict) else w
+                          for w in result.get("warnings", [])]
     return proc.returncode, result
 
 

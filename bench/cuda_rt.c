@@ -1,0 +1,377 @@
+/* Run-time loading of the CUDA runtime and libcufile, and the buffer/handle
+ * helpers the GPU engines share. Built only when the headers were found. */
+#ifdef HAVE_CUDA
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <glob.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "cuda_rt.h"
+
+#ifndef GDS_CUDA_LIBDIR
+#define GDS_CUDA_LIBDIR ""
+#endif
+#ifndef GDS_CUFILE_LIBDIR
+#define GDS_CUFILE_LIBDIR GDS_CUDA_LIBDIR
+#endif
+
+#define STR_(x) #x
+#define XSTR(x) STR_(x)
+
+struct cuapi cu;
+int g_cufile_stats_level = 3;
+static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Try the build-time directory first (the headers' own libraries), then the
+ * dynamic loader's search path. */
+static void *open_lib(const char *dir, const char *const *names, char *used, size_t usedlen)
+{
+	char path[PATH_MAX];
+
+	for (int pass = 0; pass < 2; pass++) {
+		for (const char *const *n = names; *n; n++) {
+			void *h;
+
+			if (pass == 0) {
+				if (!dir[0])
+					continue;
+				if (strchr(*n, '*')) {
+					glob_t g;
+
+					snprintf(path, sizeof(path), "%s/%s", dir, *n);
+					if (glob(path, 0, NULL, &g) != 0)
+						continue;
+					h = NULL;
+					for (size_t i = 0; i < g.gl_pathc && !h; i++) {
+						h = dlopen(g.gl_pathv[i], RTLD_NOW | RTLD_GLOBAL);
+						if (h)
+							snprintf(used, usedlen, "%s", g.gl_pathv[i]);
+					}
+					globfree(&g);
+					if (h)
+						return h;
+					continue;
+				}
+				snprintf(path, sizeof(path), "%s/%s", dir, *n);
+			} else {
+				if (strchr(*n, '*'))
+					continue;
+				snprintf(path, sizeof(path), "%s", *n);
+			}
+			h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+			if (h) {
+				snprintf(used, usedlen, "%s", path);
+				return h;
+			}
+		}
+	}
+	return NULL;
+}
+
+static void *sym(void *h, const char *name)
+{
+	void *p = dlsym(h, name);
+	size_t n = strlen(name);
+
+	/* headers may rename (cuFileDriverClose -> _v2) ahead of the library */
+	if (!p && n > 3 && strcmp(name + n - 3, "_v2") == 0) {
+		char base[128];
+
+		snprintf(base, sizeof(base), "%.*s", (int)(n - 3), name);
+		p = dlsym(h, base);
+	}
+	return p;
+}
+
+static int cuda_load(char *err, size_t errlen)
+{
+	static const char *const names[] = { "libcudart.so", "libcudart.so.[0-9]*",
+					      "libcudart.so.13", "libcudart.so.12", NULL };
+	void *h;
+
+	if (cu.cuda_loaded)
+		return 0;
+	h = open_lib(GDS_CUDA_LIBDIR, names, cu.cudart_path, sizeof(cu.cudart_path));
+	if (!h) {
+		snprintf(err, errlen, "GPU transfer types need the CUDA runtime: libcudart could not be loaded (%s)",
+			 dlerror());
+		return -1;
+	}
+#define CU_LOAD(f) \
+	if (!(*(void **)&cu.f = sym(h, XSTR(f)))) { \
+		snprintf(err, errlen, "%s lacks %s", cu.cudart_path, XSTR(f)); \
+		return -1; \
+	}
+	CUDA_FUNCS(CU_LOAD)
+#undef CU_LOAD
+	cu.cuda_loaded = 1;
+	return 0;
+}
+
+static int cufile_load(char *err, size_t errlen)
+{
+	static const char *const names[] = { "libcufile.so.0", "libcufile.so", "libcufile.so.[0-9]*", NULL };
+	void *h;
+
+	if (cu.cufile_loaded)
+		return 0;
+	h = open_lib(GDS_CUFILE_LIBDIR, names, cu.cufile_path, sizeof(cu.cufile_path));
+	if (!h) {
+		snprintf(err, errlen, "cuFile transfer types need libcufile: it could not be loaded (%s)", dlerror());
+		return -1;
+	}
+#define CU_LOAD(f) \
+	if (!(*(void **)&cu.f = sym(h, XSTR(f)))) { \
+		snprintf(err, errlen, "%s lacks %s", cu.cufile_path, XSTR(f)); \
+		return -1; \
+	}
+	CUFILE_FUNCS(CU_LOAD)
+#undef CU_LOAD
+#define CU_LOAD_OPT(f) *(void **)&cu.f = sym(h, XSTR(f));
+	CUFILE_OPT_FUNCS(CU_LOAD_OPT)
+#undef CU_LOAD_OPT
+	cu.cufile_loaded = 1;
+	return 0;
+}
+
+const char *cuda_errstr(cudaError_t e)
+{
+	return cu.cudaGetErrorString ? cu.cudaGetErrorString(e) : "CUDA error";
+}
+
+const char *cufile_errstr(CUfileError_t e, char *buf, size_t len)
+{
+	if (e.err == CU_FILE_CUDA_DRIVER_ERROR)
+		snprintf(buf, len, "%s (CUDA driver error %d)", cufileop_status_error(e.err), (int)e.cu_err);
+	else
+		snprintf(buf, len, "%s (%d)", cufileop_status_error(e.err), (int)e.err);
+	return buf;
+}
+
+/* cuFileRead/Write: -1 with errno, or minus a CUfileOpError code. */
+const char *cufile_io_strerror(ssize_t res, char *buf, size_t len)
+{
+	long long c = -(long long)res;
+
+	if (c > CUFILEOP_BASE_ERR)
+		snprintf(buf, len, "cuFile: %s (%lld)", cufileop_status_error((CUfileOpError)c), c);
+	else
+		snprintf(buf, len, "%s", strerror((int)c));
+	return buf;
+}
+
+int gpu_global_init(int need_cufile, char *err, size_t errlen)
+{
+	int rc = -1;
+	cudaError_t ce;
+	CUfileError_t fe;
+
+	pthread_mutex_lock(&init_mu);
+	if (cuda_load(err, errlen) != 0)
+		goto out;
+	if (!cu.ndev) {
+		ce = cu.cudaGetDeviceCount(&cu.ndev);
+		if (ce != cudaSuccess || cu.ndev <= 0) {
+			snprintf(err, errlen, "no usable GPU: cudaGetDeviceCount: %s",
+				 ce != cudaSuccess ? cuda_errstr(ce) : "0 devices");
+			cu.ndev = 0;
+			goto out;
+		}
+	}
+	if (need_cufile && !cu.cufile_open) {
+		if (cufile_load(err, errlen) != 0)
+			goto out;
+		fe = cu.cuFileDriverOpen();
+		if (fe.err != CU_FILE_SUCCESS) {
+			char b[160];
+
+			snprintf(err, errlen, "cuFileDriverOpen: %s", cufile_errstr(fe, b, sizeof(b)));
+			goto out;
+		}
+		cu.cufile_open = 1;
+		/* Per-GPU counters (level 3) tell which path each op took: nvfs,
+		 * p2p or posix. That is the evidence behind path.mode. */
+		if (g_cufile_stats_level > 0 && cu.cuFileSetStatsLevel && cu.cuFileStatsStart) {
+			if (cu.cuFileSetStatsLevel(g_cufile_stats_level).err == CU_FILE_SUCCESS &&
+			    cu.cuFileStatsStart().err == CU_FILE_SUCCESS) {
+				cu.stats_level = g_cufile_stats_level;
+				if (cu.cuFileStatsReset)
+					cu.cuFileStatsReset();
+			}
+		}
+	}
+	rc = 0;
+out:
+	pthread_mutex_unlock(&init_mu);
+	return rc;
+}
+
+void gpu_global_exit(void)
+{
+	if (cu.cufile_open) {
+		cu.cuFileDriverClose();
+		cu.cufile_open = 0;
+	}
+}
+
+int gpu_bind(struct worker *w)
+{
+	cudaError_t e;
+
+	if (w->job->gpu >= cu.ndev) {
+		werr(w, "-d %d: this node has %d GPU(s)", w->job->gpu, cu.ndev);
+		return -1;
+	}
+	e = cu.cudaSetDevice(w->job->gpu);
+	if (e != cudaSuccess) {
+		werr(w, "cudaSetDevice(%d): %s", w->job->gpu, cuda_errstr(e));
+		return -1;
+	}
+	return 0;
+}
+
+/* Engine-independent GPU thread state lives in the first bytes of w->priv. */
+struct gpu_base {
+	void *dev;
+	void *staging;
+	size_t len;
+	int registered;
+};
+
+int gpu_slots_alloc(struct worker *w, int depth, int with_host_staging)
+{
+	struct gpu_base *g = w->priv;
+	size_t io = (size_t)w->job->io_size;
+	cudaError_t e;
+
+	(void)with_host_staging;
+	w->depth = depth;
+	g->len = io * (size_t)depth;
+	w->slots = calloc((size_t)depth, sizeof(*w->slots));
+	if (!w->slots || posix_memalign(&g->staging, GDS_SECTOR, g->len) != 0) {
+		g->staging = NULL;
+		werr(w, "out of host memory for %d x %zu-byte buffers", depth, io);
+		return -1;
+	}
+	e = cu.cudaMalloc(&g->dev, g->len);
+	if (e != cudaSuccess) {
+		g->dev = NULL;
+		werr(w, "cudaMalloc(%zu) on GPU %d: %s", g->len, w->job->gpu, cuda_errstr(e));
+		return -1;
+	}
+	cu.cudaMemset(g->dev, 0, g->len);
+	for (int i = 0; i < depth; i++) {
+		w->slots[i].buf = (char *)g->dev + (size_t)i * io;
+		w->slots[i].host = (char *)g->staging + (size_t)i * io;
+		w->slots[i].buf_off = (size_t)i * io;
+	}
+	return 0;
+}
+
+void gpu_slots_free(struct worker *w)
+{
+	struct gpu_base *g = w->priv;
+
+	if (!g)
+		return;
+	if (g->dev)
+		cu.cudaFree(g->dev);
+	free(g->staging);
+	g->dev = g->staging = NULL;
+	free(w->slots);
+	w->slots = NULL;
+}
+
+int gpu_to_host(struct worker *w, struct slot *s)
+{
+	cudaError_t e = cu.cudaMemcpy(s->host, s->buf, s->len, cudaMemcpyDeviceToHost);
+
+	if (e != cudaSuccess) {
+		werr(w, "cudaMemcpy D2H: %s", cuda_errstr(e));
+		return -1;
+	}
+	return 0;
+}
+
+int gpu_from_host(struct worker *w, struct slot *s)
+{
+	cudaError_t e = cu.cudaMemcpy(s->buf, s->host, w->job->io_size, cudaMemcpyHostToDevice);
+
+	if (e != cudaSuccess) {
+		werr(w, "cudaMemcpy H2D: %s", cuda_errstr(e));
+		return -1;
+	}
+	return 0;
+}
+
+int cufile_register_buf(struct worker *w)
+{
+	struct gpu_base *g = w->priv;
+	CUfileError_t fe = cu.cuFileBufRegister(g->dev, g->len, 0);
+
+	if (fe.err != CU_FILE_SUCCESS) {
+		char b[160];
+
+		werr(w, "cuFileBufRegister(%zu bytes): %s", g->len, cufile_errstr(fe, b, sizeof(b)));
+		return -1;
+	}
+	g->registered = 1;
+	return 0;
+}
+
+void cufile_deregister_buf(struct worker *w)
+{
+	struct gpu_base *g = w->priv;
+
+	if (g && g->registered) {
+		cu.cuFileBufDeregister(g->dev);
+		g->registered = 0;
+	}
+}
+
+int cufile_register_fd(struct worker *w)
+{
+	CUfileDescr_t d;
+	CUfileHandle_t fh;
+	CUfileError_t fe;
+	char b[160];
+
+	memset(&d, 0, sizeof(d));
+	d.handle.fd = w->fd;
+	d.type = CU_FILE_HANDLE_TYPE_OPAQUE_FD;
+	fe = cu.cuFileHandleRegister(&fh, &d);
+	if (fe.err != CU_FILE_SUCCESS) {
+		struct stat st;
+		char udev[64] = "";
+
+		/* The usual cause off DGX OS: no udev record for the block device. */
+		if (fstat(w->fd, &st) == 0) {
+			snprintf(udev, sizeof(udev), "/run/udev/data/b%u:%u", major(st.st_dev), minor(st.st_dev));
+			if (access(udev, F_OK) == 0)
+				udev[0] = 0;
+		}
+		werr(w, "cuFileHandleRegister %s: %s%s%s%s", w->path, cufile_errstr(fe, b, sizeof(b)),
+		     udev[0] ? "; " : "", udev[0] ? udev : "",
+		     udev[0] ? " is missing: cuFile needs the udev record of the file system's block device "
+			       "(E:ID_FS_USAGE=filesystem, E:ID_FS_TYPE=...)" : "");
+		return -1;
+	}
+	w->fh = fh;
+	return 0;
+}
+
+void cufile_deregister_fd(struct worker *w)
+{
+	if (w->fh) {
+		cu.cuFileHandleDeregister(w->fh);
+		w->fh = NULL;
+	}
+}
+
+#endif

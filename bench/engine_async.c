@@ -1,0 +1,189 @@
+/* xfer_type 5, cuFile stream (async) API: cuFileReadAsync/cuFileWriteAsync on
+ * -B CUDA streams per thread, one op in flight per stream, so each thread
+ * keeps -B I/Os queued (gdsio XFER_GPU_DIRECT_ASYNC). Streams are registered
+ * with all CU_FILE_STREAM_* fixed/aligned flags: sizes and offsets are known
+ * at submit time and 4 KiB aligned, which lets cuFile skip per-op setup. */
+#ifdef HAVE_CUDA
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+
+#include "cuda_rt.h"
+
+struct aslot {
+	size_t size;
+	off_t foff, boff;
+	ssize_t bytes;
+	cudaStream_t stream;
+	int registered;
+};
+
+struct async_thread {
+	void *dev, *staging;	/* struct gpu_base layout */
+	size_t len;
+	int registered;
+	struct aslot *as;
+	int *fifo;		/* slot indexes in submission order */
+	int head, count;
+};
+
+static int async_global_init(char *err, size_t errlen)
+{
+	if (gpu_global_init(1, err, errlen) != 0)
+		return -1;
+	if (!cu.cuFileReadAsync || !cu.cuFileWriteAsync || !cu.cuFileStreamRegister) {
+		snprintf(err, errlen, "%s has no cuFile stream API (cuFileReadAsync): xfer_type 5 needs GDS >= 1.7",
+			 cu.cufile_path);
+		return -1;
+	}
+	return 0;
+}
+
+static int async_thread_init(struct worker *w)
+{
+	struct async_thread *t = calloc(1, sizeof(*t));
+	int depth = w->job->depth > 0 ? w->job->depth : 8;
+
+	w->priv = t;
+	if (!t) {
+		werr(w, "out of memory");
+		return -1;
+	}
+	if (gpu_bind(w) != 0 || gpu_slots_alloc(w, depth, 1) != 0 || cufile_register_buf(w) != 0)
+		return -1;
+	t->as = calloc((size_t)depth, sizeof(*t->as));
+	t->fifo = calloc((size_t)depth, sizeof(*t->fifo));
+	if (!t->as || !t->fifo) {
+		werr(w, "out of memory");
+		return -1;
+	}
+	for (int i = 0; i < depth; i++) {
+		cudaError_t e = cu.cudaStreamCreateWithFlags(&t->as[i].stream, cudaStreamNonBlocking);
+		CUfileError_t fe;
+
+		if (e != cudaSuccess) {
+			t->as[i].stream = NULL;
+			werr(w, "cudaStreamCreate: %s", cuda_errstr(e));
+			return -1;
+		}
+		fe = cu.cuFileStreamRegister(t->as[i].stream, CU_FILE_STREAM_FIXED_BUF_OFFSET |
+					     CU_FILE_STREAM_FIXED_FILE_OFFSET | CU_FILE_STREAM_FIXED_FILE_SIZE |
+					     CU_FILE_STREAM_PAGE_ALIGNED_INPUTS);
+		if (fe.err != CU_FILE_SUCCESS) {
+			char b[160];
+
+			werr(w, "cuFileStreamRegister: %s", cufile_errstr(fe, b, sizeof(b)));
+			return -1;
+		}
+		t->as[i].registered = 1;
+	}
+	return 0;
+}
+
+static void async_thread_exit(struct worker *w)
+{
+	struct async_thread *t = w->priv;
+
+	if (t && t->as) {
+		for (int i = 0; i < w->depth; i++) {
+			if (!t->as[i].stream)
+				continue;
+			cu.cudaStreamSynchronize(t->as[i].stream);	/* nothing may still write to freed memory */
+			if (t->as[i].registered && cu.cuFileStreamDeregister)
+				cu.cuFileStreamDeregister(t->as[i].stream);
+			cu.cudaStreamDestroy(t->as[i].stream);
+		}
+	}
+	cufile_deregister_buf(w);
+	gpu_slots_free(w);
+	if (t) {
+		free(t->as);
+		free(t->fifo);
+	}
+	free(t);
+	w->priv = NULL;
+}
+
+static int async_room(struct worker *w)
+{
+	struct async_thread *t = w->priv;
+
+	return w->depth - t->count;
+}
+
+static int async_submit(struct worker *w, struct slot **list, int n)
+{
+	struct async_thread *t = w->priv;
+
+	for (int i = 0; i < n; i++) {
+		struct slot *s = list[i];
+		int k = (int)(s - w->slots);
+		struct aslot *a = &t->as[k];
+		CUfileError_t fe;
+
+		a->size = s->len;
+		a->foff = (off_t)s->off;
+		a->boff = (off_t)s->buf_off;
+		a->bytes = 0;
+		fe = s->write ? cu.cuFileWriteAsync(w->fh, t->dev, &a->size, &a->foff, &a->boff, &a->bytes, a->stream)
+			      : cu.cuFileReadAsync(w->fh, t->dev, &a->size, &a->foff, &a->boff, &a->bytes, a->stream);
+		if (fe.err != CU_FILE_SUCCESS) {
+			char b[160];
+
+			werr(w, "cuFile%sAsync: %s", s->write ? "Write" : "Read", cufile_errstr(fe, b, sizeof(b)));
+			return -1;
+		}
+		t->fifo[(t->head + t->count) % w->depth] = k;
+		t->count++;
+	}
+	return 0;
+}
+
+/* Wait for the oldest op, then collect any later ones already finished. */
+static int async_reap(struct worker *w, struct slot **done, int max)
+{
+	struct async_thread *t = w->priv;
+	int n = 0;
+
+	while (t->count > 0 && n < max) {
+		int k = t->fifo[t->head];
+		struct aslot *a = &t->as[k];
+		cudaError_t e;
+
+		if (n == 0)
+			e = cu.cudaStreamSynchronize(a->stream);
+		else if ((e = cu.cudaStreamQuery(a->stream)) == cudaErrorNotReady)
+			break;
+		w->slots[k].t_done = now_ns();
+		if (e != cudaSuccess) {
+			werr(w, "CUDA stream: %s", cuda_errstr(e));
+			w->slots[k].res = -EIO;
+		} else {
+			w->slots[k].res = a->bytes;
+		}
+		done[n++] = &w->slots[k];
+		t->head = (t->head + 1) % w->depth;
+		t->count--;
+	}
+	return n;
+}
+
+const struct engine engine_async = {
+	.xfer = 5,
+	.name = "GPUD_ASYNC",
+	.desc = "GPU direct, cuFile stream API: cuFileReadAsync/WriteAsync on -B registered streams",
+	.flags = ENG_GPU | ENG_CUFILE | ENG_ODIRECT | ENG_QUEUED,
+	.global_init = async_global_init,
+	.global_exit = gpu_global_exit,
+	.thread_init = async_thread_init,
+	.thread_exit = async_thread_exit,
+	.file_open = cufile_register_fd,
+	.file_close = cufile_deregister_fd,
+	.room = async_room,
+	.submit = async_submit,
+	.reap = async_reap,
+	.to_host = gpu_to_host,
+	.from_host = gpu_from_host,
+	.strerror = cufile_io_strerror,
+};
+#endif
