@@ -1,7 +1,6 @@
 /* Run-time loading of the CUDA runtime and libcufile, and the buffer/handle
  * helpers the GPU engines share. Built only when the headers were found. */
 #ifdef HAVE_CUDA
-#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <glob.h>

@@ -4,7 +4,6 @@
  * with all CU_FILE_STREAM_* fixed/aligned flags: sizes and offsets are known
  * at submit time and 4 KiB aligned, which lets cuFile skip per-op setup. */
 #ifdef HAVE_CUDA
-#define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
 

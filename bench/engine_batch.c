@@ -3,7 +3,6 @@
  * handles; while one batch is in flight the other is reaped and resubmitted,
  * keeping between -B/2 and -B I/Os queued per thread. */
 #ifdef HAVE_CUDA
-#define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -2,9 +2,9 @@
  * (cudaMallocHost), then cudaMemcpyAsync to the GPU; writes the reverse
  * (gdsio XFER_CPU_GPU). The op completes when the data is in GPU memory. */
 #ifdef HAVE_CUDA
-#define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cuda_rt.h"

@@ -3,7 +3,6 @@
  * Whether the bytes really went storage->GPU (nvidia-fs, P2PDMA) or through
  * cuFile's POSIX compat path is decided from cuFile's own counters (pathmode.c). */
 #ifdef HAVE_CUDA
-#define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
 

@@ -1,6 +1,5 @@
 /* xfer_type 1, CPU only: O_DIRECT pread/pwrite into 4 KiB-aligned host
  * buffers (gdsio's XFER_CPU_ONLY; the same work as fio psync direct=1). */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,5 @@
 /* The common I/O loop, shared by every transfer engine: offsets, timing,
  * latency histogram, deadline, verify. Engines only move bytes. */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>

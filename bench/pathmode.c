@@ -1,0 +1,243 @@
+/* path.mode and path.evidence: which path the data actually took.
+ * CPU-side transfer types are "posix" by construction. For the cuFile types
+ * the verdict comes from what the library itself counted during the run
+ * (cuFile level-3 per-GPU stats: nvfs / p2p / posix ops), backed by the
+ * driver properties and the nvidia-fs proc files. Any op that went through
+ * cuFile's POSIX fallback makes the mode "compat": a compat run cannot pass
+ * for GPU direct. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gdsbench.h"
+#ifdef HAVE_CUDA
+#include "cuda_rt.h"
+#endif
+
+#define NVFS_STATS "/proc/driver/nvidia-fs/stats"
+#define NVFS_VERSION "/proc/driver/nvidia-fs/version"
+
+static long long nvfs_rd0 = -1, nvfs_wr0 = -1;
+
+static void ev(struct path_info *pi, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void ev(struct path_info *pi, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (pi->n_evidence >= (int)(sizeof(pi->evidence) / sizeof(pi->evidence[0])))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(pi->evidence[pi->n_evidence++], sizeof(pi->evidence[0]), fmt, ap);
+	va_end(ap);
+}
+
+/* "Reads : n=123 ok=120 err=0 ..." -> the ok (or n) count; -1 if absent.
+ * nvidia-fs prints per-op counts only with its IO stats enabled. */
+static long long nvfs_count(const char *text, const char *label)
+{
+	const char *p = text;
+
+	while ((p = strstr(p, label)) != NULL) {
+		const char *eol = strchr(p, '\n'), *q;
+
+		if (p == text || p[-1] == '\n') {
+			q = strstr(p, "ok=");
+			if (!q || (eol && q > eol))
+				q = strstr(p, "n=");
+			if (q && (!eol || q < eol))
+				return strtoll(strchr(q, '=') + 1, NULL, 10);
+			return -1;
+		}
+		p += strlen(label);
+	}
+	return -1;
+}
+
+static int read_text(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	if (!f)
+		return -1;
+	n = fread(buf, 1, len - 1, f);
+	buf[n] = 0;
+	fclose(f);
+	return 0;
+}
+
+void path_begin(struct job *jobs, int njobs)
+{
+	static char buf[16384];
+
+	(void)jobs;
+	(void)njobs;
+	if (read_text(NVFS_STATS, buf, sizeof(buf)) == 0) {
+		nvfs_rd0 = nvfs_count(buf, "Reads");
+		nvfs_wr0 = nvfs_count(buf, "Writes");
+	}
+}
+
+#ifdef HAVE_CUDA
+static void nvfs_evidence(struct path_info *pi)
+{
+	static char buf[16384];
+	char ver[128] = "";
+
+	if (access("/proc/driver/nvidia-fs", F_OK) != 0) {
+		ev(pi, "/proc/driver/nvidia-fs absent: the nvidia-fs kernel module is not loaded");
+		return;
+	}
+	if (read_text(NVFS_VERSION, ver, sizeof(ver)) == 0)
+		ver[strcspn(ver, "\n")] = 0;
+	if (read_text(NVFS_STATS, buf, sizeof(buf)) == 0) {
+		long long rd = nvfs_count(buf, "Reads"), wr = nvfs_count(buf, "Writes");
+
+		if (rd >= 0 && nvfs_rd0 >= 0)
+			ev(pi, "nvidia-fs %s loaded; its counters moved by reads=%lld writes=%lld during the run",
+			   ver[0] ? ver : "(version ?)", rd - nvfs_rd0, wr >= 0 && nvfs_wr0 >= 0 ? wr - nvfs_wr0 : -1);
+		else
+			ev(pi, "nvidia-fs %s loaded (per-op counters off: rw_stats_enabled=0)",
+			   ver[0] ? ver : "(version ?)");
+	} else {
+		ev(pi, "nvidia-fs loaded, %s unreadable", NVFS_STATS);
+	}
+}
+
+/* CU_FILE_P2P_SUPPORTED in CUfileFeatureFlags_t (bit 4), spelled as a
+ * number because older cufile.h releases do not name it. */
+#define FEATURE_P2P_BIT 4
+
+void cufile_path_probe(struct path_info *pi)
+{
+	CUfileDrvProps_t props;
+	int have_props = 0, p2p_cap = 0;
+	unsigned nvfs_major = 0, nvfs_minor = 0;
+
+	pi->n_nvfs = pi->n_p2p = pi->n_posix = pi->n_total = -1;
+	if (cu.cuFileGetVersion) {
+		int v = 0;
+
+		if (cu.cuFileGetVersion(&v).err == CU_FILE_SUCCESS)
+			ev(pi, "libcufile %d.%d (%s)", v / 1000, (v % 1000) / 10, cu.cufile_path);
+	}
+	memset(&props, 0, sizeof(props));
+	if (cu.cuFileDriverGetProperties(&props).err == CU_FILE_SUCCESS) {
+		have_props = 1;
+		nvfs_major = props.nvfs.major_version;
+		nvfs_minor = props.nvfs.minor_version;
+		p2p_cap = !!(props.fflags & (1u << FEATURE_P2P_BIT));
+		ev(pi, "cuFileDriverGetProperties: nvfs version %u.%u%s, P2PDMA feature %s, allow_compat_mode %s",
+		   nvfs_major, nvfs_minor, nvfs_major || nvfs_minor ? "" : " (no nvidia-fs driver)",
+		   p2p_cap ? "yes" : "no",
+		   props.nvfs.dcontrolflags & (1u << CU_FILE_ALLOW_COMPAT_MODE) ? "on" : "off");
+	}
+
+	/* Level-3 stats: per-GPU counts of ops by path. The struct is read into a
+	 * larger zeroed buffer: newer libraries may have grown it. */
+	if (cu.stats_level >= 3 && cu.cuFileGetStatsL3) {
+		size_t sz = sizeof(CUfileStatsLevel3_t) + 65536;
+		CUfileStatsLevel3_t *st = calloc(1, sz);
+
+		if (st && cu.cuFileGetStatsL3(st).err == CU_FILE_SUCCESS) {
+			long long nv = 0, p2 = 0, px = 0, tot = 0;
+			unsigned n = st->num_gpus > 16 ? 16 : st->num_gpus;
+
+			for (unsigned i = 0; i < n; i++) {
+				const CUfilePerGpuStats_t *g = &st->per_gpu_stats[i];
+
+				nv += (long long)(g->n_nvfs_reads + g->n_nvfs_writes);
+				p2 += (long long)(g->n_p2p_reads + g->n_p2p_writes);
+				px += (long long)(g->n_posix_reads + g->n_posix_writes);
+				tot += (long long)(g->n_total_reads + g->n_total_writes);
+			}
+			pi->n_nvfs = nv;
+			pi->n_p2p = p2;
+			pi->n_posix = px;
+			pi->n_total = tot;
+			ev(pi, "cuFile per-GPU stats (level 3, %u GPU(s)): ops=%lld nvfs=%lld p2p=%lld posix=%lld",
+			   n, tot, nv, p2, px);
+			{
+				const CUfileStatsLevel1_t *l1 = &st->detailed.basic;
+
+				if (l1->batch_submit_ops.ok || l1->batch_posix_enqueued_ops.ok)
+					ev(pi, "cuFile batch stats: submitted=%llu nvfs=%llu p2p=%llu posix_enqueued=%llu",
+					   (unsigned long long)l1->batch_total_submit_ops.ok,
+					   (unsigned long long)l1->batch_nvfs_submit_ops.ok,
+					   (unsigned long long)l1->batch_p2p_submit_ops.ok,
+					   (unsigned long long)l1->batch_posix_enqueued_ops.ok);
+				if (l1->batch_posix_enqueued_ops.ok && pi->n_posix <= 0)
+					pi->n_posix = (long long)l1->batch_posix_enqueued_ops.ok;
+				if (l1->batch_nvfs_submit_ops.ok && pi->n_nvfs <= 0)
+					pi->n_nvfs = (long long)l1->batch_nvfs_submit_ops.ok;
+				if (l1->batch_p2p_submit_ops.ok && pi->n_p2p <= 0)
+					pi->n_p2p = (long long)l1->batch_p2p_submit_ops.ok;
+			}
+		} else {
+			ev(pi, "cuFileGetStatsL3 failed: no per-op path counters");
+		}
+		free(st);
+	} else {
+		ev(pi, "cuFile stats not enabled (--cufile-stats 0 or library without the stats API)");
+	}
+
+	if (pi->n_posix > 0) {
+		snprintf(pi->mode, sizeof(pi->mode), "compat");
+		ev(pi, "verdict: %lld op(s) went through cuFile's POSIX compat path (bounce through host memory)",
+		   pi->n_posix);
+	} else if (pi->n_p2p > 0 || pi->n_nvfs > 0) {
+		snprintf(pi->mode, sizeof(pi->mode), "%s", pi->n_p2p > pi->n_nvfs ? "p2pdma" : "nvfs");
+		ev(pi, "verdict: every counted op used %s DMA to GPU memory",
+		   pi->n_p2p > pi->n_nvfs ? "PCI P2PDMA" : "nvidia-fs");
+	} else if (have_props) {
+		/* No per-op counters: infer from what the driver can do at all. */
+		if (!nvfs_major && !nvfs_minor && !p2p_cap) {
+			snprintf(pi->mode, sizeof(pi->mode), "compat");
+			ev(pi, "verdict: neither nvidia-fs nor P2PDMA is available, so cuFile can only run in compat mode");
+		} else {
+			snprintf(pi->mode, sizeof(pi->mode), "%s", nvfs_major || nvfs_minor ? "nvfs" : "p2pdma");
+			ev(pi, "verdict inferred from driver properties only (no per-op counters): treat as unverified");
+		}
+	} else {
+		snprintf(pi->mode, sizeof(pi->mode), "unknown");
+	}
+}
+#endif
+
+void path_finish(struct job *jobs, int njobs)
+{
+	struct path_info gpu;
+	int probed = 0;
+
+	memset(&gpu, 0, sizeof(gpu));
+	for (int i = 0; i < njobs; i++) {
+		struct path_info *pi = &jobs[i].res.path;
+		const struct engine *e = jobs[i].eng;
+
+		memset(pi, 0, sizeof(*pi));
+		pi->n_nvfs = pi->n_p2p = pi->n_posix = pi->n_total = -1;
+		if (!(e->flags & ENG_CUFILE)) {
+			snprintf(pi->mode, sizeof(pi->mode), "posix");
+			if (e->flags & ENG_GPU)
+				ev(pi, "xfer_type %d (%s) moves data through host memory by design: %s", e->xfer,
+				   e->name, e->desc);
+			else
+				ev(pi, "xfer_type %d (%s): %s; no GPU involved", e->xfer, e->name, e->desc);
+			continue;
+		}
+#ifdef HAVE_CUDA
+		if (!probed) {
+			cufile_path_probe(&gpu);
+			nvfs_evidence(&gpu);
+			probed = 1;
+		}
+		*pi = gpu;
+		if (njobs > 1)
+			ev(pi, "cuFile counters are process-wide: they cover every cuFile job of this run");
+#else
+		snprintf(pi->mode, sizeof(pi->mode), "unknown");
+		(void)probed;
+#endif
+	}
+}

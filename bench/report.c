@@ -1,0 +1,263 @@
+/* Output: the gdsio text line and the JSON record (DESIGN.md section 5). */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gdsbench.h"
+
+static const char *const io_names[] = { "READ", "WRITE", "RANDREAD", "RANDWRITE" };
+static const char *const io_keys[] = { "read", "write", "randread", "randwrite" };
+
+const char *io_type_name(int t)
+{
+	return t >= 0 && t < 4 ? io_names[t] : "?";
+}
+
+static double elapsed_s(const struct result *r)
+{
+	return r->t_end > r->t_start ? (double)(r->t_end - r->t_start) / 1e9 : 0.0;
+}
+
+static uint64_t dataset_bytes(const struct job *j)
+{
+	return j->dir[0] ? (uint64_t)j->threads * j->file_size : j->file_size;
+}
+
+static int all_same_io(const struct job *jobs, int n)
+{
+	for (int i = 1; i < n; i++)
+		if (jobs[i].io_type != jobs[0].io_type)
+			return 0;
+	return 1;
+}
+
+static int all_same_xfer(const struct job *jobs, int n)
+{
+	for (int i = 1; i < n; i++)
+		if (jobs[i].xfer != jobs[0].xfer)
+			return 0;
+	return 1;
+}
+
+/* IoType: READ XferType: GPUD Threads: 8 DataSetSize: 818796544/4096000(KiB)
+ * IOSize: 1024(KiB) Throughput: 6.524658 GiB/sec, Avg_Latency: 1197.370995 usecs
+ * ops: 799606 total_time 119.679102 secs */
+void report_line(FILE *out, struct job *jobs, int njobs, struct result *agg)
+{
+	uint64_t ds = 0;
+	int threads = 0;
+	double el = elapsed_s(agg);
+
+	for (int i = 0; i < njobs; i++) {
+		ds += dataset_bytes(&jobs[i]);
+		threads += jobs[i].threads;
+	}
+	fprintf(out,
+		"IoType: %s XferType: %s Threads: %d DataSetSize: %llu/%llu(KiB) IOSize: %llu(KiB) "
+		"Throughput: %.6f GiB/sec, Avg_Latency: %.6f usecs ops: %llu total_time %.6f secs\n",
+		all_same_io(jobs, njobs) ? io_type_name(jobs[0].io_type) : "MIXED",
+		all_same_xfer(jobs, njobs) ? jobs[0].eng->name : "MIXED", threads,
+		(unsigned long long)(agg->bytes / 1024), (unsigned long long)(ds / 1024),
+		(unsigned long long)(jobs[0].io_size / 1024),
+		el > 0 ? (double)agg->bytes / el / (1024.0 * 1024.0 * 1024.0) : 0.0,
+		hist_mean(&agg->hist) / 1000.0, (unsigned long long)agg->ops, el);
+	fflush(out);
+}
+
+/* ---- a small JSON writer ---- */
+
+static void jstr(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p == '\n')
+			fputs("\\n", f);
+		else if (*p == '\t')
+			fputs("\\t", f);
+		else if (*p < 0x20)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+static void jnum(FILE *f, double v)
+{
+	/* JSON has no inf/nan */
+	if (v != v || v > 1e300 || v < -1e300)
+		fputs("null", f);
+	else
+		fprintf(f, "%.6f", v);
+}
+
+static long ncpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n > 0 ? n : 1;
+}
+
+static void json_path(FILE *f, const struct path_info *pi, const char *ind)
+{
+	fprintf(f, "%s\"path\": {\"mode\": ", ind);
+	jstr(f, pi->mode);
+	fputs(", \"evidence\": [", f);
+	for (int i = 0; i < pi->n_evidence; i++) {
+		if (i)
+			fputs(", ", f);
+		jstr(f, pi->evidence[i]);
+	}
+	fputs("]", f);
+	if (pi->n_total >= 0 || pi->n_posix >= 0)
+		fprintf(f, ", \"counters\": {\"ops\": %lld, \"nvfs\": %lld, \"p2p\": %lld, \"posix\": %lld}",
+			pi->n_total, pi->n_nvfs, pi->n_p2p, pi->n_posix);
+	fputs("}", f);
+}
+
+/* The contract keys, then extras. ind: indentation of the keys. */
+static void json_record(FILE *f, const char *ind, int io_type, int mixed_io, int xfer, int mixed_xfer,
+			int threads, uint64_t io_size, const struct result *r, double cpu_s)
+{
+	double el = elapsed_s(r);
+	const struct hist *h = &r->hist;
+
+	fprintf(f, "%s\"io_type\": ", ind);
+	jstr(f, mixed_io ? "mixed" : io_keys[io_type]);
+	if (mixed_xfer)
+		fprintf(f, ",\n%s\"xfer_type\": \"mixed\"", ind);
+	else
+		fprintf(f, ",\n%s\"xfer_type\": %d", ind, xfer);
+	fprintf(f, ",\n%s\"threads\": %d,\n%s\"io_size_bytes\": %llu,\n%s\"bytes\": %llu,\n%s\"ops\": %llu", ind,
+		threads, ind, (unsigned long long)io_size, ind, (unsigned long long)r->bytes, ind,
+		(unsigned long long)r->ops);
+	fprintf(f, ",\n%s\"elapsed_s\": ", ind);
+	jnum(f, el);
+	fprintf(f, ",\n%s\"throughput_gib_s\": ", ind);
+	jnum(f, el > 0 ? (double)r->bytes / el / (1024.0 * 1024.0 * 1024.0) : 0.0);
+	fprintf(f, ",\n%s\"iops\": ", ind);
+	jnum(f, el > 0 ? (double)r->ops / el : 0.0);
+	fprintf(f, ",\n%s\"lat_us\": {\"mean\": ", ind);
+	jnum(f, hist_mean(h) / 1000.0);
+	fputs(", \"p50\": ", f);
+	jnum(f, hist_percentile(h, 50.0) / 1000.0);
+	fputs(", \"p90\": ", f);
+	jnum(f, hist_percentile(h, 90.0) / 1000.0);
+	fputs(", \"p99\": ", f);
+	jnum(f, hist_percentile(h, 99.0) / 1000.0);
+	fputs(", \"p999\": ", f);
+	jnum(f, hist_percentile(h, 99.9) / 1000.0);
+	fputs(", \"max\": ", f);
+	jnum(f, h->count ? (double)h->max_ns / 1000.0 : 0.0);
+	fputs(", \"min\": ", f);
+	jnum(f, h->count ? (double)h->min_ns / 1000.0 : 0.0);
+	fputs("}", f);
+	fprintf(f, ",\n%s\"cpu_util_pct\": ", ind);
+	jnum(f, el > 0 ? cpu_s / el / (double)ncpus() * 100.0 : 0.0);
+	fprintf(f, ",\n%s\"cpu_cores_used\": ", ind);
+	jnum(f, el > 0 ? cpu_s / el : 0.0);
+	fprintf(f, ",\n%s\"errors\": %llu,\n%s\"verify_errors\": %llu,\n", ind, (unsigned long long)r->errors,
+		ind, (unsigned long long)r->verify_errors);
+	json_path(f, &r->path, ind);
+}
+
+static void json_job_extras(FILE *f, const char *ind, const struct job *j)
+{
+	fprintf(f, ",\n%s\"name\": ", ind);
+	jstr(f, j->name);
+	fprintf(f, ",\n%s\"xfer_name\": ", ind);
+	jstr(f, j->eng->name);
+	fprintf(f, ",\n%s\"gpu\": %d,\n%s\"numa_node\": %d,\n%s\"file_size\": %llu,\n%s\"offset\": %llu", ind,
+		j->gpu, ind, j->numa, ind, (unsigned long long)j->file_size, ind, (unsigned long long)j->offset);
+	fprintf(f, ",\n%s\"dataset_bytes\": %llu", ind, (unsigned long long)dataset_bytes(j));
+	fprintf(f, ",\n%s\"target\": ", ind);
+	jstr(f, j->dir[0] ? j->dir : j->file);
+	fprintf(f, ",\n%s\"target_kind\": \"%s\"", ind, j->dir[0] ? "directory" : "file");
+	fprintf(f, ",\n%s\"duration_s\": ", ind);
+	jnum(f, j->duration);
+	fprintf(f, ",\n%s\"seed\": %llu,\n%s\"verify\": %s", ind, (unsigned long long)j->seed, ind,
+		j->verify ? "true" : "false");
+	if (j->eng->flags & ENG_QUEUED)
+		fprintf(f, ",\n%s\"iodepth\": %d", ind, j->depth);
+}
+
+/* The least direct mode wins the aggregate: a mix never reads better than its worst part. */
+static int mode_rank(const char *m)
+{
+	static const char *const order[] = { "unknown", "posix", "compat", "p2pdma", "nvfs" };
+
+	for (int i = 0; i < 5; i++)
+		if (strcmp(m, order[i]) == 0)
+			return i;
+	return 0;
+}
+
+int report_json(const char *dest, struct job *jobs, int njobs, struct result *agg, double cpu_s,
+		int exit_code, char *err, size_t errlen)
+{
+	FILE *f;
+	int to_stdout = strcmp(dest, "-") == 0;
+	int threads = 0, worst = 0;
+
+	if (to_stdout) {
+		f = stdout;
+	} else {
+		f = fopen(dest, "w");
+		if (!f) {
+			snprintf(err, errlen, "--json %s: %s", dest, strerror(errno));
+			return -1;
+		}
+	}
+	for (int i = 0; i < njobs; i++) {
+		threads += jobs[i].threads;
+		if (mode_rank(jobs[i].res.path.mode) < mode_rank(jobs[worst].res.path.mode))
+			worst = i;
+	}
+	if (njobs > 1) {
+		int same = 1;
+
+		for (int i = 1; i < njobs; i++)
+			if (strcmp(jobs[i].res.path.mode, jobs[0].res.path.mode) != 0)
+				same = 0;
+		agg->path = jobs[worst].res.path;
+		if (!same) {
+			char b[256];
+			size_t o = 0;
+
+			o += (size_t)snprintf(b + o, sizeof(b) - o, "jobs differ:");
+			for (int i = 0; i < njobs && o < sizeof(b); i++)
+				o += (size_t)snprintf(b + o, sizeof(b) - o, " %s=%s", jobs[i].name, jobs[i].res.path.mode);
+			if (agg->path.n_evidence < 8)
+				snprintf(agg->path.evidence[agg->path.n_evidence++], sizeof(agg->path.evidence[0]), "%s", b);
+		}
+	} else {
+		agg->path = jobs[0].res.path;
+	}
+
+	fputs("{\n  \"tool\": \"gdsbench\",\n  \"version\": \"" GDS_VERSION "\",\n", f);
+	json_record(f, "  ", jobs[0].io_type, !all_same_io(jobs, njobs), jobs[0].xfer, !all_same_xfer(jobs, njobs),
+		    threads, jobs[0].io_size, agg, cpu_s);
+	if (njobs == 1) {
+		json_job_extras(f, "  ", &jobs[0]);
+	} else {
+		fputs(",\n  \"jobs\": [", f);
+		for (int i = 0; i < njobs; i++) {
+			fputs(i ? ", {\n" : "{\n", f);
+			json_record(f, "    ", jobs[i].io_type, 0, jobs[i].xfer, 0, jobs[i].threads, jobs[i].io_size,
+				    &jobs[i].res, jobs[i].res.cpu_s);
+			json_job_extras(f, "    ", &jobs[i]);
+			fputs("\n  }", f);
+		}
+		fputs("]", f);
+	}
+	fprintf(f, ",\n  \"exit_code\": %d\n}\n", exit_code);
+	if (to_stdout) {
+		fflush(f);
+	} else if (fclose(f) != 0) {
+		snprintf(err, errlen, "--json %s: %s", dest, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
