@@ -1,0 +1,297 @@
+# -*- coding: utf-8 -*-
+# Copyright: gds-commission contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The commissioning and drift reports (DESIGN.md section 3): summary.json, HOST.json,
+junit.xml, report.html and drift.json, built from what each host recorded.
+
+Pure functions from plain data to documents, plus one writer that puts a run directory in
+place atomically and points ``latest`` at it.
+"""
+from __future__ import annotations
+
+import html
+import json
+import os
+import shutil
+import tempfile
+import xml.etree.ElementTree as ET
+
+from ansible.module_utils.gds_thresholds import host_verdict
+
+VERDICTS = ("PASS", "WARN", "FAIL", "SKIP", "ERROR", "UNREACHABLE")
+COLORS = {"PASS": "#2e7d32", "WARN": "#ef8f00", "FAIL": "#c62828", "SKIP": "#757575",
+          "ERROR": "#6a1b9a", "UNREACHABLE": "#37474f"}
+
+
+class ReportError(Exception):
+    pass
+
+
+# --------------------------------------------------------------------------------------------
+# Data
+# --------------------------------------------------------------------------------------------
+def normalize_check(check):
+    verdict = str(check.get("verdict", "ERROR")).upper()
+    out = {"name": str(check.get("name", "unnamed check")),
+           "verdict": verdict if verdict in VERDICTS else "ERROR",
+           "expected": check.get("expected"), "actual": check.get("actual")}
+    if check.get("detail"):
+        out["detail"] = str(check["detail"])
+    for key in ("low", "high", "unit", "reference"):
+        if check.get(key) is not None:
+            out[key] = check[key]
+    return out
+
+
+def host_document(name, data, state):
+    """One host's report: verdict, checks, and what the report needs to show it."""
+    state = state or {}
+    checks = [normalize_check(c) for c in data.get("checks") or []]
+    if state.get("unreachable"):
+        checks.append({"name": "host: reachable", "verdict": "UNREACHABLE", "expected": "reachable",
+                       "actual": "unreachable", "detail": state.get("msg") or ""})
+    elif state.get("broken"):
+        last = (state.get("failures") or [{}])[-1]
+        checks.append({"name": "host: play completed", "verdict": "ERROR", "expected": "every step ran",
+                       "actual": "failed in task '%s'" % last.get("task", "?"), "detail": last.get("msg") or ""})
+    if not checks:
+        checks.append({"name": "host: checks recorded", "verdict": "ERROR", "expected": "at least one check",
+                       "actual": 0, "detail": "the host recorded no checks"})
+    verdict = host_verdict(c["verdict"] for c in checks)
+    doc = {"host": name, "verdict": verdict, "checks": checks}
+    for key in ("platform", "topology", "arrays", "bench", "reboot_required", "raid_plan"):
+        if data.get(key) is not None:
+            doc[key] = data[key]
+    return doc
+
+
+def summary(run_id, started, finished, docs):
+    counts = {key: 0 for key in ("PASS", "FAIL", "ERROR", "UNREACHABLE")}
+    for doc in docs.values():
+        counts[doc["verdict"]] = counts.get(doc["verdict"], 0) + 1
+    return {"run_id": run_id, "started": started, "finished": finished,
+            "hosts": {name: {"verdict": doc["verdict"], "checks": doc["checks"]} for name, doc in sorted(docs.items())},
+            "counts": counts}
+
+
+def junit(summary_doc):
+    """A testsuite per host, a testcase per check (WARN passes with a note, SKIP is skipped)."""
+    suites = ET.Element("testsuites", name="gds-commission %s" % summary_doc["run_id"])
+    for host, doc in sorted(summary_doc["hosts"].items()):
+        checks = doc["checks"]
+        suite = ET.SubElement(suites, "testsuite", name=host, tests=str(len(checks)),
+                              failures=str(sum(c["verdict"] == "FAIL" for c in checks)),
+                              errors=str(sum(c["verdict"] in ("ERROR", "UNREACHABLE") for c in checks)),
+                              skipped=str(sum(c["verdict"] == "SKIP" for c in checks)))
+        for check in checks:
+            area = check["name"].split(":", 1)[0].strip() if ":" in check["name"] else "check"
+            case = ET.SubElement(suite, "testcase", classname="%s.%s" % (host, area.replace(" ", "_")),
+                                 name=check["name"])
+            text = "expected %s, actual %s%s" % (check.get("expected"), check.get("actual"),
+                                                  ("; " + check["detail"]) if check.get("detail") else "")
+            if check["verdict"] == "FAIL":
+                ET.SubElement(case, "failure", message=text).text = text
+            elif check["verdict"] in ("ERROR", "UNREACHABLE"):
+                ET.SubElement(case, "error", message=text).text = text
+            elif check["verdict"] == "SKIP":
+                ET.SubElement(case, "skipped", message=check.get("detail") or "skipped")
+            elif check["verdict"] == "WARN":
+                ET.SubElement(case, "system-out").text = "WARN: " + text
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# HTML
+# --------------------------------------------------------------------------------------------
+def _e(value):
+    return html.escape("" if value is None else str(value))
+
+
+def _badge(verdict):
+    return '<span class="badge" style="background:%s">%s</span>' % (COLORS.get(verdict, "#000"), _e(verdict))
+
+
+def _bus(bdf):
+    return "0x" + bdf.split(":")[-2] if bdf else ""
+
+
+def affinity_rows(doc):
+    topo = doc.get("topology") or {}
+    gpus = {g["index"]: g for g in topo.get("gpus") or []}
+    drives = {d["name"]: d for d in topo.get("nvme") or []}
+    mounts = {}
+    for array in doc.get("arrays") or []:
+        for member in array.get("members") or []:
+            mounts[member] = array
+    rows = []
+    for group in topo.get("groups") or []:
+        array = next((mounts[d] for d in group["nvme"] if d in mounts), None)
+        rows.append({
+            "group": group["id"],
+            "array": "%s (%s)" % (array.get("mount"), array.get("device")) if array else "-",
+            "gpus": ", ".join(str(i) for i in group["gpus"]),
+            "gpu_bus": ", ".join(_bus(gpus[i]["bdf"]) for i in group["gpus"] if i in gpus),
+            "nvme": ", ".join(group["nvme"]) or "-",
+            "nvme_bus": ", ".join(_bus(drives[d]["bdf"]) for d in group["nvme"] if d in drives) or "-",
+            "nics": ", ".join(group.get("nics") or []) or "-",
+            "link": group.get("link") or "-",
+            "numa": group.get("numa_node"),
+        })
+    return rows
+
+
+def bar_chart(checks, width=640):
+    """Inline SVG: one bar per measured metric, scaled to its own bounds, bound lines drawn."""
+    rows = [c for c in checks if isinstance(c.get("actual"), (int, float)) and (c.get("low") is not None or c.get("high") is not None)]
+    if not rows:
+        return ""
+    row_h, label_w, bar_w = 26, 300, width - 300 - 110
+    height = row_h * len(rows) + 24
+    parts = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" role="img" class="chart">' % (width, height)]
+    for i, check in enumerate(rows):
+        y = 8 + i * row_h
+        bounds = [v for v in (check.get("low"), check.get("high"), check["actual"]) if v is not None]
+        scale_max = max(bounds) * 1.25 or 1.0
+        x_of = lambda v: label_w + bar_w * max(0.0, min(1.0, float(v) / scale_max))  # noqa: E731
+        color = COLORS.get(check["verdict"], "#000")
+        parts.append('<text x="%d" y="%d" class="lbl">%s</text>' % (label_w - 8, y + 14, _e(check["name"][-46:])))
+        parts.append('<rect x="%d" y="%d" width="%d" height="16" fill="#eceff1"/>' % (label_w, y + 2, bar_w))
+        parts.append('<rect x="%d" y="%d" width="%.1f" height="16" fill="%s"><title>%s</title></rect>'
+                     % (label_w, y + 2, x_of(check["actual"]) - label_w, color, _e("%s: %s %s (expected %s)" % (
+                         check["name"], check["actual"], check.get("unit", ""), check.get("expected")))))
+        for bound, dash in ((check.get("low"), ""), (check.get("high"), ' stroke-dasharray="3,2"')):
+            if bound is not None:
+                parts.append('<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#000" stroke-width="2"%s/>'
+                             % (x_of(bound), x_of(bound), y, y + 20, dash))
+        parts.append('<text x="%d" y="%d" class="val">%s %s</text>' % (label_w + bar_w + 6, y + 14,
+                                                                       _e(check["actual"]), _e(check.get("unit", ""))))
+    parts.append('<text x="%d" y="%d" class="note">solid line: lower bound, dashed: upper bound</text>'
+                 % (label_w, height - 4))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#212121;max-width:1200px}
+h1{font-size:22px;margin:0 0 4px} h2{font-size:18px;margin:28px 0 8px;border-bottom:2px solid #cfd8dc;padding-bottom:4px}
+h3{font-size:15px;margin:16px 0 6px;color:#37474f} .meta{color:#616161;font-size:13px}
+table{border-collapse:collapse;font-size:13px;margin:4px 0 12px} th,td{border:1px solid #cfd8dc;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#eceff1} .badge{color:#fff;border-radius:3px;padding:1px 6px;font-size:12px;font-weight:600}
+.counts span{margin-right:10px} .chart .lbl{font-size:11px;text-anchor:end;fill:#37474f} .chart .val{font-size:11px;fill:#212121}
+.chart .note{font-size:10px;fill:#757575} td.detail{color:#555;max-width:420px}
+"""
+
+
+def render_html(summary_doc, docs, title="GDS commissioning report"):
+    counts = summary_doc["counts"]
+    out = ["<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>%s %s</title><style>%s</style></head><body>"
+           % (_e(title), _e(summary_doc["run_id"]), CSS)]
+    out.append("<h1>%s</h1><div class=\"meta\">run %s &middot; started %s &middot; finished %s</div>"
+               % (_e(title), _e(summary_doc["run_id"]), _e(summary_doc["started"]), _e(summary_doc["finished"])))
+    out.append("<p class=\"counts\">%s</p>" % "".join("<span>%s %d</span>" % (_badge(k), v) for k, v in counts.items()))
+    out.append("<h2>Fleet</h2><table><tr><th>host</th><th>verdict</th><th>GPUs</th><th>data drives</th><th>groups</th>"
+               "<th>checks</th><th>reboot required</th></tr>")
+    for name, doc in sorted(docs.items()):
+        topo = doc.get("topology") or {}
+        tally = {}
+        for check in doc["checks"]:
+            tally[check["verdict"]] = tally.get(check["verdict"], 0) + 1
+        out.append("<tr><td><a href=\"#host-%s\">%s</a></td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>" % (
+            _e(name), _e(name), _badge(doc["verdict"]), len(topo.get("gpus") or []),
+            len([d for d in topo.get("nvme") or [] if not d.get("system")]), len(topo.get("groups") or []),
+            " ".join("%s&nbsp;%d" % (_e(k), v) for k, v in sorted(tally.items())), "yes" if doc.get("reboot_required") else "no"))
+    out.append("</table>")
+    for name, doc in sorted(docs.items()):
+        out.append("<h2 id=\"host-%s\">%s %s</h2>" % (_e(name), _e(name), _badge(doc["verdict"])))
+        rows = affinity_rows(doc)
+        if rows:
+            out.append("<h3>GPU / NVMe affinity</h3><table><tr><th>group</th><th>RAID array</th><th>GPU #</th><th>GPU PCIe</th>"
+                       "<th>NVMe</th><th>NVMe PCIe</th><th>NICs</th><th>link</th><th>NUMA</th></tr>")
+            for row in rows:
+                out.append("<tr>%s</tr>" % "".join("<td>%s</td>" % _e(row[k]) for k in
+                                                   ("group", "array", "gpus", "gpu_bus", "nvme", "nvme_bus", "nics", "link", "numa")))
+            out.append("</table>")
+        settings = [c for c in doc["checks"] if not c["name"].startswith("bench")]
+        bench = [c for c in doc["checks"] if c["name"].startswith("bench") or c.get("low") is not None or c.get("high") is not None]
+        settings = [c for c in settings if c not in bench]
+        if settings:
+            out.append("<h3>Settings and topology</h3>" + _check_table(settings))
+        if bench:
+            out.append("<h3>Benchmarks against thresholds</h3>")
+            chart = bar_chart(bench)
+            if chart:
+                out.append(chart)
+            out.append(_check_table(bench))
+        results = doc.get("bench") or []
+        if results:
+            out.append("<h3>Benchmark records</h3><table><tr><th>job</th><th>xfer</th><th>io</th><th>threads</th>"
+                       "<th>GiB/s</th><th>IOPS</th><th>lat mean us</th><th>lat p99 us</th><th>path</th></tr>")
+            for result in results:
+                rec = result.get("record") or {}
+                lat = rec.get("lat_us") or {}
+                out.append("<tr>%s</tr>" % "".join("<td>%s</td>" % _e(v) for v in (
+                    result.get("name"), rec.get("xfer_type"), rec.get("io_type"), rec.get("threads"),
+                    _num(rec.get("throughput_gib_s")), _num(rec.get("iops")), _num(lat.get("mean")),
+                    _num(lat.get("p99")), (rec.get("path") or {}).get("mode", "-"))))
+            out.append("</table>")
+    out.append("</body></html>\n")
+    return "".join(out)
+
+
+def _num(value):
+    return "-" if value is None else ("%.4g" % value if isinstance(value, float) else value)
+
+
+def _check_table(checks):
+    rows = ["<table><tr><th>check</th><th>verdict</th><th>expected</th><th>actual</th><th>detail</th></tr>"]
+    for check in checks:
+        rows.append("<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td class=\"detail\">%s</td></tr>" % (
+            _e(check["name"]), _badge(check["verdict"]), _e(check.get("expected")), _e(check.get("actual")),
+            _e(check.get("detail", ""))))
+    rows.append("</table>")
+    return "".join(rows)
+
+
+# --------------------------------------------------------------------------------------------
+# Drift
+# --------------------------------------------------------------------------------------------
+def drift_document(run_id, hosts, drift, states):
+    """{run_id, hosts: {HOST: {drifted, items}}}; unreachable hosts are listed as such."""
+    out = {"run_id": run_id, "hosts": {}}
+    for host in sorted(hosts):
+        items = drift.get(host) or []
+        entry = {"drifted": bool(items), "items": items}
+        state = states.get(host) or {}
+        if state.get("unreachable"):
+            entry.update(drifted=None, unreachable=True, detail=state.get("msg"))
+        out["hosts"][host] = entry
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+# --------------------------------------------------------------------------------------------
+def write_run(reports_dir, run_id, files):
+    """Write {name: text} into reports_dir/run_id/ (each file atomically) and point latest at it."""
+    run_dir = os.path.join(reports_dir, run_id)
+    os.makedirs(run_dir, exist_ok=True)
+    for name, text in files.items():
+        fd, tmp = tempfile.mkstemp(dir=run_dir, prefix="." + name)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, os.path.join(run_dir, name))
+    latest = os.path.join(reports_dir, "latest")
+    tmp_link = latest + ".tmp"
+    if os.path.lexists(tmp_link):
+        os.remove(tmp_link)
+    os.symlink(run_id, tmp_link)
+    if os.path.isdir(latest) and not os.path.islink(latest):
+        shutil.rmtree(latest)
+    os.replace(tmp_link, latest)
+    return run_dir
+
+
+def to_json(doc):
+    return json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n"

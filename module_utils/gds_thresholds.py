@@ -1,0 +1,120 @@
+# -*- coding: utf-8 -*-
+# Copyright: gds-commission contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Benchmark figures against thresholds, and the I/O path against the one a profile expects.
+
+Thresholds are written like ReFrame's references, so a profile reads like a table:
+
+    throughput_gib_s: [6.0, -0.10, null, GiB/s]   # reference, lower, upper (fractions), unit
+    lat_us.mean:      [1200, null, 0.50, us]      # at most 50 % above 1200 us
+
+A bound of ``null`` is open. A value beyond a bound FAILs; a value inside but within
+``WARN_MARGIN`` (5 %) of a bound WARNs, so a node that only just passes is visible; a metric the
+record lacks is an ERROR (nothing was measured, so nothing can be signed off).
+"""
+from __future__ import annotations
+
+WARN_MARGIN = 0.05
+GPU_DIRECT_XFER_TYPES = (0, 5, 6)
+
+
+class ThresholdError(ValueError):
+    """A threshold entry is malformed; the message names the metric."""
+
+
+def parse_reference(metric, spec):
+    """[ref, lower, upper, unit?] (or a dict with those keys) -> (ref, lower, upper, unit)."""
+    if isinstance(spec, dict):
+        spec = [spec.get("ref"), spec.get("lower"), spec.get("upper"), spec.get("unit")]
+    if not isinstance(spec, (list, tuple)) or len(spec) not in (3, 4):
+        raise ThresholdError("threshold %s: expected [reference, lower, upper, unit?], got %r" % (metric, spec))
+    ref, lower, upper = spec[0], spec[1], spec[2]
+    unit = spec[3] if len(spec) == 4 else ""
+    try:
+        ref = float(ref)
+        lower = None if lower is None else float(lower)
+        upper = None if upper is None else float(upper)
+    except (TypeError, ValueError):
+        raise ThresholdError("threshold %s: reference and bounds must be numbers or null, got %r" % (metric, spec))
+    if lower is None and upper is None:
+        raise ThresholdError("threshold %s: at least one of lower/upper must be set" % metric)
+    if (lower is not None and lower > 0) or (upper is not None and upper < 0):
+        raise ThresholdError("threshold %s: lower must be <= 0 and upper >= 0 (fractions of the reference)" % metric)
+    return ref, lower, upper, unit or ""
+
+
+def lookup_metric(record, metric):
+    """Dotted lookup (``lat_us.p99``) in a benchmark record; None when absent."""
+    value = record
+    for part in metric.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _fmt(value):
+    return float("%.4g" % value)
+
+
+def evaluate(metric, spec, value, prefix=""):
+    """One check: {name, verdict, expected, actual, detail}."""
+    ref, lower, upper, unit = parse_reference(metric, spec)
+    low = None if lower is None else ref * (1 + lower)
+    high = None if upper is None else ref * (1 + upper)
+    expected = " and ".join(part for part in (
+        ">= %g %s" % (_fmt(low), unit) if low is not None else "",
+        "<= %g %s" % (_fmt(high), unit) if high is not None else "") if part).replace("  ", " ").strip()
+    check = {"name": prefix + metric, "expected": expected, "actual": None, "unit": unit,
+             "reference": ref, "low": low, "high": high}
+    if value is None:
+        check.update(verdict="ERROR", detail="the benchmark record has no %s" % metric)
+        return check
+    check["actual"] = _fmt(value)
+    if low is not None and value < low:
+        check.update(verdict="FAIL", detail="%g %s is below %g" % (_fmt(value), unit, _fmt(low)))
+    elif high is not None and value > high:
+        check.update(verdict="FAIL", detail="%g %s is above %g" % (_fmt(value), unit, _fmt(high)))
+    elif low is not None and value < low * (1 + WARN_MARGIN):
+        check.update(verdict="WARN", detail="within %d%% of the lower bound %g" % (WARN_MARGIN * 100, _fmt(low)))
+    elif high is not None and value > high * (1 - WARN_MARGIN):
+        check.update(verdict="WARN", detail="within %d%% of the upper bound %g" % (WARN_MARGIN * 100, _fmt(high)))
+    else:
+        check.update(verdict="PASS", detail="")
+    return check
+
+
+def evaluate_all(record, thresholds, prefix=""):
+    """Checks for every metric of a job's thresholds (sorted by metric name)."""
+    return [evaluate(metric, spec, lookup_metric(record, metric), prefix)
+            for metric, spec in sorted((thresholds or {}).items())]
+
+
+def path_check(record, xfer_type, expected_mode, prefix=""):
+    """The I/O path actually taken against the profile's; None when nothing is expected.
+
+    Only GPU-direct transfer types are judged: a cuFile run that fell back to compat mode FAILs
+    with the benchmark's evidence, whatever its throughput.
+    """
+    if not expected_mode or int(xfer_type) not in GPU_DIRECT_XFER_TYPES:
+        return None
+    path = record.get("path") or {}
+    mode = path.get("mode")
+    evidence = path.get("evidence")
+    if isinstance(evidence, (list, tuple)):
+        evidence = "; ".join(str(e) for e in evidence)
+    elif isinstance(evidence, dict):
+        evidence = "; ".join("%s=%s" % item for item in sorted(evidence.items()))
+    verdict = "PASS" if mode == expected_mode else ("ERROR" if mode is None else "FAIL")
+    return {"name": prefix + "io path", "verdict": verdict, "expected": expected_mode,
+            "actual": mode, "detail": evidence or ("the record has no path" if mode is None else "")}
+
+
+def host_verdict(verdicts):
+    """A host's verdict from its checks: ERROR if a step broke, FAIL if any check failed, else
+    PASS (WARN and SKIP are shown but do not fail acceptance)."""
+    present = set(verdicts)
+    for verdict in ("UNREACHABLE", "ERROR", "FAIL"):
+        if verdict in present:
+            return verdict
+    return "PASS"
