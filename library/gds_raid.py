@@ -193,6 +193,14 @@ from ansible.module_utils.gds_raid import (
 EXECUTED_OPS = ("umount", "stop", "zero_superblock", "wipe", "create", "mkfs")
 
 
+DEV_MD = "/dev/md"
+
+
+def _is_live(procfs_root):
+    """True when procfs_root is this system's /proc (commands then act on the devices it shows)."""
+    return os.path.realpath(procfs_root) == "/proc"
+
+
 def _listdir(path):
     try:
         return sorted(os.listdir(path))
@@ -230,9 +238,9 @@ def _probe_inputs(runner, mdstat, candidates):
             rc, out = runner.probe([mdadm, "--detail", "--export", "/dev/" + name])
             if rc == 0:
                 details[name] = parse_detail_export(out)
-    for entry in _listdir("/dev/md"):
-        real = os.path.realpath(os.path.join("/dev/md", entry))
-        aliases[os.path.join("/dev/md", entry)] = os.path.basename(real)
+    for entry in _listdir(DEV_MD):
+        real = os.path.realpath(os.path.join(DEV_MD, entry))
+        aliases["/dev/md/" + entry] = os.path.basename(real)
     blkid = runner.module.get_bin_path("blkid")
     for name in mdstat:
         devname = details.get(name, {}).get("MD_DEVNAME")
@@ -333,7 +341,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    live = os.path.realpath(p["procfs_root"]) == "/proc"
+    live = _is_live(p["procfs_root"])
     if not live and not p["plan_only"] and not module.check_mode:
         module.fail_json(msg="procfs_root %s is not this system's /proc: commands would act on the "
                              "controller's own devices, not on that tree; use plan_only=true"

@@ -518,27 +518,27 @@ _UUID = re.compile(r"\bUUID=([0-9a-fA-F:]+)")
 
 
 def update_mdadm_conf(text, remove_uuids=(), add_lines=()):
-    """Drop the ARRAY entries (with their continuation lines) whose UUID is in ``remove_uuids``
-    and append ``add_lines`` whose UUID is not present yet. Returns the new text."""
+    """Drop the ARRAY entries (with their indented continuation lines) whose UUID is in
+    ``remove_uuids`` and append the ``add_lines`` whose UUID is not present yet."""
     remove = {u.lower() for u in remove_uuids if u}
-    out, skipping = [], False
+    entries = []  # [lines]: one entry per ARRAY/keyword line with its continuation lines
     for line in text.splitlines():
-        if line[:1].isspace() and line.strip() and not line.lstrip().startswith("#"):
-            if skipping:
-                continue  # continuation of a dropped ARRAY entry
+        if entries and line[:1].isspace() and line.strip() and entries[-1][0].startswith("ARRAY"):
+            entries[-1].append(line)
         else:
-            skipping = False
-        if line.startswith("ARRAY"):
-            match = _UUID.search(line)
-            if match and match.group(1).lower() in remove:
-                skipping = True
-                continue
-        out.append(line)
-    present = {m.group(1).lower() for m in (_UUID.search(l) for l in out if l.startswith("ARRAY"))
-               if m}
+            entries.append([line])
+
+    def uuid_of(entry):
+        match = _UUID.search(" ".join(entry)) if entry[0].startswith("ARRAY") else None
+        return match.group(1).lower() if match else None
+
+    kept = [e for e in entries if uuid_of(e) not in remove or uuid_of(e) is None]
+    present = {uuid_of(e) for e in kept} - {None}
     for line in add_lines:
-        match = _UUID.search(line)
-        if match and match.group(1).lower() in present:
+        uuid = uuid_of([line.strip()])
+        if uuid and uuid in present:
             continue
-        out.append(line.strip())
+        present.add(uuid)
+        kept.append([line.strip()])
+    out = [line for entry in kept for line in entry]
     return "\n".join(out) + ("\n" if out else "")
