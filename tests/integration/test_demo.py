@@ -1,0 +1,117 @@
+"""The `make demo` path end to end on fresh simulated nodes: commission, report files, drift.
+
+Each test builds its own simulated nodes and report directory, so they run from a clean state.
+"""
+import glob
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import jsonschema
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "fixtures"))
+import simtree  # noqa: E402
+
+PLAYBOOK = os.path.join(ROOT, ".venv", "bin", "ansible-playbook")
+SCHEMAS = os.path.join(ROOT, "roles", "gds_report", "files")
+
+
+@pytest.fixture
+def demo(tmp_path):
+    sim = tmp_path / "sim"
+    simtree.build_inventory(os.path.join(ROOT, "inventory", "demo", "hosts.yml"), str(sim))
+    env = dict(os.environ, GDS_SIM_ROOT=str(sim), GDS_REPORTS_DIR=str(tmp_path / "reports"),
+               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
+               ANSIBLE_CACHE_PLUGIN="memory", PATH=os.path.join(ROOT, ".venv", "bin") + os.pathsep + os.environ["PATH"])
+    env.pop("GDS_RUN_ID", None)
+
+    def play(playbook, *extra, inventory=os.path.join(ROOT, "inventory", "demo")):
+        proc = subprocess.run([PLAYBOOK, "-i", inventory, os.path.join(ROOT, "playbooks", playbook)] + list(extra),
+                              env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
+        return proc.returncode, proc.stdout + proc.stderr
+
+    return {"sim": sim, "reports": tmp_path / "reports", "play": play, "tmp": tmp_path}
+
+
+def latest(reports, name):
+    with open(os.path.join(reports, "latest", name)) as handle:
+        return handle.read()
+
+
+def schema(name):
+    with open(os.path.join(SCHEMAS, name)) as handle:
+        return json.load(handle)
+
+
+def test_commission_then_no_drift_then_drift_found(demo):
+    rc, out = demo["play"]("commission.yml")
+    assert rc == 0, out[-3000:]
+    summ = json.loads(latest(demo["reports"], "summary.json"))
+    jsonschema.validate(summ, schema("summary.schema.json"))
+    assert summ["counts"]["PASS"] == 2 and set(summ["hosts"]) == {"sim-a100", "sim-h100"}
+    for host in summ["hosts"]:
+        doc = json.loads(latest(demo["reports"], host + ".json"))
+        assert doc["topology"]["groups"], host
+        names = [c["name"] for c in doc["checks"]]
+        assert any(": throughput_gib_s" in n for n in names)
+        assert any(c["verdict"] == "SKIP" and "GPU" in c["name"] for c in doc["checks"])
+    ET.fromstring(latest(demo["reports"], "junit.xml").split("\n", 1)[1])
+    assert "<svg" in latest(demo["reports"], "report.html")
+
+    rc, out = demo["play"]("drift.yml")
+    assert rc == 0, out[-3000:]
+    drift = json.loads(latest(demo["reports"], "drift.json"))
+    jsonschema.validate(drift, schema("drift.schema.json"))
+    assert all(not h["drifted"] for h in drift["hosts"].values()), drift
+
+    # Re-enable ACS on one bridge of sim-h100 by hand: drift names exactly that bridge.
+    config = glob.glob(str(demo["sim"] / "sim-h100" / "sys" / "bus" / "pci" / "devices" / "0000:39:02.0" / "config"))[0]
+    with open(config, "r+b") as handle:
+        handle.seek(0x148 + 6)
+        handle.write(struct.pack("<H", 0x001D))
+    before = open(config, "rb").read()
+    rc, out = demo["play"]("drift.yml")
+    assert rc != 0
+    drift = json.loads(latest(demo["reports"], "drift.json"))
+    assert not drift["hosts"]["sim-a100"]["drifted"]
+    items = drift["hosts"]["sim-h100"]["items"]
+    assert items and all("0000:39:02.0" in item["setting"] for item in items), items
+    assert open(config, "rb").read() == before  # check mode changed nothing
+
+
+def test_unreachable_host_still_gets_a_report(demo):
+    inventory = demo["tmp"] / "hosts.yml"
+    inventory.write_text(open(os.path.join(ROOT, "inventory", "demo", "hosts.yml")).read() + """
+    lost:
+      hosts:
+        ghost:
+          ansible_host: 127.0.0.1
+          ansible_port: 1
+          ansible_connection: ssh
+          ansible_ssh_common_args: -o ConnectTimeout=3 -o BatchMode=yes
+""")
+    shutil.copytree(os.path.join(ROOT, "inventory", "demo", "group_vars"), demo["tmp"] / "group_vars", symlinks=False)
+    rc, out = demo["play"]("commission.yml", inventory=str(inventory))
+    assert rc != 0
+    summ = json.loads(latest(demo["reports"], "summary.json"))
+    assert summ["hosts"]["ghost"]["verdict"] == "UNREACHABLE"
+    assert summ["hosts"]["sim-a100"]["verdict"] == "PASS" and summ["hosts"]["sim-h100"]["verdict"] == "PASS"
+    assert summ["counts"]["UNREACHABLE"] == 1
+
+
+def test_broken_benchmark_is_an_error_and_fails_the_run(demo):
+    rc, out = demo["play"]("commission.yml", "--limit", "sim-a100",
+                           "-e", '{"gds_bench_jobs": [{"name": "bad", "io_type": "sideways"}]}')
+    assert rc != 0
+    summ = json.loads(latest(demo["reports"], "summary.json"))
+    host = summ["hosts"]["sim-a100"]
+    assert host["verdict"] == "ERROR"
+    error = [c for c in host["checks"] if c["verdict"] == "ERROR"][0]
+    assert "sideways" in error["detail"]
