@@ -142,10 +142,19 @@ int job_validate(struct job *j, const char *who, char *err, size_t errlen)
 			BAD(O_DIR, "%s: %s", j->dir, strerror(errno));
 		if (!S_ISDIR(st.st_mode))
 			BAD(O_DIR, "%s is not a directory", j->dir);
-		if (write) {
-			if (j->file_size == 0)
-				BAD(O_SIZE, "writes need a file size (-s)");
-		} else {
+		if (write && j->file_size == 0) {
+			/* rewriting existing files: their (smallest) size, else -s is needed */
+			for (int t = 0; t < j->threads; t++) {
+				char path[PATH_MAX];
+
+				job_file_path(j, t, path, sizeof(path));
+				if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size <= j->offset)
+					BAD(O_SIZE, "writes need a file size (-s) unless every thread's file exists");
+				if ((uint64_t)st.st_size < smallest)
+					smallest = (uint64_t)st.st_size;
+			}
+			j->file_size = smallest - j->offset;
+		} else if (!write) {
 			for (int t = 0; t < j->threads; t++) {
 				char path[PATH_MAX];
 
@@ -229,9 +238,9 @@ static int set_key(struct job *j, const char *k, const char *v, char *msg, size_
 	uint64_t u;
 	double d;
 
-#define NEED(cond, what) do { if (!(cond)) { snprintf(msg, len, "%s=%s: %s", k, v, what); return -1; } } while (0)
+#define NEED(cond, what) do { if (!(cond)) { snprintf(msg, len, "%.60s=%.200s: %s", k, v, what); return -1; } } while (0)
 	if (!strcmp(k, "name")) {
-		snprintf(j->name, sizeof(j->name), "%s", v);
+		snprintf(j->name, sizeof(j->name), "%.63s", v);
 	} else if (!strcmp(k, "xfer_type")) {
 		NEED(parse_uint(v, 100, &u) == 0, "expected a transfer type number");
 		j->xfer = (int)u;

@@ -27,8 +27,8 @@ struct cuapi cu;
 int g_cufile_stats_level = 3;
 static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* Try the build-time directory first (the headers' own libraries), then the
- * dynamic loader's search path. */
+/* Try $GDSBENCH_CUDA_LIBDIR / $GDSBENCH_CUFILE_LIBDIR, else the build-time
+ * directory (the headers' own libraries), then the dynamic loader's path. */
 static void *open_lib(const char *dir, const char *const *names, char *used, size_t usedlen)
 {
 	char path[PATH_MAX];
@@ -96,7 +96,8 @@ static int cuda_load(char *err, size_t errlen)
 
 	if (cu.cuda_loaded)
 		return 0;
-	h = open_lib(GDS_CUDA_LIBDIR, names, cu.cudart_path, sizeof(cu.cudart_path));
+	h = open_lib(getenv("GDSBENCH_CUDA_LIBDIR") ? getenv("GDSBENCH_CUDA_LIBDIR") : GDS_CUDA_LIBDIR, names,
+		     cu.cudart_path, sizeof(cu.cudart_path));
 	if (!h) {
 		snprintf(err, errlen, "GPU transfer types need the CUDA runtime: libcudart could not be loaded (%s)",
 			 dlerror());
@@ -120,7 +121,8 @@ static int cufile_load(char *err, size_t errlen)
 
 	if (cu.cufile_loaded)
 		return 0;
-	h = open_lib(GDS_CUFILE_LIBDIR, names, cu.cufile_path, sizeof(cu.cufile_path));
+	h = open_lib(getenv("GDSBENCH_CUFILE_LIBDIR") ? getenv("GDSBENCH_CUFILE_LIBDIR") : GDS_CUFILE_LIBDIR, names,
+		     cu.cufile_path, sizeof(cu.cufile_path));
 	if (!h) {
 		snprintf(err, errlen, "cuFile transfer types need libcufile: it could not be loaded (%s)", dlerror());
 		return -1;

@@ -1,0 +1,262 @@
+#!/usr/bin/env bash
+# GPU validation of gdsbench on a node with CUDA + libcufile (no nvidia-fs
+# needed: cuFile then runs in compat mode, and path.mode must say so).
+#
+#   bench/gpu_validate.sh [DATA_DIR]
+#
+# 1. builds bench/gdsbench against $CUDA_HOME (/usr/local/cuda);
+# 2. makes sure cuFile can register files on DATA_DIR's file system: the udev
+#    record /run/udev/data/b<major>:<minor> of its block device (major:minor
+#    read from the directory, never assumed), created only when missing;
+# 3. correctness: transfer types 0 2 4 5 6 (and 1), write then read, with -V;
+# 4. performance on 8 x 1 GiB files: 1 MiB sequential reads with 8 threads and
+#    4 KiB random reads with 32 threads, for every cuFile type and plain O_DIRECT;
+# 5. peers in the same run when carried: fio with its libcufile engine
+#    (.peers/carry/fio-cufile, or built from .peers/carry/fio_*.orig.tar.gz)
+#    and KvikIO's single_node_io benchmark (.whl/);
+# 6. prints one table (also $OUT/table.txt) and keeps every JSON record.
+#
+# Environment: OUT (results; default bench/obj/gpu_validate), GDSV_T (seconds
+# per timed run, default 8), GDSV_SWEEP=1 (queue-depth sweep for -x 5/6),
+# GDSV_PEERS=0 (skip peers), GDSV_GPU (default 0), CUDA_HOME.
+set -u -o pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+OUT=${OUT:-$HERE/obj/gpu_validate}
+T=${GDSV_T:-8}
+BIG=${GDSV_BIG_SIZE:-1G}	# per-file size of the performance data set
+GPU=${GDSV_GPU:-0}
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+mkdir -p "$OUT/json"
+LOG=$OUT/log.txt
+ROWS=$OUT/rows.tsv
+: >"$ROWS"
+exec > >(tee -a "$LOG") 2>&1
+
+say() { printf '\n== %s\n' "$*"; }
+
+say "environment ($(date -u +%FT%TZ))"
+uname -a
+nvidia-smi --query-gpu=name,driver_version,pci.bus_id,memory.total --format=csv,noheader 2>&1 | head -4
+nproc; free -g | head -2
+ls "$CUDA_HOME"/lib64/libcufile.so* 2>&1 | head -3
+grep -m1 -i "version" "$CUDA_HOME"/gds/README 2>/dev/null || true
+ls /proc/driver/nvidia-fs 2>&1 | head -2
+lsmod 2>/dev/null | grep -E "nvidia_fs|nvme" || echo "(no nvidia_fs / nvme modules listed)"
+ls -la /etc/cufile.json 2>&1
+
+say "build against $CUDA_HOME"
+make -C "$HERE" clean >/dev/null
+if ! make -C "$HERE" -j"$(nproc)" CUDA_HOME="$CUDA_HOME" 2>&1 | grep -E "warning|error|gdsbench$" ; then :; fi
+make -C "$HERE" info CUDA_HOME="$CUDA_HOME"
+GDS=$HERE/gdsbench
+"$GDS" --version || { echo "FATAL: no gdsbench"; exit 1; }
+
+# ---- data directory: a file system on a real block device ----
+pick_dir() {
+	local d
+	for d in "$@"; do
+		[ -n "$d" ] || continue
+		mkdir -p "$d" 2>/dev/null || continue
+		local src fst
+		src=$(findmnt -no SOURCE -T "$d" 2>/dev/null)
+		fst=$(findmnt -no FSTYPE -T "$d" 2>/dev/null)
+		case "$fst" in ext4|xfs) ;; *) continue ;; esac
+		case "$src" in /dev/*) echo "$d"; return 0 ;; esac
+	done
+	return 1
+}
+say "file systems"
+df -hT 2>/dev/null | grep -vE "tmpfs|overlay|proc|sysfs" | head -20
+findmnt -rn -o TARGET,SOURCE,FSTYPE,MAJ:MIN 2>/dev/null | grep -E " /dev/" | head -20
+CANDS=("${1:-}" "$ROOT/bench/obj/gdsdata")
+while read -r tgt src fst; do CANDS+=("$tgt/gdsbench-data"); done < <(findmnt -rn -o TARGET,SOURCE,FSTYPE | awk '$2 ~ /^\/dev\// && ($3=="ext4"||$3=="xfs")')
+DATA=$(pick_dir "${CANDS[@]}") || { DATA=$ROOT/bench/obj/gdsdata; mkdir -p "$DATA"; echo "WARNING: no ext4/xfs on a /dev block device found; using $DATA"; }
+echo "data directory: $DATA on $(findmnt -no SOURCE,FSTYPE,MAJ:MIN -T "$DATA")"
+df -h "$DATA" | tail -1
+
+# ---- the udev record cuFile needs (DESIGN.md section 6) ----
+say "udev record for the data file system"
+MM=$(findmnt -no MAJ:MIN -T "$DATA" | tr -d ' ')
+FST=$(findmnt -no FSTYPE -T "$DATA")
+udev_entry() {
+	local mm=$1 f=/run/udev/data/b$1
+	if [ -e "$f" ]; then
+		echo "present: $f ($(tr '\n' ' ' <"$f" | cut -c1-120))"
+	else
+		mkdir -p /run/udev/data
+		printf 'E:ID_FS_USAGE=filesystem\nE:ID_FS_TYPE=%s\n' "$FST" >"$f" && echo "CREATED: $f (E:ID_FS_USAGE=filesystem, E:ID_FS_TYPE=$FST) for block device $mm"
+	fi
+}
+if [ -n "$MM" ]; then
+	udev_entry "$MM"
+	# a partition: cuFile may look the whole disk up as well
+	if [ -e "/sys/dev/block/$MM/partition" ]; then
+		PARENT=$(cat "$(dirname "$(readlink -f "/sys/dev/block/$MM")")/dev" 2>/dev/null)
+		[ -n "$PARENT" ] && udev_entry "$PARENT"
+	fi
+else
+	echo "could not read MAJ:MIN of $DATA"
+fi
+
+# ---- helpers ----
+row() { printf '%s\n' "$*" >>"$ROWS"; }
+# gds NAME args... : run gdsbench with a JSON record, add a table row
+gds() {
+	local name=$1; shift
+	local js=$OUT/json/$name.json rc
+	echo "+ gdsbench $*"
+	timeout -k 5 "$(( ${T%.*} + 90 ))" "$GDS" "$@" --json "$js"
+	rc=$?
+	python3 - "$name" "$js" "$rc" >>"$ROWS" <<'EOF'
+import json, sys
+name, path, rc = sys.argv[1], sys.argv[2], sys.argv[3]
+try:
+    j = json.load(open(path))
+except Exception as e:
+    print(f"{name}\tgdsbench\t-\t-\t-\t-\t-\tno JSON (rc={rc})"); sys.exit()
+ev = "; ".join(e for e in j["path"]["evidence"] if "verdict" in e or "per-GPU" in e)[:150]
+print(f"{name}\tgdsbench -x {j['xfer_type']}\t{j['throughput_gib_s']:.3f}\t{j['iops']:.0f}\t{j['lat_us']['mean']:.1f}\t{j['lat_us']['p99']:.1f}\t{j['path']['mode']}\trc={rc} verify_errors={j['verify_errors']} {ev}")
+EOF
+	return $rc
+}
+fio_row() {
+	local name=$1 js=$2 rc=$3
+	python3 - "$name" "$js" "$rc" >>"$ROWS" <<'EOF'
+import json, sys
+name, path, rc = sys.argv[1], sys.argv[2], sys.argv[3]
+try:
+    txt = open(path).read()
+    j = json.loads(txt[txt.index("{"):])
+    jb = j["jobs"][0]
+    r = jb["read"] if jb["read"]["io_bytes"] else jb["write"]
+    p99 = r["clat_ns"]["percentile"].get("99.000000", 0) / 1000
+    print(f"{name}\tfio {jb['job options'].get('ioengine','')}\t{r['bw_bytes']/2**30:.3f}\t{r['iops']:.0f}\t{r['lat_ns']['mean']/1000:.1f}\t{p99:.1f}\t-\trc={rc}")
+except Exception as e:
+    print(f"{name}\tfio\t-\t-\t-\t-\t-\tfailed rc={rc} ({e})")
+EOF
+}
+
+say "correctness: write then read with -V, 4 threads x 64 MiB"
+mkdir -p "$DATA/small"
+FAIL=0
+for x in 1 0 2 4 5 6; do
+	rm -f "$DATA"/small/gdsbench.*
+	gds "verify-x$x-write" -D "$DATA/small" -d "$GPU" -w 4 -s 64M -i 1M -x "$x" -I 1 -V || FAIL=1
+	gds "verify-x$x-read" -D "$DATA/small" -d "$GPU" -w 4 -i 1M -x "$x" -I 0 -V || FAIL=1
+	gds "verify-x$x-randwrite" -D "$DATA/small" -d "$GPU" -w 4 -i 64K -x "$x" -I 3 -V -T 1 || FAIL=1
+	gds "verify-x$x-randread" -D "$DATA/small" -d "$GPU" -w 4 -i 4K -x "$x" -I 2 -V -T 1 || FAIL=1
+done
+# a corrupted block must be caught by a GPU read as well
+printf 'CORRUPT!' | dd of="$DATA/small/gdsbench.2" bs=1 seek=$((5 * 1048576 + 100)) conv=notrunc status=none
+if gds "verify-x0-corrupt" -D "$DATA/small" -d "$GPU" -w 4 -i 1M -x 0 -I 0 -V; then
+	echo "FAIL: corrupted block not detected"; FAIL=1
+else
+	echo "ok: corrupted block detected (exit $?)"
+fi
+
+say "data set: 8 x $BIG files (sequential O_DIRECT write, 8 threads)"
+mkdir -p "$DATA/big"
+gds "create-8x$BIG" -D "$DATA/big" -w 8 -s "$BIG" -i 1M -x 1 -I 1
+sync
+
+say "sequential 1 MiB reads, 8 threads, ${T}s each (alternating tools)"
+FIO=""
+if [ "${GDSV_PEERS:-1}" = 1 ]; then
+	if [ -x "$ROOT/.peers/carry/fio-cufile" ] && "$ROOT/.peers/carry/fio-cufile" --version >/dev/null 2>&1; then
+		FIO=$ROOT/.peers/carry/fio-cufile
+	elif ls "$ROOT"/.peers/carry/fio_*.orig.tar.gz >/dev/null 2>&1; then
+		echo "building fio with libcufile (the carried binary does not start here)"
+		B=/tmp/fio-build; rm -rf $B; mkdir -p $B
+		tar -xzf "$ROOT"/.peers/carry/fio_*.orig.tar.gz -C $B --strip-components=1
+		# fio 3.33's configure takes LDFLAGS from the environment (no --extra-ldflags)
+		( cd $B && export LDFLAGS="-L$CUDA_HOME/lib64 -Wl,-rpath,$CUDA_HOME/lib64" && \
+		  ./configure --enable-libcufile --disable-native --extra-cflags="-I$CUDA_HOME/include" >/dev/null && \
+		  make -j"$(nproc)" >/dev/null 2>&1 ) && FIO=$B/fio
+	fi
+	echo "fio: ${FIO:-not available}"
+fi
+FILES8=$(for i in 0 1 2 3 4 5 6 7; do printf '%s/big/gdsbench.%d:' "$DATA" "$i"; done); FILES8=${FILES8%:}
+fio_run() {	# fio_run NAME ENGINE-ARGS... (sequential, one file per job like gdsbench -D)
+	local name=$1; shift
+	[ -n "$FIO" ] || return 0
+	echo "+ fio $name $*"
+	timeout -k 5 "$(( ${T%.*} + 90 ))" "$FIO" --name="$name" --filename_format="$DATA/big/gdsbench.\$jobnum" --size="$BIG" --bs=1M --rw=read \
+		--numjobs=8 --direct=1 --time_based --runtime="$T" --group_reporting --output-format=json \
+		"$@" >"$OUT/json/$name.json" 2>"$OUT/json/$name.err"
+	fio_row "$name" "$OUT/json/$name.json" $?
+}
+for round in 1 2; do
+	gds "seq-x1-r$round" -D "$DATA/big" -w 8 -i 1M -x 1 -I 0 -T "$T"
+	fio_run "seq-fio-psync-r$round" --ioengine=psync
+	gds "seq-x0-r$round" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 0 -I 0 -T "$T"
+	fio_run "seq-fio-cufile-r$round" --ioengine=libcufile --cuda_io=cufile --gpu_dev_ids="$GPU"
+	gds "seq-x6-r$round" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 6 -I 0 -T "$T" -B "${GDSV_SEQ_B6:-8}"
+	gds "seq-x5-r$round" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 5 -I 0 -T "$T" -B "${GDSV_SEQ_B5:-4}"
+done
+gds "seq-x2" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 2 -I 0 -T "$T"
+
+say "random 4 KiB reads, 32 threads over $DATA/big/gdsbench.0 ($BIG), ${T}s each"
+F0=$DATA/big/gdsbench.0
+fio_rand() {
+	local name=$1; shift
+	[ -n "$FIO" ] || return 0
+	echo "+ fio $name $*"
+	timeout -k 5 "$(( ${T%.*} + 90 ))" "$FIO" --name="$name" --filename="$F0" --size="$BIG" --bs=4k --rw=randread --numjobs=32 --direct=1 \
+		--time_based --runtime="$T" --group_reporting --output-format=json --randrepeat=0 \
+		"$@" >"$OUT/json/$name.json" 2>"$OUT/json/$name.err"
+	fio_row "$name" "$OUT/json/$name.json" $?
+}
+for round in 1 2; do
+	gds "rand-x1-r$round" -f "$F0" -w 32 -i 4K -x 1 -I 2 -T "$T" -k "$round"
+	fio_rand "rand-fio-psync-r$round" --ioengine=psync
+	gds "rand-x0-r$round" -f "$F0" -d "$GPU" -w 32 -i 4K -x 0 -I 2 -T "$T" -k "$round"
+	fio_rand "rand-fio-cufile-r$round" --ioengine=libcufile --cuda_io=cufile --gpu_dev_ids="$GPU"
+	gds "rand-x6-r$round" -f "$F0" -d "$GPU" -w 32 -i 4K -x 6 -I 2 -T "$T" -k "$round" -B "${GDSV_RAND_B6:-8}"
+	gds "rand-x5-r$round" -f "$F0" -d "$GPU" -w 32 -i 4K -x 5 -I 2 -T "$T" -k "$round" -B "${GDSV_RAND_B5:-4}"
+done
+
+if [ "${GDSV_SWEEP:-0}" = 1 ]; then
+	say "queue-depth sweep (-B), ${GDSV_SWEEP_T:-4}s each"
+	for b in 2 4 16 32; do
+		gds "sweep-seq-x6-B$b" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 6 -I 0 -T "${GDSV_SWEEP_T:-4}" -B $b
+		gds "sweep-rand-x6-B$b" -f "$F0" -d "$GPU" -w 32 -i 4K -x 6 -I 2 -T "${GDSV_SWEEP_T:-4}" -B $b
+	done
+	for b in 2 8 16; do
+		gds "sweep-seq-x5-B$b" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 5 -I 0 -T "${GDSV_SWEEP_T:-4}" -B $b
+		gds "sweep-rand-x5-B$b" -f "$F0" -d "$GPU" -w 32 -i 4K -x 5 -I 2 -T "${GDSV_SWEEP_T:-4}" -B $b
+	done
+	gds "sweep-seq-x0-nostats" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 0 -I 0 -T "${GDSV_SWEEP_T:-4}" --cufile-stats 0
+	gds "sweep-rand-x0-nostats" -f "$F0" -d "$GPU" -w 32 -i 4K -x 0 -I 2 -T "${GDSV_SWEEP_T:-4}" --cufile-stats 0
+fi
+
+if [ "${GDSV_PEERS:-1}" = 1 ] && ls "$ROOT"/.whl/kvikio*.whl >/dev/null 2>&1; then
+	say "KvikIO single_node_io (cufile; 8 GiB, 8 threads)"
+	python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/kvsite "$ROOT"/.whl/*.whl \
+		&& mkdir -p "$DATA/kvikio" \
+		&& PYTHONPATH=/tmp/kvsite timeout 150 python3 -m kvikio.benchmarks.single_node_io -n 8GiB -t 8 \
+			-d "$DATA/kvikio" --api cufile cufile-mfma --nruns 1 2>&1 | tee "$OUT/kvikio.txt" \
+		&& python3 - "$OUT/kvikio.txt" >>"$ROWS" <<'EOF'
+import re, sys
+for line in open(sys.argv[1]):
+    m = re.match(r"\s*(\S+)\s+(read|write)\s*\|\s*([\d.]+)\s*(\w+)/s", line)
+    if m:
+        api, op, v, unit = m.groups()
+        mult = {"GiB": 1, "MiB": 1/1024, "TiB": 1024, "KiB": 1/2**20}.get(unit, float("nan"))
+        print(f"kvikio-{api}-{op}\tkvikio {api}\t{float(v)*mult:.3f}\t-\t-\t-\t-\t{line.strip()[:100]}")
+EOF
+	rm -rf "$DATA/kvikio"
+fi
+
+say "results (GiB/s, IOPS, latency in us; path = gdsbench path.mode)"
+{
+	printf '%-24s %-22s %9s %9s %9s %9s %-7s %s\n' test tool GiB/s IOPS avg_us p99_us path note
+	while IFS=$'\t' read -r n tool g i a p m note; do
+		printf '%-24s %-22s %9s %9s %9s %9s %-7s %s\n' "$n" "$tool" "$g" "$i" "$a" "$p" "$m" "$note"
+	done <"$ROWS"
+} | tee "$OUT/table.txt"
+( cd "$OUT" && tar -czf json.tar.gz json && rm -rf json )
+rm -rf "$DATA/small" "$DATA/big"
+[ $FAIL = 0 ] && echo "gpu_validate: correctness OK" || echo "gpu_validate: correctness FAILED"
+exit $FAIL

@@ -1,0 +1,202 @@
+/* A host-memory stand-in for libcudart and libcufile, built as both
+ * libcudart.so and libcufile.so.0 for the tests: "device" memory is plain
+ * memory, cuFile I/O is pread/pwrite, streams and batches complete at once,
+ * and the level-3 stats count every op as a POSIX (compat) op. It lets the
+ * GPU engines' logic (queues, slots, verify, path evidence) run under the
+ * sanitizers on a machine without a GPU. Compiled against the real headers. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+#include <cufile.h>
+
+/* Built twice: -DMOCK_CUDART -> libcudart.so, -DMOCK_CUFILE -> libcufile.so.0 */
+#ifdef MOCK_CUDART
+cudaError_t cudaGetDeviceCount(int *n) { *n = getenv("MOCK_NO_GPU") ? 0 : 1; return cudaSuccess; }
+cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+cudaError_t cudaMalloc(void **p, size_t n)
+{
+	return posix_memalign(p, 4096, n ? n : 1) ? cudaErrorMemoryAllocation : cudaSuccess;
+}
+cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
+cudaError_t cudaMallocHost(void **p, size_t n) { return cudaMalloc(p, n); }
+cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
+cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k)
+{
+	(void)k;
+	memcpy(d, s, n);
+	return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st)
+{
+	(void)st;
+	return cudaMemcpy(d, s, n, k);
+}
+cudaError_t cudaMemset(void *p, int v, size_t n) { memset(p, v, n); return cudaSuccess; }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned f)
+{
+	(void)f;
+	*s = malloc(16);
+	return *s ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) { free(s); return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return cudaSuccess; }
+cudaError_t cudaStreamQuery(cudaStream_t s) { (void)s; return cudaSuccess; }
+const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "mock CUDA error"; }
+cudaError_t cudaDeviceGetPCIBusId(char *b, int len, int d) { (void)d; snprintf(b, (size_t)len, "0000:00:00.0"); return cudaSuccess; }
+cudaError_t cudaDriverGetVersion(int *v) { *v = 13000; return cudaSuccess; }
+cudaError_t cudaRuntimeGetVersion(int *v) { *v = 13000; return cudaSuccess; }
+
+#endif
+
+#ifdef MOCK_CUFILE
+static atomic_ullong posix_reads, posix_writes;
+static const CUfileError_t OK = { CU_FILE_SUCCESS, 0 };
+struct mfh { int fd; };
+
+CUfileError_t cuFileDriverOpen(void) { return OK; }
+/* the header may rename cuFileDriverClose to cuFileDriverClose_v2 */
+CUfileError_t cuFileDriverClose(void) { return OK; }
+CUfileError_t cuFileDriverGetProperties(CUfileDrvProps_t *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->nvfs.dcontrolflags = 1u << CU_FILE_ALLOW_COMPAT_MODE;
+	return OK;
+}
+CUfileError_t cuFileHandleRegister(CUfileHandle_t *fh, CUfileDescr_t *d)
+{
+	struct mfh *h;
+
+	if (getenv("MOCK_REGISTER_FAIL")) {
+		CUfileError_t e = { CU_FILE_IO_NOT_SUPPORTED, 0 };
+
+		return e;
+	}
+	h = malloc(sizeof(*h));
+	h->fd = d->handle.fd;
+	*fh = h;
+	return OK;
+}
+void cuFileHandleDeregister(CUfileHandle_t fh) { free(fh); }
+CUfileError_t cuFileBufRegister(const void *p, size_t n, int f) { (void)p; (void)n; (void)f; return OK; }
+CUfileError_t cuFileBufDeregister(const void *p) { (void)p; return OK; }
+
+ssize_t cuFileRead(CUfileHandle_t fh, void *base, size_t size, off_t off, off_t boff)
+{
+	ssize_t r = pread(((struct mfh *)fh)->fd, (char *)base + boff, size, off);
+
+	posix_reads++;
+	return r;
+}
+
+ssize_t cuFileWrite(CUfileHandle_t fh, const void *base, size_t size, off_t off, off_t boff)
+{
+	ssize_t r = pwrite(((struct mfh *)fh)->fd, (const char *)base + boff, size, off);
+
+	posix_writes++;
+	return r;
+}
+
+CUfileError_t cuFileReadAsync(CUfileHandle_t fh, void *base, size_t *size, off_t *off, off_t *boff,
+			      ssize_t *done, CUstream s)
+{
+	(void)s;
+	*done = cuFileRead(fh, base, *size, *off, *boff);
+	return OK;
+}
+
+CUfileError_t cuFileWriteAsync(CUfileHandle_t fh, void *base, size_t *size, off_t *off, off_t *boff,
+			       ssize_t *done, CUstream s)
+{
+	(void)s;
+	*done = cuFileWrite(fh, base, *size, *off, *boff);
+	return OK;
+}
+
+CUfileError_t cuFileStreamRegister(CUstream s, unsigned f) { (void)s; (void)f; return OK; }
+CUfileError_t cuFileStreamDeregister(CUstream s) { (void)s; return OK; }
+
+struct mbatch { unsigned max, n, next; CUfileIOEvents_t ev[]; };
+
+CUfileError_t cuFileBatchIOSetUp(CUfileBatchHandle_t *h, unsigned nr)
+{
+	struct mbatch *b = calloc(1, sizeof(*b) + nr * sizeof(CUfileIOEvents_t));
+
+	b->max = nr;
+	*h = b;
+	return OK;
+}
+
+CUfileError_t cuFileBatchIOSubmit(CUfileBatchHandle_t h, unsigned nr, CUfileIOParams_t *p, unsigned flags)
+{
+	struct mbatch *b = h;
+	CUfileError_t bad = { CU_FILE_INVALID_VALUE, 0 };
+
+	(void)flags;
+	if (b->n != b->next || nr > b->max)	/* one submission at a time, like the real one */
+		return bad;
+	b->n = nr;
+	b->next = 0;
+	for (unsigned i = 0; i < nr; i++) {
+		ssize_t r = p[i].opcode == CUFILE_READ
+			? cuFileRead(p[i].fh, p[i].u.batch.devPtr_base, p[i].u.batch.size, p[i].u.batch.file_offset,
+				     p[i].u.batch.devPtr_offset)
+			: cuFileWrite(p[i].fh, p[i].u.batch.devPtr_base, p[i].u.batch.size, p[i].u.batch.file_offset,
+				      p[i].u.batch.devPtr_offset);
+
+		b->ev[i].cookie = p[i].cookie;
+		b->ev[i].status = r == (ssize_t)p[i].u.batch.size ? CUFILE_COMPLETE : CUFILE_FAILED;
+		b->ev[i].ret = (size_t)r;
+	}
+	return OK;
+}
+
+/* Hands out completions one or two at a time, to exercise partial reaps. */
+CUfileError_t cuFileBatchIOGetStatus(CUfileBatchHandle_t h, unsigned min_nr, unsigned *nr, CUfileIOEvents_t *ev,
+				     struct timespec *t)
+{
+	struct mbatch *b = h;
+	unsigned give = b->n - b->next;
+
+	(void)min_nr;
+	(void)t;
+	if (give > 2)
+		give = 2;
+	if (give > *nr)
+		give = *nr;
+	memcpy(ev, &b->ev[b->next], give * sizeof(*ev));
+	b->next += give;
+	if (b->next == b->n)
+		b->n = b->next = 0;
+	*nr = give;
+	return OK;
+}
+
+CUfileError_t cuFileBatchIOCancel(CUfileBatchHandle_t h) { (void)h; return OK; }
+void cuFileBatchIODestroy(CUfileBatchHandle_t h) { free(h); }
+CUfileError_t cuFileGetVersion(int *v) { *v = 1150; return OK; }
+CUfileError_t cuFileGetParameterBool(CUFileBoolConfigParameter_t p, bool *v) { (void)p; *v = true; return OK; }
+CUfileError_t cuFileSetStatsLevel(int l) { (void)l; return OK; }
+CUfileError_t cuFileStatsStart(void) { return OK; }
+CUfileError_t cuFileStatsReset(void) { posix_reads = posix_writes = 0; return OK; }
+CUfileError_t cuFileGetStatsL1(CUfileStatsLevel1_t *s) { memset(s, 0, sizeof(*s)); return OK; }
+CUfileError_t cuFileGetStatsL3(CUfileStatsLevel3_t *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->num_gpus = 1;
+	s->per_gpu_stats[0].n_total_reads = s->per_gpu_stats[0].n_posix_reads = posix_reads;
+	s->per_gpu_stats[0].n_total_writes = s->per_gpu_stats[0].n_posix_writes = posix_writes;
+	if (getenv("MOCK_NVFS")) {
+		s->per_gpu_stats[0].n_nvfs_reads = posix_reads;
+		s->per_gpu_stats[0].n_posix_reads = 0;
+		s->per_gpu_stats[0].n_nvfs_writes = posix_writes;
+		s->per_gpu_stats[0].n_posix_writes = 0;
+	}
+	return OK;
+}
+#endif
