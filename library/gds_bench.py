@@ -104,7 +104,7 @@ results:
       type: list
       elements: dict
 checks:
-  description: All jobs' checks, names prefixed with the job name.
+  description: All jobs' checks, named C(bench: <job>: <metric>).
   returned: always
   type: list
   elements: dict
@@ -222,7 +222,7 @@ def main():
         module.fail_json(msg="binary %s is missing or not executable" % params["binary"])
     results, records = [], {}
     for job in params["jobs"]:
-        prefix = "%s: " % job["name"]
+        prefix = "bench: %s: " % job["name"]
         reason = job.get("skip") or ("check mode: nothing was run" if module.check_mode else None)
         if reason:
             skipped = [{"name": prefix + metric, "verdict": "SKIP", "expected": None, "actual": None,
@@ -251,11 +251,11 @@ def main():
             continue
         other = records.get(compare.get("job"))
         metric = compare.get("metric", "throughput_gib_s")
-        label = "%s: %s" % (job["name"], compare.get("as", "ratio"))
+        label = "bench: %s: %s" % (job["name"], compare.get("as", "ratio"))
         mine, theirs = lookup_metric(result["record"], metric), lookup_metric(other or {}, metric)
         try:
             value = mine / theirs if mine is not None and theirs else None
-            check = evaluate(compare.get("as", "ratio"), compare["threshold"], value, job["name"] + ": ")
+            check = evaluate(compare.get("as", "ratio"), compare["threshold"], value)
         except (ThresholdError, KeyError) as exc:
             module.fail_json(msg="job %s: bad compare: %s" % (job["name"], exc))
         check["detail"] = (check["detail"] + "; " if check["detail"] else "") + \

@@ -212,9 +212,8 @@ def render_html(summary_doc, docs, title="GDS commissioning report"):
                 out.append("<tr>%s</tr>" % "".join("<td>%s</td>" % _e(row[k]) for k in
                                                    ("group", "array", "gpus", "gpu_bus", "nvme", "nvme_bus", "nics", "link", "numa")))
             out.append("</table>")
-        settings = [c for c in doc["checks"] if not c["name"].startswith("bench")]
-        bench = [c for c in doc["checks"] if c["name"].startswith("bench") or c.get("low") is not None or c.get("high") is not None]
-        settings = [c for c in settings if c not in bench]
+        bench = [c for c in doc["checks"] if c["name"].startswith("bench:")]
+        settings = [c for c in doc["checks"] if not c["name"].startswith("bench:")]
         if settings:
             out.append("<h3>Settings and topology</h3>" + _check_table(settings))
         if bench:

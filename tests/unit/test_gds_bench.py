@@ -35,7 +35,7 @@ def test_record_and_checks(tmp_path):
     res = result["results"][0]
     assert res["path"] == "nvfs" and res["record"]["gdsio_line"].startswith("IoType: READ")
     assert [(c["name"], c["verdict"]) for c in res["checks"]] == [
-        ("g1 seq_read: throughput_gib_s", "PASS"), ("g1 seq_read: io path", "PASS")]
+        ("bench: g1 seq_read: throughput_gib_s", "PASS"), ("bench: g1 seq_read: io path", "PASS")]
     assert "-D" in res["cmd"] and "--json" in res["cmd"]
 
 
@@ -78,8 +78,8 @@ def test_compare_and_spec_derived_checks(tmp_path):
     rc, result = run_module("gds_bench", {"binary": binary, "jobs": jobs})
     assert rc == 0, result
     checks = {c["name"]: c for c in result["checks"]}
-    assert checks["g1 seq_read: fraction_of_spec"]["actual"] == pytest.approx(6.52 / 7.0, abs=1e-3)
-    gain = checks["g1 seq_read: affinity_gain"]
+    assert checks["bench: g1 seq_read: fraction_of_spec"]["actual"] == pytest.approx(6.52 / 7.0, abs=1e-3)
+    gain = checks["bench: g1 seq_read: affinity_gain"]
     assert gain["verdict"] == "PASS" and gain["actual"] == pytest.approx(6.52 / 3.89, rel=1e-3)
 
 

@@ -22,11 +22,11 @@ def schema(name):
 def sample_hosts():
     checks = [
         {"name": "acs: 0000:04:10.0", "verdict": "PASS", "expected": "0x0000", "actual": "0x0000"},
-        {"name": "raid1 seq_read: throughput_gib_s", "verdict": "WARN", "expected": ">= 5.4 GiB/s",
+        {"name": "bench: raid1 seq_read: throughput_gib_s", "verdict": "WARN", "expected": ">= 5.4 GiB/s",
          "actual": 5.6, "low": 5.4, "unit": "GiB/s", "detail": "within 5% of the lower bound 5.4"},
-        {"name": "raid1 seq_read: io path", "verdict": "FAIL", "expected": "nvfs", "actual": "compat",
+        {"name": "bench: raid1 seq_read: io path", "verdict": "FAIL", "expected": "nvfs", "actual": "compat",
          "detail": "nvidia-fs absent"},
-        {"name": "raid1 rand_read: <iops>", "verdict": "SKIP", "expected": None, "actual": None},
+        {"name": "bench: raid1 rand_read: <iops>", "verdict": "SKIP", "expected": None, "actual": None},
     ]
     return {"good": {"checks": checks[:2]}, "bad": {"checks": checks}}
 
@@ -58,8 +58,8 @@ def test_junit_parses_with_a_testcase_per_check():
     bad = suites["bad"]
     assert bad.get("tests") == "4" and bad.get("failures") == "1" and bad.get("skipped") == "1"
     cases = {c.get("name"): c for c in bad.findall("testcase")}
-    assert cases["raid1 seq_read: io path"].find("failure") is not None
-    assert "WARN" in cases["raid1 seq_read: throughput_gib_s"].find("system-out").text
+    assert cases["bench: raid1 seq_read: io path"].find("failure") is not None
+    assert "WARN" in cases["bench: raid1 seq_read: throughput_gib_s"].find("system-out").text
 
 
 class _Collector(HTMLParser):
