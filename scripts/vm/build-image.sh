@@ -109,6 +109,9 @@ in_root systemctl mask systemd-networkd-wait-online.service apt-daily.timer apt-
   e2scrub_all.timer e2scrub_reap.service fstrim.timer mdcheck_start.timer mdcheck_continue.timer \
   mdmonitor-oneshot.timer man-db.timer >/dev/null 2>&1 || true
 in_root passwd -l root >/dev/null
+# update-grub writes /boot/grub/grub.cfg (grub-pc, which would create the folder, is not installed:
+# nothing boots from the MBR, QEMU boots what grub.cfg names; see vmctl.py reboot).
+mkdir -p "$ROOT/boot/grub"
 rm -f "$ROOT"/var/cache/apt/archives/*.deb "$ROOT"/var/lib/apt/lists/*_Packages 2>/dev/null || true
 # One machine id per boot of a fresh overlay (systemd creates it when the file is empty).
 : > "$ROOT/etc/machine-id"

@@ -3,6 +3,7 @@
 
     vmctl.py start  --run-dir DIR [--image-dir DIR] [--port N] [--wait S] [--accel tcg|kvm|auto]
     vmctl.py stop   --run-dir DIR [--timeout S]      power off (ACPI), then kill; keeps the disks
+    vmctl.py reboot --run-dir DIR [--wait S]         clean shutdown, boot what the guest's grub.cfg names
     vmctl.py status --run-dir DIR                    JSON: running, pid, port
     vmctl.py ssh    --run-dir DIR [-- CMD...]        root shell / command in the guest
     vmctl.py topology                                 the PCIe layout, as JSON
@@ -46,11 +47,10 @@ ROOT_PORTS = [
     {"id": "rp3", "addr": "0x7", "chassis": 4, "drives": ["gds-keep"]},
 ]
 DATA_DISK_SIZE = os.environ.get("GDS_VM_DATA_SIZE", "2G")
-KERNEL_CMDLINE = (
-    "root=LABEL=gds-root ro console=ttyS0,115200 intel_iommu=on "
-    # TCG is slow enough already: no speculative-execution mitigations in a throw-away guest.
-    "mitigations=off panic=10 systemd.show_status=auto"
-)
+# The first boot's command line; guest/etc/default/grub has the same GRUB_CMDLINE_LINUX, so a
+# reboot through the guest's grub.cfg boots with it plus whatever grub.d drop-ins add.
+# (mitigations=off: TCG is slow enough already, and this guest is thrown away.)
+DEFAULT_APPEND = "root=LABEL=gds-root ro console=ttyS0,115200 intel_iommu=on mitigations=off panic=10"
 
 
 def log(msg: str) -> None:
@@ -233,28 +233,38 @@ def wait_ssh(run_dir: Path, port: int, pid: int, timeout: float) -> float:
 
 
 def cmd_start(a: argparse.Namespace) -> None:
-    run_dir = Path(a.run_dir).resolve()
+    st = start(Path(a.run_dir).resolve(), image_dir=a.image_dir, port=a.port, wait=a.wait, accel=a.accel,
+               smp=a.smp, mem=a.mem, kernel=a.kernel, initrd=a.initrd, append=a.append)
+    print(json.dumps(st))
+
+
+def start(run_dir: Path, image_dir: str | None = None, port: int = 0, wait: float = 0, accel: str = "tcg",
+          smp: int = 2, mem: int = 2048, kernel: str | None = None, initrd: str | None = None,
+          append: str | None = None) -> dict:
+    """Boot the guest of run_dir (creating its disks on first use); returns vm.json's content."""
     run_dir.mkdir(parents=True, exist_ok=True)
     st = state(run_dir)
     if pid_alive(read_pid(run_dir)):
         log(f"already running (pid {read_pid(run_dir)}, port {st.get('port')})")
-        if a.wait:
-            wait_ssh(run_dir, st["port"], read_pid(run_dir), a.wait)
-        print(json.dumps(st))
-        return
+        if wait:
+            wait_ssh(run_dir, st["port"], read_pid(run_dir), wait)
+        return st
     qemu = shutil.which("qemu-system-x86_64") or die("qemu-system-x86_64 not found (apt-get install qemu-system-x86)")
-    image_dir = Path(a.image_dir or st.get("image_dir") or
-                     run(["bash", str(HERE / "build-image.sh")]).stdout.strip().splitlines()[-1])
+    image = Path(image_dir or st.get("image_dir") or
+                 run(["bash", str(HERE / "build-image.sh")]).stdout.strip().splitlines()[-1])
     for f in ("rootfs.raw", "vmlinuz", "initrd.img", "ready"):
-        if not (image_dir / f).exists():
-            die(f"{image_dir / f} missing: run scripts/vm/build-image.sh")
+        if not (image / f).exists():
+            die(f"{image / f} missing: run scripts/vm/build-image.sh")
+    kernel = kernel or str(image / "vmlinuz")
+    initrd = initrd or str(image / "initrd.img")
+    append = append or DEFAULT_APPEND
     key = ensure_key(run_dir)
 
     # Disks: an overlay of the base image for the OS, fresh sparse images for the data drives.
     # Existing ones are kept (a restart after `stop` keeps the guest's state).
     os_disk = run_dir / "gds-os.qcow2"
     if not os_disk.exists():
-        run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", str(image_dir / "rootfs.raw"),
+        run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", str(image / "rootfs.raw"),
              str(os_disk)])
     for rp in ROOT_PORTS:
         for serial in rp["drives"]:
@@ -262,27 +272,26 @@ def cmd_start(a: argparse.Namespace) -> None:
             if not p.exists():
                 run(["qemu-img", "create", "-q", "-f", "qcow2", str(p), DATA_DISK_SIZE])
 
-    accel = a.accel
     if accel == "auto":
-        accel = "kvm" if probe_kvm(qemu, image_dir) else "tcg"
+        accel = "kvm" if probe_kvm(qemu, image) else "tcg"
     accel_arg = "kvm" if accel == "kvm" else "tcg,thread=multi"
     cpu = "host" if accel == "kvm" else "max"
 
     sock = qmp_path(run_dir)
-    for attempt in range(3):
-        port = a.port or free_port()
+    want_port = port or st.get("port") or 0   # a restart keeps the port molecule's inventory knows
+    for _attempt in range(3):
+        port = want_port or free_port()
         for stale in (sock, run_dir / "qemu.pid"):
             stale.unlink(missing_ok=True)
         args = [
             qemu, "-name", "gds-vm", "-nodefaults", "-no-user-config",
             "-machine", "q35,kernel-irqchip=split", "-accel", accel_arg, "-cpu", cpu,
-            "-smp", str(a.smp), "-m", str(a.mem),
+            "-smp", str(smp), "-m", str(mem),
             "-display", "none", "-vga", "none", "-monitor", "none",
             "-serial", "file:console.log",
             "-qmp", f"unix:{sock},server=on,wait=off",
             "-pidfile", "qemu.pid", "-daemonize",
-            "-kernel", str(image_dir / "vmlinuz"), "-initrd", str(image_dir / "initrd.img"),
-            "-append", KERNEL_CMDLINE,
+            "-kernel", kernel, "-initrd", initrd, "-append", append,
             "-fw_cfg", f"name=opt/gds/authorized_keys,file={key}.pub",
             # The IOMMU must come before the PCI devices it translates for.
             "-device", "intel-iommu,intremap=on",
@@ -291,33 +300,116 @@ def cmd_start(a: argparse.Namespace) -> None:
             *qemu_device_args(),
         ]
         (run_dir / "qemu.args").write_text(" ".join(args) + "\n")
+        with open(run_dir / "console.log", "a") as f:
+            f.write(f"\n===== vmctl start {time.strftime('%F %T')}: {append}\n")
         t0 = time.monotonic()
         p = subprocess.run(args, cwd=run_dir, capture_output=True, text=True)
         if p.returncode == 0:
             break
-        if "hostfwd" in p.stderr or "Could not set up host forwarding" in p.stderr:
-            log(f"port {port} taken, retrying")
-            if a.port:
-                die(p.stderr.strip())
+        if "hostfwd" in p.stderr or "host forwarding" in p.stderr:
+            log(f"port {port} taken, retrying with another")
+            want_port = 0
             continue
         die(f"QEMU refused to start: {p.stderr.strip()}")
     else:
         die("no free port for SSH forwarding")
     pid = read_pid(run_dir)
-    st = {"pid": pid, "port": port, "accel": accel, "image_dir": str(image_dir), "run_dir": str(run_dir),
-          "identity_file": str(key), "qmp": str(sock), "started": time.time()}
+    st = {"pid": pid, "port": port, "accel": accel, "image_dir": str(image), "run_dir": str(run_dir),
+          "identity_file": str(key), "qmp": str(sock), "kernel": kernel, "initrd": initrd, "append": append,
+          "started": time.time()}
     (run_dir / "vm.json").write_text(json.dumps(st, indent=1) + "\n")
     log(f"QEMU pid {pid} ({accel}); SSH on 127.0.0.1:{port}")
-    if a.wait:
-        took = wait_ssh(run_dir, port, pid, a.wait)
+    if wait:
+        took = wait_ssh(run_dir, port, pid, wait)
         st["boot_s"] = round(time.monotonic() - t0, 1)
         log(f"SSH up after {took:.0f} s")
         (run_dir / "vm.json").write_text(json.dumps(st, indent=1) + "\n")
-    print(json.dumps(st))
+    return st
+
+
+def guest_boot_entry(run_dir: Path, port: int) -> tuple[str, str, str] | None:
+    """(kernel, initrd, args) of the first entry of the guest's /boot/grub/grub.cfg, or None."""
+    r = subprocess.run(ssh_base(run_dir, port) + ["cat /boot/grub/grub.cfg 2>/dev/null || true"],
+                       capture_output=True, text=True, timeout=60)
+    kernel = initrd = args = None
+    in_entry = False
+    for line in r.stdout.splitlines():
+        words = line.strip().split(None, 2)
+        if not words:
+            continue
+        if words[0] == "menuentry":
+            if in_entry or kernel:
+                break
+            in_entry = True
+        elif in_entry and words[0] in ("linux", "linuxefi") and len(words) >= 2:
+            kernel, args = words[1], (words[2] if len(words) > 2 else "")
+        elif in_entry and words[0] in ("initrd", "initrdefi") and len(words) >= 2:
+            initrd = words[1]
+        elif in_entry and words[0] == "}":
+            break
+    if not (kernel and initrd):
+        return None
+    return kernel, initrd, args
+
+
+def fetch_from_guest(run_dir: Path, port: int, path: str, dest: Path) -> None:
+    with open(dest, "wb") as f:
+        r = subprocess.run(ssh_base(run_dir, port) + [f"cat {path}"], stdout=f, stderr=subprocess.PIPE,
+                           timeout=300)
+    if r.returncode != 0 or dest.stat().st_size == 0:
+        die(f"could not copy {path} from the guest: {r.stderr.decode(errors='replace').strip()}")
+
+
+def cmd_reboot(a: argparse.Namespace) -> None:
+    """Shut the guest down cleanly and boot what its boot loader config names, as a node would.
+
+    QEMU's own reset would reuse the -kernel/-initrd/-append of the first boot, so grub.d drop-ins
+    and a rebuilt initramfs (module options) would never count. Here the kernel, the initrd and
+    the command line come from the first entry of the guest's /boot/grub/grub.cfg (as written by
+    update-grub); without a grub.cfg the guest boots again as the first time.
+    """
+    run_dir = Path(a.run_dir).resolve()
+    st = state(run_dir) or die(f"no vm.json in {run_dir}")
+    if not pid_alive(read_pid(run_dir)):
+        die("the guest is not running")
+    entry = guest_boot_entry(run_dir, st["port"])
+    kernel = initrd = append = None
+    if entry:
+        boot = run_dir / "boot"
+        boot.mkdir(exist_ok=True)
+        g_kernel, g_initrd, append = entry
+        kernel, initrd = str(boot / "vmlinuz"), str(boot / "initrd.img")
+        # Copy them only when they differ from the cached image's (an initramfs rebuilt by a role).
+        r = subprocess.run(ssh_base(run_dir, st["port"]) + [f"sha256sum {g_kernel} {g_initrd}"],
+                           capture_output=True, text=True, timeout=120)
+        sums = [line.split()[0] for line in r.stdout.splitlines() if line.strip()]
+        image = Path(st["image_dir"])
+        for i, (g_path, cached, dest) in enumerate(((g_kernel, image / "vmlinuz", kernel),
+                                                   (g_initrd, image / "initrd.img", initrd))):
+            if len(sums) == 2 and sums[i] == hashlib.sha256(cached.read_bytes()).hexdigest():
+                shutil.copyfile(cached, dest)
+            else:
+                log(f"{g_path} differs from the cached image's: copying it from the guest")
+                fetch_from_guest(run_dir, st["port"], g_path, Path(dest))
+        log(f"boot entry from the guest's grub.cfg: {g_kernel} {append} (initrd {g_initrd})")
+    else:
+        log("the guest has no /boot/grub/grub.cfg: booting the first boot's kernel and command line again")
+    t0 = time.monotonic()
+    stop(run_dir, a.timeout)
+    st2 = start(run_dir, image_dir=st["image_dir"], port=st["port"], wait=a.wait, accel=st.get("accel", "tcg"),
+                smp=a.smp, mem=a.mem, kernel=kernel, initrd=initrd, append=append)
+    st2["reboot_s"] = round(time.monotonic() - t0, 1)
+    st2["boot_source"] = "grub.cfg" if entry else "first boot"
+    (run_dir / "vm.json").write_text(json.dumps(st2, indent=1) + "\n")
+    print(json.dumps(st2))
 
 
 def cmd_stop(a: argparse.Namespace) -> None:
-    run_dir = Path(a.run_dir).resolve()
+    stop(Path(a.run_dir).resolve(), a.timeout)
+
+
+def stop(run_dir: Path, timeout: int) -> None:
+    """ACPI power button (a clean shutdown), then QMP quit, then SIGKILL."""
     pid = read_pid(run_dir)
     if not pid_alive(pid):
         log("not running")
@@ -326,19 +418,24 @@ def cmd_stop(a: argparse.Namespace) -> None:
         qmp(run_dir, "system_powerdown")
         log("ACPI power button pressed")
     except OSError as e:
-        log(f"QMP unreachable ({e}); killing")
+        log(f"QMP unreachable ({e})")
     t0 = time.monotonic()
-    while pid_alive(pid) and time.monotonic() - t0 < a.timeout:
+    while pid_alive(pid) and time.monotonic() - t0 < timeout:
         time.sleep(1)
     if pid_alive(pid):
-        log(f"still running after {a.timeout} s: quitting QEMU")
+        log(f"still running after {timeout} s: quitting QEMU")
         try:
             qmp(run_dir, "quit")
         except OSError:
             os.kill(pid, signal.SIGTERM)
-        time.sleep(3)
+        for _ in range(10):
+            if not pid_alive(pid):
+                break
+            time.sleep(1)
     if pid_alive(pid):
         os.kill(pid, signal.SIGKILL)
+    else:
+        log(f"powered off after {time.monotonic() - t0:.0f} s")
     qmp_path(run_dir).unlink(missing_ok=True)
     log("stopped")
 
@@ -370,7 +467,17 @@ def main() -> None:
     s.add_argument("--accel", choices=["tcg", "kvm", "auto"], default=os.environ.get("GDS_VM_ACCEL", "tcg"))
     s.add_argument("--smp", type=int, default=int(os.environ.get("GDS_VM_SMP", "2")))
     s.add_argument("--mem", type=int, default=int(os.environ.get("GDS_VM_MEM", "2048")), help="MiB")
+    s.add_argument("--kernel", help="kernel to boot (default: the cached image's)")
+    s.add_argument("--initrd", help="initrd to boot (default: the cached image's)")
+    s.add_argument("--append", help=f"kernel command line (default: {DEFAULT_APPEND})")
     s.set_defaults(func=cmd_start)
+    s = sub.add_parser("reboot", help="clean shutdown, then boot what the guest's grub.cfg names")
+    s.add_argument("--run-dir", required=True)
+    s.add_argument("--timeout", type=int, default=90, help="seconds for the clean shutdown")
+    s.add_argument("--wait", type=float, default=420, help="wait up to S seconds for SSH")
+    s.add_argument("--smp", type=int, default=int(os.environ.get("GDS_VM_SMP", "2")))
+    s.add_argument("--mem", type=int, default=int(os.environ.get("GDS_VM_MEM", "2048")), help="MiB")
+    s.set_defaults(func=cmd_reboot)
     s = sub.add_parser("stop")
     s.add_argument("--run-dir", required=True)
     s.add_argument("--timeout", type=int, default=60)
