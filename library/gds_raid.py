@@ -18,8 +18,8 @@ description:
     fstype) for M(ansible.posix.mount), which keeps fstab, check mode and diff in one place.
   - An existing array whose members equal a planned array is kept as it is, whatever its md name
     or mount point. A drive that no planned array uses is never touched.
-  - Safety. Nothing is destroyed unless O(allow_destroy=true): stopping an existing array, wiping
-    a drive that carries a filesystem, partition table or md signature. A mounted array or drive
+  - Safety. Nothing is destroyed unless O(allow_destroy=true), neither by stopping an existing
+    array nor by wiping a drive that carries a filesystem, partition table or md signature. A mounted array or drive
     is unmounted only with O(allow_unmount=true) as well. An array that holds a system drive (the
     running OS, from the topology facts and procfs), an array that also holds a drive no plan
     uses, and anything used by device-mapper/LVM are never touched. Refused parts of the plan are
@@ -64,7 +64,7 @@ options:
   plan_only:
     description:
       - Only plan; run no command at all, not even read-only probes (simulated nodes, whose procfs
-        is a fixture tree: a command would act on the controller's devices).
+        is a fixture tree, and a command would act on the controller's devices).
       - Required when O(procfs_root) is not the running system's C(/proc), unless in check mode.
     type: bool
     default: false
