@@ -1,0 +1,95 @@
+"""Verify nvme_raid and cufile on the simulated nodes after converge (testinfra).
+
+The simulated nodes live on the controller under gds_root (build/sim/<host>/ unless GDS_SIM_ROOT
+says otherwise): cufile.json must be strict, valid JSON whose flags follow gds_mode, and every
+array of the RAID plan must have its scratch directory (the mount stand-in the benchmark uses).
+"""
+import json
+import os
+import sys
+
+import ansible.module_utils
+
+PROJECT = os.environ.get("MOLECULE_PROJECT_DIRECTORY") or os.path.abspath(
+    os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+if os.path.join(PROJECT, "module_utils") not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(os.path.join(PROJECT, "module_utils"))
+sys.path.insert(0, os.path.join(PROJECT, "tests", "fixtures"))
+
+from ansible.module_utils.gds_affinity import discover  # noqa: E402
+from ansible.module_utils.gds_cufile import validate  # noqa: E402
+from ansible.module_utils.gds_procfs import (  # noqa: E402
+    mounted_disks, read_mdstat, read_mounts, system_disks,
+)
+from ansible.module_utils.gds_raid import desired_arrays, existing_arrays, plan  # noqa: E402
+
+TABLE_5 = [["nvme0n1", "nvme1n1"], ["nvme4n1", "nvme5n1"], ["nvme6n1", "nvme7n1"],
+           ["nvme8n1", "nvme9n1"]]
+
+
+def _vars(host):
+    return host.ansible.get_variables()
+
+
+def _flag(value, default=False):
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and "{{" not in value:
+        return value.strip().lower() in ("true", "yes", "1", "on")
+    return default
+
+
+def _root(host):
+    name = _vars(host)["inventory_hostname"]
+    base = os.environ.get("GDS_SIM_ROOT") or os.path.join(PROJECT, "build", "sim")
+    return os.path.join(base, name)
+
+
+def _mode(host):
+    mode = _vars(host).get("gds_mode", "nvfs")
+    return mode if mode in ("nvfs", "p2pdma", "compat") else "nvfs"
+
+
+def test_cufile_json_is_strict_valid_json(host):
+    path = os.path.join(_root(host), "etc", "cufile.json")
+    cufile = host.file(path)
+    assert cufile.exists and cufile.is_file
+    assert cufile.mode == 0o644
+    config = json.loads(cufile.content_string)  # strict: no comments, no trailing commas
+    assert validate(config) == []
+    assert set(config) >= {"logging", "profile", "execution", "properties", "fs", "denylist"}
+
+
+def test_cufile_flags_follow_gds_mode(host):
+    with open(os.path.join(_root(host), "etc", "cufile.json")) as handle:
+        props = json.load(handle)["properties"]
+    mode = _mode(host)
+    overrides = _vars(host).get("gds_cufile_overrides") or {}
+    if "allow_compat_mode" not in (overrides.get("properties") or {}):
+        # commissioning: a silent POSIX fallback must show; compat mode only where it is the plan
+        assert props["allow_compat_mode"] is (mode == "compat")
+    assert props["use_pci_p2pdma"] is (mode == "p2pdma")
+
+
+def test_every_planned_array_has_its_scratch_directory(host):
+    root = _root(host)
+    proc, sys_ = os.path.join(root, "proc"), os.path.join(root, "sys")
+    facts, _ = discover(sys_, proc)
+    host_vars = _vars(host)
+    group_by = host_vars.get("gds_raid_group_by", "affinity")
+    group_by = group_by if group_by in ("affinity", "switch") else "affinity"
+    mdstat, mounts = read_mdstat(proc), read_mounts(proc)
+    disk_mounts = mounted_disks(proc, sys_)
+    the_plan = plan(desired_arrays(facts, group_by), existing_arrays(mdstat, mounts, disk_mounts=disk_mounts),
+                    system=system_disks(proc, sys_), disk_mounts=disk_mounts, mounts=mounts,
+                    allow_destroy=_flag(host_vars.get("gds_raid_allow_destroy")),
+                    allow_unmount=_flag(host_vars.get("gds_raid_allow_unmount")), topology=facts)
+    assert the_plan["result"], "the plan leaves no data array at all"
+    for array in the_plan["result"]:
+        if array["mount"]:
+            scratch = host.file(root + array["mount"])
+            assert scratch.is_directory, "%s: no scratch directory for %s" % (root, array["mount"])
+    if host_vars.get("gds_sim_fixture") == "dgx-a100":
+        members = [a["members"] for a in the_plan["result"]]
+        # either the guide's Table 5, or (destroy not allowed) the DGX default md1 left alone
+        assert members == TABLE_5 or the_plan["refused"]
