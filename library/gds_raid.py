@@ -372,7 +372,11 @@ def main():
             runner, mdstat, [d for d in planned_disks if d not in in_arrays])
     holders = {}
     for name in list(mdstat) + planned_disks:
-        holders[name] = _listdir(os.path.join(p["sysfs_root"], "block", name, "holders"))
+        block = os.path.join(p["sysfs_root"], "block", name)
+        holders[name] = _listdir(os.path.join(block, "holders"))
+        for part in _listdir(block):  # partitions: LVM or dm on nvme0n1p1 holds nvme0n1 too
+            if part.startswith(name):
+                holders[name] += _listdir(os.path.join(block, part, "holders"))
     existing = existing_arrays(mdstat, mounts, details=details, aliases=aliases,
                                disk_mounts=disk_mounts, holders=holders)
     try:

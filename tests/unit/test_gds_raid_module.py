@@ -208,3 +208,17 @@ def test_a_failing_command_stops_with_what_was_done(a100, tmp_path, monkeypatch)
     assert "Device or resource busy" in result["msg"]
     assert result["executed"][-1][:3] == ["mdadm", "--create", "/dev/md/raid2"]
     assert not any(c[0] == "mkfs.ext4" and c[-1] == "/dev/md/raid2" for c in fake.calls)
+
+
+def test_partition_held_by_device_mapper_refuses_its_drive(module_runner, sim_node):
+    root = sim_node("dgx2")
+    holders = os.path.join(root, "sys", "block", "nvme4n1", "nvme4n1p1", "holders", "dm-0")
+    os.makedirs(holders)
+    facts, _ = discover(root + "/sys", root + "/proc")
+    rc, result = module_runner("gds_raid", dict(topology=facts, procfs_root=root + "/proc",
+                                                sysfs_root=root + "/sys", plan_only=True,
+                                                allow_destroy=True, allow_unmount=True))
+    assert rc == 0
+    assert result["plan"]["refused"] == [{"array": "raid2", "members": ["nvme4n1", "nvme5n1"],
+                                          "reason": "nvme4n1 is in use by dm-0"}]
+    assert [a["name"] for a in result["arrays"]] == ["raid1", "raid3", "raid4"]
