@@ -386,13 +386,17 @@ def main():
                         chunk_kb=p["chunk_kb"], topology=topology)
     except RaidError as exc:
         module.fail_json(msg=str(exc))
+    conf_path = p["mdadm_conf"] or _default_mdadm_conf()
+    if any(a["op"] in ("create", "stop") for a in the_plan["actions"]):
+        the_plan["actions"].append({"op": "persist", "path": conf_path})
     for action in the_plan["actions"]:
-        action["text"] = describe(action)
+        action["text"] = describe(action) if action["op"] != "persist" else (
+            "record the arrays in %s and refresh the initramfs%s" % (
+                conf_path, "" if p["update_initramfs"] else " (disabled)"))
         action["cmd"] = command(action, p["mkfs_options"])
     the_plan["group_by"] = p["group_by"]
     pending = [a for a in the_plan["actions"] if a["op"] in EXECUTED_OPS]
     mount_actions = [a for a in the_plan["actions"] if a["op"] == "mount"]
-    conf_path = p["mdadm_conf"] or _default_mdadm_conf()
     result = dict(changed=False, plan=the_plan, existing=existing, executed=runner.executed,
                   fstab_remove=[a["path"] for a in the_plan["actions"] if a["op"] == "fstab_remove"],
                   mdadm_conf={"path": conf_path, "changed": False},
