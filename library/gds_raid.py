@@ -411,6 +411,10 @@ def main():
         result["changed"] = bool(module.check_mode and (pending or mount_actions)
                                  and not p["plan_only"])
     else:
+        for tool in sorted({a["cmd"][0] for a in pending}):
+            if not module.get_bin_path(tool):
+                module.fail_json(msg="%s is not installed on this node; the plan needs it (%s)"
+                                 % (tool, "; ".join(the_plan["summary"])), plan=the_plan)
         settle = module.get_bin_path("udevadm")
         for action in pending:
             runner.run(action["cmd"])

@@ -135,7 +135,7 @@ def run_in_process(mod, args, fake, monkeypatch, check_mode=False):
     monkeypatch.setattr(mod, "DEV_MD", "/nonexistent-dev-md")
     monkeypatch.setattr(basic.AnsibleModule, "run_command",
                         lambda self, args, **kw: fake.run_command(args, **kw))
-    tools = {"mdadm", "blkid", "wipefs", "udevadm", "update-initramfs"}
+    tools = {"mdadm", "blkid", "wipefs", "udevadm", "update-initramfs", "umount", "mkfs.ext4"}
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path",
                         lambda self, name, required=False, opt_dirs=None: name if name in tools else None)
     payload = dict(args)
@@ -222,3 +222,24 @@ def test_partition_held_by_device_mapper_refuses_its_drive(module_runner, sim_no
     assert result["plan"]["refused"] == [{"array": "raid2", "members": ["nvme4n1", "nvme5n1"],
                                           "reason": "nvme4n1 is in use by dm-0"}]
     assert [a["name"] for a in result["arrays"]] == ["raid1", "raid3", "raid4"]
+
+
+def test_missing_mdadm_is_a_clear_failure_before_anything_runs(a100, tmp_path, monkeypatch):
+    fake = FakeSystem()
+    mod = load_module()
+    monkeypatch.setattr(mod, "_is_live", lambda _root: True)
+    monkeypatch.setattr(mod, "DEV_MD", "/nonexistent-dev-md")
+    monkeypatch.setattr(basic.AnsibleModule, "run_command",
+                        lambda self, args, **kw: fake.run_command(args, **kw))
+    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path",
+                        lambda self, name, required=False, opt_dirs=None:
+                        name if name in {"blkid", "wipefs", "umount", "mkfs.ext4"} else None)
+    out = io.StringIO()
+    with patch_module_args(args_for(a100, allow_destroy=True, allow_unmount=True,
+                                    mdadm_conf=str(tmp_path / "c"))), \
+            redirect_stdout(out), pytest.raises(SystemExit):
+        mod.main()
+    result = json.loads(out.getvalue())
+    assert result["failed"] and result["msg"].startswith("mdadm is not installed on this node")
+    assert not any(c[0] in ("umount", "mdadm", "wipefs") and "--all" in c or c[0] == "umount"
+                   for c in fake.calls)
