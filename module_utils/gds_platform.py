@@ -25,7 +25,9 @@ from ansible.module_utils.gds_procfs import ProcfsError, base_disk, read_mdstat
 
 P2PDMA_KERNEL = (6, 2)          # GDS P2P mode: upstream P2PDMA with the pgmap ops it needs
 CONFIG_ACS_KERNEL = (6, 11)     # pci=config_acs= (commit 47c8846a49ba "PCI: Extend ACS configurability")
-CONFIG_ACS_MULTI_KERNEL = (6, 14)  # several devices in one config_acs=/disable_acs_redir= list work again
+# 6.11 to 6.13 parse only the first device of a config_acs=/disable_acs_redir= list
+# (fixed by "PCI/ACS: Fix 'pci=config_acs=' parameter" in 6.14, backported to some stable kernels)
+DEVICE_LIST_BROKEN = ((6, 11), (6, 14))
 DISABLE_ACS_REDIR_KERNEL = (4, 19)
 GRACE_CPU_PART = "0xd4f"        # Arm Neoverse V2: the Grace CPU of GH200/GB200
 PACKAGES = ("nvidia-acs-disable", "nvidia-fs", "nvidia-fs-dkms", "nvidia-gds", "dgx-release",
@@ -456,7 +458,7 @@ def collect(sysfs_root="/sys", procfs_root="/proc", root="/", block_devices=(), 
         "p2pdma": p2pdma_support(procfs_root, kversion, driver),
         "acs_cmdline": {
             "config_acs": bool(kversion and kversion >= CONFIG_ACS_KERNEL),
-            "config_acs_multi": bool(kversion and kversion >= CONFIG_ACS_MULTI_KERNEL),
+            "device_lists": bool(kversion) and not (DEVICE_LIST_BROKEN[0] <= kversion[:2] < DEVICE_LIST_BROKEN[1]),
             "disable_acs_redir": bool(kversion and kversion >= DISABLE_ACS_REDIR_KERNEL)},
         "udev": udev_state(root, sysfs_root, block_devices),
         "md_arrays": arrays,

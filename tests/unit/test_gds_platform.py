@@ -165,7 +165,7 @@ def test_demo_a100_facts(sim_node):
     assert "nvme9n1" in facts["md_arrays"][1]["members"]
     assert facts["lockdown"] == "none" and facts["vfio_devices"] == []
     assert facts["dgx_release"]["DGX_PLATFORM"] == "DGX Server for DGX A100"
-    assert facts["acs_cmdline"] == {"config_acs": False, "config_acs_multi": False, "disable_acs_redir": True}
+    assert facts["acs_cmdline"] == {"config_acs": False, "device_lists": True, "disable_acs_redir": True}
 
 
 def test_demo_h100_facts(sim_node):
