@@ -141,6 +141,120 @@ static int cufile_load(char *err, size_t errlen)
 	return 0;
 }
 
+/* ---- cuFile parameters (cufile.json "execution"/"properties" keys) ---- */
+
+struct cparam {
+	const char *name;
+	int is_bool;
+	int id;
+};
+
+static const struct cparam cparams[] = {
+	{ "max_io_threads", 0, CUFILE_PARAM_EXECUTION_MAX_IO_THREADS },
+	{ "max_io_queue_depth", 0, CUFILE_PARAM_EXECUTION_MAX_IO_QUEUE_DEPTH },
+	{ "max_request_parallelism", 0, CUFILE_PARAM_EXECUTION_MAX_REQUEST_PARALLELISM },
+	{ "min_io_threshold_size_kb", 0, CUFILE_PARAM_EXECUTION_MIN_IO_THRESHOLD_SIZE_KB },
+	{ "io_batchsize", 0, CUFILE_PARAM_PROPERTIES_IO_BATCHSIZE },
+	{ "parallel_io", 1, CUFILE_PARAM_EXECUTION_PARALLEL_IO },
+	{ "use_poll_mode", 1, CUFILE_PARAM_PROPERTIES_USE_POLL_MODE },
+};
+#define NCPARAMS (sizeof(cparams) / sizeof(cparams[0]))
+
+static struct { const struct cparam *p; size_t v; } pending[16];
+static int npending;
+static char param_note[200];
+
+int cufile_param_add(const char *spec, char *err, size_t errlen)
+{
+	const char *eq = strchr(spec, '=');
+	char *end;
+	unsigned long long v;
+
+	if (!eq || npending >= 16)
+		goto bad;
+	for (size_t i = 0; i < NCPARAMS; i++) {
+		if (strlen(cparams[i].name) != (size_t)(eq - spec) || strncmp(spec, cparams[i].name, (size_t)(eq - spec)))
+			continue;
+		if (cparams[i].is_bool && (!strcmp(eq + 1, "true") || !strcmp(eq + 1, "false"))) {
+			v = eq[1] == 't';
+		} else {
+			v = strtoull(eq + 1, &end, 10);
+			if (!eq[1] || *end || (cparams[i].is_bool && v > 1))
+				goto bad;
+		}
+		pending[npending].p = &cparams[i];
+		pending[npending++].v = (size_t)v;
+		return 0;
+	}
+bad:
+	{
+		size_t o = (size_t)snprintf(err, errlen, "--cufile-param %s: expected NAME=VALUE, NAME one of", spec);
+
+		for (size_t i = 0; i < NCPARAMS && o < errlen; i++)
+			o += (size_t)snprintf(err + o, errlen - o, " %s", cparams[i].name);
+	}
+	return -1;
+}
+
+static void apply_params(void)
+{
+	size_t o = 0;
+
+	param_note[0] = 0;
+	for (int i = 0; i < npending; i++) {
+		const struct cparam *p = pending[i].p;
+		CUfileError_t e = { CU_FILE_INTERNAL_ERROR, 0 };
+
+		if (p->is_bool && cu.cuFileSetParameterBool)
+			e = cu.cuFileSetParameterBool((CUFileBoolConfigParameter_t)p->id, pending[i].v != 0);
+		else if (!p->is_bool && cu.cuFileSetParameterSizeT)
+			e = cu.cuFileSetParameterSizeT((CUFileSizeTConfigParameter_t)p->id, pending[i].v);
+		if (o < sizeof(param_note))
+			o += (size_t)snprintf(param_note + o, sizeof(param_note) - o, "%s%s=%zu%s", o ? " " : "",
+					      p->name, pending[i].v, e.err == CU_FILE_SUCCESS ? "" : "(refused)");
+	}
+}
+
+/* Effective execution settings, as evidence next to the figures. */
+void cufile_param_evidence(struct path_info *pi)
+{
+	char b[256];
+	size_t o = 0;
+
+	if (!cu.cuFileGetParameterSizeT)
+		return;
+	for (size_t i = 0; i < NCPARAMS && o < sizeof(b); i++) {
+		size_t v = 0;
+		bool bv = false;
+		CUfileError_t e;
+
+		if (cparams[i].is_bool) {
+			if (!cu.cuFileGetParameterBool)
+				continue;
+			e = cu.cuFileGetParameterBool((CUFileBoolConfigParameter_t)cparams[i].id, &bv);
+			v = bv;
+		} else {
+			e = cu.cuFileGetParameterSizeT((CUFileSizeTConfigParameter_t)cparams[i].id, &v);
+		}
+		if (e.err == CU_FILE_SUCCESS)
+			o += (size_t)snprintf(b + o, sizeof(b) - o, "%s%s=%zu", o ? " " : "", cparams[i].name, v);
+	}
+	if (pi->n_evidence < 10)
+		snprintf(pi->evidence[pi->n_evidence++], sizeof(pi->evidence[0]), "cuFile settings: %.200s%s%.150s", b,
+			 param_note[0] ? "; set by --cufile-param: " : "", param_note);
+}
+
+/* Batch entries the library queues at once (execution.max_io_queue_depth). */
+size_t cufile_queue_limit(void)
+{
+	size_t v = 0;
+
+	if (cu.cuFileGetParameterSizeT &&
+	    cu.cuFileGetParameterSizeT(CUFILE_PARAM_EXECUTION_MAX_IO_QUEUE_DEPTH, &v).err == CU_FILE_SUCCESS && v)
+		return v;
+	return 128;
+}
+
 const char *cuda_errstr(cudaError_t e)
 {
 	return cu.cudaGetErrorString ? cu.cudaGetErrorString(e) : "CUDA error";
@@ -188,6 +302,7 @@ int gpu_global_init(int need_cufile, char *err, size_t errlen)
 	if (need_cufile && !cu.cufile_open) {
 		if (cufile_load(err, errlen) != 0)
 			goto out;
+		apply_params();
 		fe = cu.cuFileDriverOpen();
 		if (fe.err != CU_FILE_SUCCESS) {
 			char b[160];
@@ -237,27 +352,32 @@ int gpu_bind(struct worker *w)
 	return 0;
 }
 
-/* Engine-independent GPU thread state lives in the first bytes of w->priv. */
-struct gpu_base {
-	void *dev;
-	void *staging;
-	size_t len;
-	int registered;
-};
-
-int gpu_slots_alloc(struct worker *w, int depth, int with_host_staging)
+/* The staging copy is pinned and copied on its own stream with an explicit
+ * synchronise: a cudaMemcpy from pageable memory may return before the DMA
+ * lands, and the engines' streams (non-blocking) do not wait for it. */
+int gpu_slots_alloc(struct worker *w, int depth)
 {
 	struct gpu_base *g = w->priv;
 	size_t io = (size_t)w->job->io_size;
 	cudaError_t e;
 
-	(void)with_host_staging;
 	w->depth = depth;
 	g->len = io * (size_t)depth;
 	w->slots = calloc((size_t)depth, sizeof(*w->slots));
-	if (!w->slots || posix_memalign(&g->staging, GDS_SECTOR, g->len) != 0) {
+	if (!w->slots) {
+		werr(w, "out of memory");
+		return -1;
+	}
+	e = cu.cudaMallocHost(&g->staging, g->len);
+	if (e != cudaSuccess) {
 		g->staging = NULL;
-		werr(w, "out of host memory for %d x %zu-byte buffers", depth, io);
+		werr(w, "cudaMallocHost(%zu): %s", g->len, cuda_errstr(e));
+		return -1;
+	}
+	e = cu.cudaStreamCreateWithFlags(&g->copy, cudaStreamNonBlocking);
+	if (e != cudaSuccess) {
+		g->copy = NULL;
+		werr(w, "cudaStreamCreate: %s", cuda_errstr(e));
 		return -1;
 	}
 	e = cu.cudaMalloc(&g->dev, g->len);
@@ -283,16 +403,23 @@ void gpu_slots_free(struct worker *w)
 		return;
 	if (g->dev)
 		cu.cudaFree(g->dev);
-	free(g->staging);
+	if (g->staging)
+		cu.cudaFreeHost(g->staging);
+	if (g->copy)
+		cu.cudaStreamDestroy(g->copy);
 	g->dev = g->staging = NULL;
+	g->copy = NULL;
 	free(w->slots);
 	w->slots = NULL;
 }
 
 int gpu_to_host(struct worker *w, struct slot *s)
 {
-	cudaError_t e = cu.cudaMemcpy(s->host, s->buf, s->len, cudaMemcpyDeviceToHost);
+	struct gpu_base *g = w->priv;
+	cudaError_t e = cu.cudaMemcpyAsync(s->host, s->buf, s->len, cudaMemcpyDeviceToHost, g->copy);
 
+	if (e == cudaSuccess)
+		e = cu.cudaStreamSynchronize(g->copy);
 	if (e != cudaSuccess) {
 		werr(w, "cudaMemcpy D2H: %s", cuda_errstr(e));
 		return -1;
@@ -302,8 +429,11 @@ int gpu_to_host(struct worker *w, struct slot *s)
 
 int gpu_from_host(struct worker *w, struct slot *s)
 {
-	cudaError_t e = cu.cudaMemcpy(s->buf, s->host, w->job->io_size, cudaMemcpyHostToDevice);
+	struct gpu_base *g = w->priv;
+	cudaError_t e = cu.cudaMemcpyAsync(s->buf, s->host, w->job->io_size, cudaMemcpyHostToDevice, g->copy);
 
+	if (e == cudaSuccess)
+		e = cu.cudaStreamSynchronize(g->copy);
 	if (e != cudaSuccess) {
 		werr(w, "cudaMemcpy H2D: %s", cuda_errstr(e));
 		return -1;

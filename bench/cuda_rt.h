@@ -28,7 +28,8 @@
 	X(cuFileReadAsync) X(cuFileWriteAsync) X(cuFileStreamRegister) X(cuFileStreamDeregister) \
 	X(cuFileBatchIOSetUp) X(cuFileBatchIOSubmit) X(cuFileBatchIOGetStatus) \
 	X(cuFileBatchIOCancel) X(cuFileBatchIODestroy) X(cuFileGetVersion) \
-	X(cuFileGetParameterBool) X(cuFileSetStatsLevel) X(cuFileStatsStart) \
+	X(cuFileGetParameterBool) X(cuFileGetParameterSizeT) X(cuFileSetParameterBool) \
+	X(cuFileSetParameterSizeT) X(cuFileSetStatsLevel) X(cuFileStatsStart) \
 	X(cuFileStatsReset) X(cuFileGetStatsL1) X(cuFileGetStatsL3)
 
 #define CU_DECL(f) __typeof__(&f) f;
@@ -53,8 +54,17 @@ const char *cufile_errstr(CUfileError_t e, char *buf, size_t len);
 const char *cufile_io_strerror(ssize_t res, char *buf, size_t len);
 const char *cuda_errstr(cudaError_t e);
 
+/* Every GPU engine's thread state starts with this (w->priv points to it). */
+struct gpu_base {
+	void *dev;		/* cudaMalloc: depth x io_size, one region */
+	void *staging;		/* cudaMallocHost: host view for the verify pattern */
+	size_t len;
+	int registered;		/* cuFileBufRegister done */
+	cudaStream_t copy;	/* stream for staging copies, synchronised per copy */
+};
+
 /* shared by the two host-bounce engines (xfer 2 and 4) and the cuFile ones */
-int gpu_slots_alloc(struct worker *w, int depth, int with_host_staging);
+int gpu_slots_alloc(struct worker *w, int depth);
 void gpu_slots_free(struct worker *w);
 int gpu_to_host(struct worker *w, struct slot *s);
 int gpu_from_host(struct worker *w, struct slot *s);
@@ -69,6 +79,11 @@ int bounce_thread_init(struct worker *w);
 void bounce_thread_exit(struct worker *w);
 ssize_t bounce_io(struct worker *w, struct slot *s);
 const char *bounce_strerror(ssize_t res, char *buf, size_t len);
+
+/* --cufile-param NAME=VALUE, applied before cuFileDriverOpen */
+int cufile_param_add(const char *spec, char *err, size_t errlen);
+size_t cufile_queue_limit(void);
+void cufile_param_evidence(struct path_info *pi);
 
 /* path.mode evidence from libcufile (pathmode.c) */
 void cufile_path_probe(struct path_info *pi);

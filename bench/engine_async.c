@@ -18,9 +18,7 @@ struct aslot {
 };
 
 struct async_thread {
-	void *dev, *staging;	/* struct gpu_base layout */
-	size_t len;
-	int registered;
+	struct gpu_base base;	/* first: w->priv is also a struct gpu_base * */
 	struct aslot *as;
 	int *fifo;		/* slot indexes in submission order */
 	int head, count;
@@ -48,7 +46,7 @@ static int async_thread_init(struct worker *w)
 		werr(w, "out of memory");
 		return -1;
 	}
-	if (gpu_bind(w) != 0 || gpu_slots_alloc(w, depth, 1) != 0 || cufile_register_buf(w) != 0)
+	if (gpu_bind(w) != 0 || gpu_slots_alloc(w, depth) != 0 || cufile_register_buf(w) != 0)
 		return -1;
 	t->as = calloc((size_t)depth, sizeof(*t->as));
 	t->fifo = calloc((size_t)depth, sizeof(*t->fifo));
@@ -124,8 +122,8 @@ static int async_submit(struct worker *w, struct slot **list, int n)
 		a->foff = (off_t)s->off;
 		a->boff = (off_t)s->buf_off;
 		a->bytes = 0;
-		fe = s->write ? cu.cuFileWriteAsync(w->fh, t->dev, &a->size, &a->foff, &a->boff, &a->bytes, a->stream)
-			      : cu.cuFileReadAsync(w->fh, t->dev, &a->size, &a->foff, &a->boff, &a->bytes, a->stream);
+		fe = s->write ? cu.cuFileWriteAsync(w->fh, t->base.dev, &a->size, &a->foff, &a->boff, &a->bytes, a->stream)
+			      : cu.cuFileReadAsync(w->fh, t->base.dev, &a->size, &a->foff, &a->boff, &a->bytes, a->stream);
 		if (fe.err != CU_FILE_SUCCESS) {
 			char b[160];
 

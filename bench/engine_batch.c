@@ -22,14 +22,15 @@ struct group {
 };
 
 struct batch_thread {
-	void *dev, *staging;	/* struct gpu_base layout */
-	size_t len;
-	int registered;
+	struct gpu_base base;	/* first: w->priv is also a struct gpu_base * */
 	int gsize;
 	struct group g[NGROUPS];
 	int busy[NGROUPS];	/* FIFO of busy group indexes */
 	int nbusy;
+	int stalled;		/* the library stopped completing: give up, don't wait again */
 };
+
+#define STALL_NS (30ull * 1000000000ull)
 
 static int batch_global_init(char *err, size_t errlen)
 {
@@ -46,7 +47,7 @@ static int batch_global_init(char *err, size_t errlen)
 static int batch_thread_init(struct worker *w)
 {
 	struct batch_thread *t = calloc(1, sizeof(*t));
-	int depth = w->job->depth > 0 ? w->job->depth : 16;
+	int depth = w->job->depth > 0 ? w->job->depth : 4;
 
 	w->priv = t;
 	if (!t) {
@@ -55,7 +56,7 @@ static int batch_thread_init(struct worker *w)
 	}
 	t->gsize = depth >= NGROUPS ? (depth + NGROUPS - 1) / NGROUPS : 1;
 	depth = depth >= NGROUPS ? t->gsize * NGROUPS : 1;
-	if (gpu_bind(w) != 0 || gpu_slots_alloc(w, depth, 1) != 0 || cufile_register_buf(w) != 0)
+	if (gpu_bind(w) != 0 || gpu_slots_alloc(w, depth) != 0 || cufile_register_buf(w) != 0)
 		return -1;
 	for (int i = 0; i < NGROUPS && i * t->gsize < depth; i++) {
 		struct group *g = &t->g[i];
@@ -92,7 +93,7 @@ static void batch_thread_exit(struct worker *w)
 		while (t->nbusy > 0) {
 			struct group *g = &t->g[t->busy[0]];
 
-			if (batch_wait_group(w, g) != 0 && cu.cuFileBatchIOCancel)
+			if ((t->stalled || batch_wait_group(w, g) != 0) && cu.cuFileBatchIOCancel)
 				cu.cuFileBatchIOCancel(g->h);
 			memmove(t->busy, t->busy + 1, sizeof(t->busy[0]) * (size_t)(--t->nbusy));
 		}
@@ -138,7 +139,7 @@ static int batch_submit(struct worker *w, struct slot **list, int n)
 
 			memset(p, 0, sizeof(*p));
 			p->mode = CUFILE_BATCH;
-			p->u.batch.devPtr_base = t->dev;
+			p->u.batch.devPtr_base = t->base.dev;
 			p->u.batch.devPtr_offset = (off_t)s->buf_off;
 			p->u.batch.file_offset = (off_t)s->off;
 			p->u.batch.size = s->len;
@@ -166,11 +167,19 @@ static int batch_submit(struct worker *w, struct slot **list, int n)
 	return 0;
 }
 
+/* Wait with a timeout so that a batch the library never completes becomes
+ * an error after STALL_NS instead of a hung benchmark. */
 static int batch_wait_group(struct worker *w, struct group *g)
 {
+	struct batch_thread *bt = w->priv;
+	uint64_t last = now_ns();
+
+	if (bt->stalled)
+		return -1;
 	while (g->pending > 0) {
 		unsigned nr = (unsigned)g->pending;
-		CUfileError_t fe = cu.cuFileBatchIOGetStatus(g->h, 1, &nr, g->ev, NULL);
+		struct timespec to = { 0, 100 * 1000 * 1000 };
+		CUfileError_t fe = cu.cuFileBatchIOGetStatus(g->h, 1, &nr, g->ev, &to);
 		uint64_t t;
 
 		if (fe.err != CU_FILE_SUCCESS) {
@@ -180,6 +189,16 @@ static int batch_wait_group(struct worker *w, struct group *g)
 			return -1;
 		}
 		t = now_ns();
+		if (nr == 0) {
+			if (t - last > STALL_NS) {
+				werr(w, "cuFile batch stalled: %d of %d entries not completed after %llu s",
+				     g->pending, g->n, (unsigned long long)(STALL_NS / 1000000000ull));
+				bt->stalled = 1;
+				return -1;
+			}
+			continue;
+		}
+		last = t;
 		for (unsigned i = 0; i < nr && g->pending > 0; i++) {
 			struct slot *s = g->ev[i].cookie;
 

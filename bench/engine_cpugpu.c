@@ -10,9 +10,7 @@
 #include "cuda_rt.h"
 
 struct bounce_thread {
-	void *dev, *staging;	/* struct gpu_base layout */
-	size_t len;
-	int registered;
+	struct gpu_base base;	/* first: w->priv is also a struct gpu_base * */
 	void *pinned;
 	cudaStream_t stream;
 };
@@ -32,7 +30,7 @@ int bounce_thread_init(struct worker *w)
 		werr(w, "out of memory");
 		return -1;
 	}
-	if (gpu_bind(w) != 0 || gpu_slots_alloc(w, 1, 1) != 0)
+	if (gpu_bind(w) != 0 || gpu_slots_alloc(w, 1) != 0)
 		return -1;
 	e = cu.cudaMallocHost(&t->pinned, (size_t)w->job->io_size);
 	if (e != cudaSuccess) {

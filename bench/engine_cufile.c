@@ -9,9 +9,7 @@
 #include "cuda_rt.h"
 
 struct cufile_thread {
-	void *dev, *staging;	/* struct gpu_base layout */
-	size_t len;
-	int registered;
+	struct gpu_base base;	/* first: w->priv is also a struct gpu_base * */
 };
 
 static int cufile_global_init(char *err, size_t errlen)
@@ -26,7 +24,7 @@ static int cufile_thread_init(struct worker *w)
 		werr(w, "out of memory");
 		return -1;
 	}
-	if (gpu_bind(w) != 0 || gpu_slots_alloc(w, 1, 1) != 0)
+	if (gpu_bind(w) != 0 || gpu_slots_alloc(w, 1) != 0)
 		return -1;
 	return cufile_register_buf(w);
 }
@@ -42,8 +40,8 @@ static void cufile_thread_exit(struct worker *w)
 static ssize_t cufile_io(struct worker *w, struct slot *s)
 {
 	struct cufile_thread *t = w->priv;
-	ssize_t r = s->write ? cu.cuFileWrite(w->fh, t->dev, s->len, (off_t)s->off, (off_t)s->buf_off)
-			     : cu.cuFileRead(w->fh, t->dev, s->len, (off_t)s->off, (off_t)s->buf_off);
+	ssize_t r = s->write ? cu.cuFileWrite(w->fh, t->base.dev, s->len, (off_t)s->off, (off_t)s->buf_off)
+			     : cu.cuFileRead(w->fh, t->base.dev, s->len, (off_t)s->off, (off_t)s->buf_off);
 
 	return r == -1 ? -errno : r;
 }

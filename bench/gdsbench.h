@@ -79,7 +79,7 @@ int engine_built(int xfer);
 
 struct path_info {
 	char mode[16];		/* nvfs | p2pdma | compat | posix | unknown */
-	char evidence[8][256];
+	char evidence[10][400];
 	int n_evidence;
 	/* raw counters behind the verdict (-1 = not available) */
 	long long n_nvfs, n_p2p, n_posix, n_total;

@@ -28,10 +28,12 @@ T=${GDSV_T:-8}
 BIG=${GDSV_BIG_SIZE:-1G}	# per-file size of the performance data set
 GPU=${GDSV_GPU:-0}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-mkdir -p "$OUT/json"
+JSONDIR=$(mktemp -d /tmp/gdsv-json.XXXXXX)	# every record also goes to $OUT/records.jsonl
+mkdir -p "$OUT"
 LOG=$OUT/log.txt
 ROWS=$OUT/rows.tsv
-: >"$ROWS"
+RECS=$OUT/records.jsonl
+: >"$ROWS"; : >"$RECS"
 exec > >(tee -a "$LOG") 2>&1
 
 say() { printf '\n== %s\n' "$*"; }
@@ -105,30 +107,35 @@ row() { printf '%s\n' "$*" >>"$ROWS"; }
 # gds NAME args... : run gdsbench with a JSON record, add a table row
 gds() {
 	local name=$1; shift
-	local js=$OUT/json/$name.json rc
+	local js=$JSONDIR/$name.json rc
 	echo "+ gdsbench $*"
 	timeout -k 5 "$(( ${T%.*} + 90 ))" "$GDS" "$@" --json "$js"
 	rc=$?
-	python3 - "$name" "$js" "$rc" >>"$ROWS" <<'EOF'
+	python3 - "$name" "$js" "$rc" "$RECS" >>"$ROWS" <<'EOF'
 import json, sys
 name, path, rc = sys.argv[1], sys.argv[2], sys.argv[3]
 try:
     j = json.load(open(path))
 except Exception as e:
     print(f"{name}\tgdsbench\t-\t-\t-\t-\t-\tno JSON (rc={rc})"); sys.exit()
-ev = "; ".join(e for e in j["path"]["evidence"] if "verdict" in e or "per-GPU" in e)[:150]
+j["test"] = name
+with open(sys.argv[4], "a") as f:
+    f.write(json.dumps(j) + "\n")
+ev = "; ".join(e for e in j["path"]["evidence"] if "verdict" in e or "per-GPU" in e or "batch stats" in e)[:200]
 print(f"{name}\tgdsbench -x {j['xfer_type']}\t{j['throughput_gib_s']:.3f}\t{j['iops']:.0f}\t{j['lat_us']['mean']:.1f}\t{j['lat_us']['p99']:.1f}\t{j['path']['mode']}\trc={rc} verify_errors={j['verify_errors']} {ev}")
 EOF
 	return $rc
 }
 fio_row() {
 	local name=$1 js=$2 rc=$3
-	python3 - "$name" "$js" "$rc" >>"$ROWS" <<'EOF'
+	python3 - "$name" "$js" "$rc" "$RECS" >>"$ROWS" <<'EOF'
 import json, sys
 name, path, rc = sys.argv[1], sys.argv[2], sys.argv[3]
 try:
     txt = open(path).read()
     j = json.loads(txt[txt.index("{"):])
+    with open(sys.argv[4], "a") as f:
+        f.write(json.dumps({"test": name, "fio": j["jobs"][0]}) + "\n")
     jb = j["jobs"][0]
     r = jb["read"] if jb["read"]["io_bytes"] else jb["write"]
     p99 = r["clat_ns"]["percentile"].get("99.000000", 0) / 1000
@@ -184,17 +191,19 @@ fio_run() {	# fio_run NAME ENGINE-ARGS... (sequential, one file per job like gds
 	echo "+ fio $name $*"
 	timeout -k 5 "$(( ${T%.*} + 90 ))" "$FIO" --name="$name" --filename_format="$DATA/big/gdsbench.\$jobnum" --size="$BIG" --bs=1M --rw=read \
 		--numjobs=8 --direct=1 --time_based --runtime="$T" --group_reporting --output-format=json \
-		"$@" >"$OUT/json/$name.json" 2>"$OUT/json/$name.err"
-	fio_row "$name" "$OUT/json/$name.json" $?
+		"$@" >"$JSONDIR/$name.json" 2>"$JSONDIR/$name.err"
+	fio_row "$name" "$JSONDIR/$name.json" $?
 }
 for round in 1 2; do
 	gds "seq-x1-r$round" -D "$DATA/big" -w 8 -i 1M -x 1 -I 0 -T "$T"
 	fio_run "seq-fio-psync-r$round" --ioengine=psync
 	gds "seq-x0-r$round" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 0 -I 0 -T "$T"
 	fio_run "seq-fio-cufile-r$round" --ioengine=libcufile --cuda_io=cufile --gpu_dev_ids="$GPU"
-	gds "seq-x6-r$round" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 6 -I 0 -T "$T" -B "${GDSV_SEQ_B6:-8}"
-	gds "seq-x5-r$round" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 5 -I 0 -T "$T" -B "${GDSV_SEQ_B5:-4}"
+	gds "seq-x6-r$round" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 6 -I 0 -T "$T" -B "${GDSV_SEQ_B6:-4}"
+	gds "seq-x0-iothr-r$round" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 0 -I 0 -T "$T" --cufile-param max_io_threads=32
 done
+gds "seq-x0-nostats" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 0 -I 0 -T "$T" --cufile-stats 0
+gds "seq-x5" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 5 -I 0 -T "$T" -B "${GDSV_SEQ_B5:-4}"
 gds "seq-x2" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 2 -I 0 -T "$T"
 
 say "random 4 KiB reads, 32 threads over $DATA/big/gdsbench.0 ($BIG), ${T}s each"
@@ -205,17 +214,21 @@ fio_rand() {
 	echo "+ fio $name $*"
 	timeout -k 5 "$(( ${T%.*} + 90 ))" "$FIO" --name="$name" --filename="$F0" --size="$BIG" --bs=4k --rw=randread --numjobs=32 --direct=1 \
 		--time_based --runtime="$T" --group_reporting --output-format=json --randrepeat=0 \
-		"$@" >"$OUT/json/$name.json" 2>"$OUT/json/$name.err"
-	fio_row "$name" "$OUT/json/$name.json" $?
+		"$@" >"$JSONDIR/$name.json" 2>"$JSONDIR/$name.err"
+	fio_row "$name" "$JSONDIR/$name.json" $?
 }
 for round in 1 2; do
 	gds "rand-x1-r$round" -f "$F0" -w 32 -i 4K -x 1 -I 2 -T "$T" -k "$round"
 	fio_rand "rand-fio-psync-r$round" --ioengine=psync
 	gds "rand-x0-r$round" -f "$F0" -d "$GPU" -w 32 -i 4K -x 0 -I 2 -T "$T" -k "$round"
-	fio_rand "rand-fio-cufile-r$round" --ioengine=libcufile --cuda_io=cufile --gpu_dev_ids="$GPU"
-	gds "rand-x6-r$round" -f "$F0" -d "$GPU" -w 32 -i 4K -x 6 -I 2 -T "$T" -k "$round" -B "${GDSV_RAND_B6:-8}"
-	gds "rand-x5-r$round" -f "$F0" -d "$GPU" -w 32 -i 4K -x 5 -I 2 -T "$T" -k "$round" -B "${GDSV_RAND_B5:-4}"
+	gds "rand-x6-B2-r$round" -f "$F0" -d "$GPU" -w 32 -i 4K -x 6 -I 2 -T "$T" -k "$round" -B 2
+	gds "rand-x6-B4-r$round" -f "$F0" -d "$GPU" -w 32 -i 4K -x 6 -I 2 -T "$T" -k "$round" -B 4
 done
+fio_rand "rand-fio-cufile" --ioengine=libcufile --cuda_io=cufile --gpu_dev_ids="$GPU"
+gds "rand-x0-iothr" -f "$F0" -d "$GPU" -w 32 -i 4K -x 0 -I 2 -T "$T" --cufile-param max_io_threads=32
+gds "rand-x0-nostats" -f "$F0" -d "$GPU" -w 32 -i 4K -x 0 -I 2 -T "$T" --cufile-stats 0
+gds "rand-x6-B8" -f "$F0" -d "$GPU" -w 32 -i 4K -x 6 -I 2 -T "$T" -B 8
+gds "rand-x5-B4" -f "$F0" -d "$GPU" -w 32 -i 4K -x 5 -I 2 -T "$T" -B 4
 
 if [ "${GDSV_SWEEP:-0}" = 1 ]; then
 	say "queue-depth sweep (-B), ${GDSV_SWEEP_T:-4}s each"
@@ -234,9 +247,10 @@ fi
 if [ "${GDSV_PEERS:-1}" = 1 ] && ls "$ROOT"/.whl/kvikio*.whl >/dev/null 2>&1; then
 	say "KvikIO single_node_io (cufile; 8 GiB, 8 threads)"
 	python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/kvsite "$ROOT"/.whl/*.whl \
+		&& (PYTHONPATH=/tmp/kvsite python3 -c "import kvikio, kvikio.defaults as d; print('kvikio', kvikio.__version__, 'compat_mode', d.get('compat_mode') if hasattr(d, 'get') else d.compat_mode())" 2>&1 | tail -1) \
 		&& mkdir -p "$DATA/kvikio" \
-		&& PYTHONPATH=/tmp/kvsite timeout 150 python3 -m kvikio.benchmarks.single_node_io -n 8GiB -t 8 \
-			-d "$DATA/kvikio" --api cufile cufile-mfma --nruns 1 2>&1 | tee "$OUT/kvikio.txt" \
+		&& PYTHONPATH=/tmp/kvsite timeout 150 python3 -m kvikio.benchmarks.single_node_io -n "${GDSV_KVIKIO_BYTES:-8GiB}" -t 8 \
+			-d "$DATA/kvikio" --api ${GDSV_KVIKIO_API:-cufile-mfma} --nruns 1 2>&1 | tee "$OUT/kvikio.txt" \
 		&& python3 - "$OUT/kvikio.txt" >>"$ROWS" <<'EOF'
 import re, sys
 for line in open(sys.argv[1]):
@@ -256,7 +270,7 @@ say "results (GiB/s, IOPS, latency in us; path = gdsbench path.mode)"
 		printf '%-24s %-22s %9s %9s %9s %9s %-7s %s\n' "$n" "$tool" "$g" "$i" "$a" "$p" "$m" "$note"
 	done <"$ROWS"
 } | tee "$OUT/table.txt"
-( cd "$OUT" && tar -czf json.tar.gz json && rm -rf json )
+rm -rf "$JSONDIR"
 rm -rf "$DATA/small" "$DATA/big"
 [ $FAIL = 0 ] && echo "gpu_validate: correctness OK" || echo "gpu_validate: correctness FAILED"
 exit $FAIL

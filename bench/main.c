@@ -36,9 +36,12 @@ static void usage(FILE *f)
 	      "  -V          verify: reads check the pattern (offset-stamped 4K sectors) that\n"
 	      "              gdsbench writes; writes are read back and checked after the run\n"
 	      "  -B N        I/Os in flight per thread for xfer 5 (streams, default 8)\n"
-	      "              and 6 (two batches of N/2, default 16)\n"
+	      "              and 6 (two batches of N/2, default 4)\n"
 	      "  --json FILE write the JSON record to FILE ('-' = stdout; the text line then goes to stderr)\n"
 	      "  --cufile-stats N  cuFile stats level used for path evidence (default 3, 0 = off)\n"
+	      "  --cufile-param NAME=VALUE  set a cuFile execution/properties parameter before the\n"
+	      "              driver opens (max_io_threads, max_io_queue_depth, parallel_io, ...);\n"
+	      "              the effective values are listed in path.evidence\n"
 	      "  -h, --help  this help;  --version  version and built-in transfer types\n"
 	      "\n"
 	      "Exit status: 0 ok, 1 runtime failure (I/O or verify errors), 2 usage error.\n",
@@ -130,6 +133,7 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "json", required_argument, NULL, 'J' },
 		{ "cufile-stats", required_argument, NULL, 'S' },
+		{ "cufile-param", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'v' },
 		{ NULL, 0, NULL, 0 },
@@ -229,6 +233,12 @@ int main(int argc, char **argv)
 			g_cufile_stats_level = (int)u;
 #endif
 			break;
+		case 'P':
+#ifdef HAVE_CUDA
+			if (cufile_param_add(optarg, err, sizeof(err)) != 0)
+				return usage_error("%s", err);
+#endif
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -294,7 +304,7 @@ int main(int argc, char **argv)
 			return EXIT_RUNTIME;
 		}
 		if ((j->eng->flags & ENG_QUEUED) && j->depth == 0)
-			j->depth = j->xfer == 6 ? 16 : 8;
+			j->depth = j->xfer == 6 ? 4 : 8;
 		if (j->eng->global_init && !inited[j->xfer]) {
 			if (j->eng->global_init(err, sizeof(err)) != 0) {
 				fprintf(stderr, "gdsbench: -x %d: %s\n", j->xfer, err);
@@ -304,6 +314,30 @@ int main(int argc, char **argv)
 		}
 	}
 
+#ifdef HAVE_CUDA
+	{
+		/* Batch entries of all threads together stay within the library's
+		 * queue (execution.max_io_queue_depth): past it submissions stall. */
+		size_t limit = inited[6] ? cufile_queue_limit() : 0, total = 0, threads = 0;
+
+		for (int i = 0; i < njobs; i++)
+			if (jobs[i].xfer == 6) {
+				total += (size_t)jobs[i].threads * (size_t)jobs[i].depth;
+				threads += (size_t)jobs[i].threads;
+			}
+		if (limit && total > limit) {
+			int d = (int)(limit / threads) & ~1;
+
+			if (d < 2)
+				d = 2;
+			fprintf(stderr, "gdsbench: -B lowered to %d per thread: %zu batch entries in flight would exceed "
+				"cuFile's max_io_queue_depth (%zu)\n", d, total, limit);
+			for (int i = 0; i < njobs; i++)
+				if (jobs[i].xfer == 6 && jobs[i].depth > d)
+					jobs[i].depth = d;
+		}
+	}
+#endif
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sigaction(SIGINT, &sa, NULL);

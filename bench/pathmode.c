@@ -116,6 +116,7 @@ void cufile_path_probe(struct path_info *pi)
 	unsigned nvfs_major = 0, nvfs_minor = 0;
 
 	pi->n_nvfs = pi->n_p2p = pi->n_posix = pi->n_total = -1;
+	cufile_param_evidence(pi);
 	if (cu.cuFileGetVersion) {
 		int v = 0;
 

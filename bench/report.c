@@ -229,7 +229,7 @@ int report_json(const char *dest, struct job *jobs, int njobs, struct result *ag
 			o += (size_t)snprintf(b + o, sizeof(b) - o, "jobs differ:");
 			for (int i = 0; i < njobs && o < sizeof(b); i++)
 				o += (size_t)snprintf(b + o, sizeof(b) - o, " %s=%s", jobs[i].name, jobs[i].res.path.mode);
-			if (agg->path.n_evidence < 8)
+			if (agg->path.n_evidence < 10)
 				snprintf(agg->path.evidence[agg->path.n_evidence++], sizeof(agg->path.evidence[0]), "%s", b);
 		}
 	} else {
