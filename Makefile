@@ -53,7 +53,7 @@ unit: setup bench/gdsbench
 
 lint: setup
 	$(BIN)/ansible-lint --profile production -q
-	$(BIN)/ansible-doc -M library -t module gds_topology >/dev/null
+	for m in library/*.py; do $(BIN)/ansible-doc -M library -t module $$(basename $$m .py) >/dev/null || exit 1; done
 
 molecule: setup
 	$(BIN)/molecule test -s default

@@ -161,7 +161,10 @@ def _device_name(source, sysfs_root):
                     continue
         return None
     if name.startswith("md/"):
-        return None if not name[3:].isdigit() else "md" + name[3:]
+        # /dev/md/<name> is a udev link to /dev/mdN: only the live /dev can resolve it
+        if os.path.realpath(sysfs_root) == "/sys" and os.path.exists(source):
+            return os.path.basename(os.path.realpath(source))
+        return "md" + name[3:] if name[3:].isdigit() else None
     return name
 
 
