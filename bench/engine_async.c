@@ -6,6 +6,7 @@
 #ifdef HAVE_CUDA
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cuda_rt.h"
 
@@ -17,8 +18,15 @@ struct aslot {
 	int registered;
 };
 
+/* How op buffers are handed to cuFile (GDSBENCH_ASYNC_BUF, a diagnostic):
+ * per-slot registration with a zero buffer offset (default), one registered
+ * region + per-op offsets ("region"), or unregistered slot buffers ("unreg"). */
+enum { BUF_SLOT, BUF_REGION, BUF_UNREG };
+
 struct async_thread {
 	struct gpu_base base;	/* first: w->priv is also a struct gpu_base * */
+	int bufmode;
+	int nreg;		/* slots registered (BUF_SLOT) */
 	struct aslot *as;
 	int *fifo;		/* slot indexes in submission order */
 	int head, count;
@@ -41,13 +49,33 @@ static int async_thread_init(struct worker *w)
 	struct async_thread *t = calloc(1, sizeof(*t));
 	int depth = w->job->depth > 0 ? w->job->depth : 8;
 
+	const char *bm = getenv("GDSBENCH_ASYNC_BUF");
+	unsigned flags = CU_FILE_STREAM_FIXED_BUF_OFFSET | CU_FILE_STREAM_FIXED_FILE_OFFSET |
+			 CU_FILE_STREAM_FIXED_FILE_SIZE | CU_FILE_STREAM_PAGE_ALIGNED_INPUTS;
+
 	w->priv = t;
 	if (!t) {
 		werr(w, "out of memory");
 		return -1;
 	}
-	if (gpu_bind(w) != 0 || gpu_slots_alloc(w, depth) != 0 || cufile_register_buf(w) != 0)
+	if (getenv("GDSBENCH_ASYNC_FLAGS"))
+		flags = (unsigned)strtoul(getenv("GDSBENCH_ASYNC_FLAGS"), NULL, 0);
+	t->bufmode = bm && !strcmp(bm, "region") ? BUF_REGION : bm && !strcmp(bm, "unreg") ? BUF_UNREG : BUF_SLOT;
+	if (gpu_bind(w) != 0 || gpu_slots_alloc(w, depth) != 0)
 		return -1;
+	if (t->bufmode == BUF_REGION && cufile_register_buf(w) != 0)
+		return -1;
+	for (int i = 0; t->bufmode == BUF_SLOT && i < depth; i++) {
+		CUfileError_t fe = cu.cuFileBufRegister(w->slots[i].buf, (size_t)w->job->io_size, 0);
+
+		if (fe.err != CU_FILE_SUCCESS) {
+			char b[160];
+
+			werr(w, "cuFileBufRegister(slot %d): %s", i, cufile_errstr(fe, b, sizeof(b)));
+			return -1;
+		}
+		t->nreg++;
+	}
 	t->as = calloc((size_t)depth, sizeof(*t->as));
 	t->fifo = calloc((size_t)depth, sizeof(*t->fifo));
 	if (!t->as || !t->fifo) {
@@ -63,9 +91,7 @@ static int async_thread_init(struct worker *w)
 			werr(w, "cudaStreamCreate: %s", cuda_errstr(e));
 			return -1;
 		}
-		fe = cu.cuFileStreamRegister(t->as[i].stream, CU_FILE_STREAM_FIXED_BUF_OFFSET |
-					     CU_FILE_STREAM_FIXED_FILE_OFFSET | CU_FILE_STREAM_FIXED_FILE_SIZE |
-					     CU_FILE_STREAM_PAGE_ALIGNED_INPUTS);
+		fe = cu.cuFileStreamRegister(t->as[i].stream, flags);
 		if (fe.err != CU_FILE_SUCCESS) {
 			char b[160];
 
@@ -92,6 +118,8 @@ static void async_thread_exit(struct worker *w)
 		}
 	}
 	cufile_deregister_buf(w);
+	for (int i = 0; t && i < t->nreg; i++)
+		cu.cuFileBufDeregister(w->slots[i].buf);
 	gpu_slots_free(w);
 	if (t) {
 		free(t->as);
@@ -118,12 +146,14 @@ static int async_submit(struct worker *w, struct slot **list, int n)
 		struct aslot *a = &t->as[k];
 		CUfileError_t fe;
 
+		void *base = t->bufmode == BUF_REGION ? t->base.dev : s->buf;
+
 		a->size = s->len;
 		a->foff = (off_t)s->off;
-		a->boff = (off_t)s->buf_off;
+		a->boff = t->bufmode == BUF_REGION ? (off_t)s->buf_off : 0;
 		a->bytes = 0;
-		fe = s->write ? cu.cuFileWriteAsync(w->fh, t->base.dev, &a->size, &a->foff, &a->boff, &a->bytes, a->stream)
-			      : cu.cuFileReadAsync(w->fh, t->base.dev, &a->size, &a->foff, &a->boff, &a->bytes, a->stream);
+		fe = s->write ? cu.cuFileWriteAsync(w->fh, base, &a->size, &a->foff, &a->boff, &a->bytes, a->stream)
+			      : cu.cuFileReadAsync(w->fh, base, &a->size, &a->foff, &a->boff, &a->bytes, a->stream);
 		if (fe.err != CU_FILE_SUCCESS) {
 			char b[160];
 

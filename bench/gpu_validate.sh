@@ -155,6 +155,17 @@ for x in 1 0 2 4 5 6; do
 	gds "verify-x$x-randwrite" -D "$DATA/small" -d "$GPU" -w 4 -i 64K -x "$x" -I 3 -V -T 1 || FAIL=1
 	gds "verify-x$x-randread" -D "$DATA/small" -d "$GPU" -w 4 -i 4K -x "$x" -I 2 -V -T 1 || FAIL=1
 done
+# the stream API's buffer hand-over, each way (GDSBENCH_ASYNC_BUF, see engine_async.c)
+for m in slot region unreg; do
+	rm -f "$DATA"/small/gdsbench.*
+	GDSBENCH_ASYNC_BUF=$m gds "x5diag-$m-write" -D "$DATA/small" -d "$GPU" -w 4 -s 64M -i 1M -x 5 -I 1 -V
+	GDSBENCH_ASYNC_BUF=$m gds "x5diag-$m-read" -D "$DATA/small" -d "$GPU" -w 4 -i 1M -x 5 -I 0 -V
+done
+rm -f "$DATA"/small/gdsbench.*
+gds "x5diag-x1-write" -D "$DATA/small" -w 4 -s 64M -i 1M -x 1 -I 1
+for m in slot region unreg; do
+	GDSBENCH_ASYNC_BUF=$m gds "x5diag-$m-read-x1data" -D "$DATA/small" -d "$GPU" -w 4 -i 1M -x 5 -I 0 -V
+done
 # a corrupted block must be caught by a GPU read as well
 printf 'CORRUPT!' | dd of="$DATA/small/gdsbench.2" bs=1 seek=$((5 * 1048576 + 100)) conv=notrunc status=none
 if gds "verify-x0-corrupt" -D "$DATA/small" -d "$GPU" -w 4 -i 1M -x 0 -I 0 -V; then
@@ -194,15 +205,16 @@ fio_run() {	# fio_run NAME ENGINE-ARGS... (sequential, one file per job like gds
 		"$@" >"$JSONDIR/$name.json" 2>"$JSONDIR/$name.err"
 	fio_row "$name" "$JSONDIR/$name.json" $?
 }
-for round in 1 2; do
+ROUNDS=${GDSV_ROUNDS:-2}
+for round in $(seq 1 "$ROUNDS"); do
 	gds "seq-x1-r$round" -D "$DATA/big" -w 8 -i 1M -x 1 -I 0 -T "$T"
 	fio_run "seq-fio-psync-r$round" --ioengine=psync
 	gds "seq-x0-r$round" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 0 -I 0 -T "$T"
 	fio_run "seq-fio-cufile-r$round" --ioengine=libcufile --cuda_io=cufile --gpu_dev_ids="$GPU"
 	gds "seq-x6-r$round" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 6 -I 0 -T "$T" -B "${GDSV_SEQ_B6:-4}"
+	fio_run "seq-fio-cufile-thread-r$round" --ioengine=libcufile --cuda_io=cufile --gpu_dev_ids="$GPU" --thread
 	gds "seq-x0-iothr-r$round" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 0 -I 0 -T "$T" --cufile-param max_io_threads=32
 done
-gds "seq-x0-nostats" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 0 -I 0 -T "$T" --cufile-stats 0
 gds "seq-x5" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 5 -I 0 -T "$T" -B "${GDSV_SEQ_B5:-4}"
 gds "seq-x2" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 2 -I 0 -T "$T"
 
@@ -217,17 +229,14 @@ fio_rand() {
 		"$@" >"$JSONDIR/$name.json" 2>"$JSONDIR/$name.err"
 	fio_row "$name" "$JSONDIR/$name.json" $?
 }
-for round in 1 2; do
+for round in $(seq 1 "$ROUNDS"); do
 	gds "rand-x1-r$round" -f "$F0" -w 32 -i 4K -x 1 -I 2 -T "$T" -k "$round"
 	fio_rand "rand-fio-psync-r$round" --ioengine=psync
 	gds "rand-x0-r$round" -f "$F0" -d "$GPU" -w 32 -i 4K -x 0 -I 2 -T "$T" -k "$round"
+	fio_rand "rand-fio-cufile-thread-r$round" --ioengine=libcufile --cuda_io=cufile --gpu_dev_ids="$GPU" --thread
 	gds "rand-x6-B2-r$round" -f "$F0" -d "$GPU" -w 32 -i 4K -x 6 -I 2 -T "$T" -k "$round" -B 2
-	gds "rand-x6-B4-r$round" -f "$F0" -d "$GPU" -w 32 -i 4K -x 6 -I 2 -T "$T" -k "$round" -B 4
 done
 fio_rand "rand-fio-cufile" --ioengine=libcufile --cuda_io=cufile --gpu_dev_ids="$GPU"
-gds "rand-x0-iothr" -f "$F0" -d "$GPU" -w 32 -i 4K -x 0 -I 2 -T "$T" --cufile-param max_io_threads=32
-gds "rand-x0-nostats" -f "$F0" -d "$GPU" -w 32 -i 4K -x 0 -I 2 -T "$T" --cufile-stats 0
-gds "rand-x6-B8" -f "$F0" -d "$GPU" -w 32 -i 4K -x 6 -I 2 -T "$T" -B 8
 gds "rand-x5-B4" -f "$F0" -d "$GPU" -w 32 -i 4K -x 5 -I 2 -T "$T" -B 4
 
 if [ "${GDSV_SWEEP:-0}" = 1 ]; then
@@ -249,7 +258,7 @@ if [ "${GDSV_PEERS:-1}" = 1 ] && ls "$ROOT"/.whl/kvikio*.whl >/dev/null 2>&1; th
 	python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/kvsite "$ROOT"/.whl/*.whl \
 		&& (PYTHONPATH=/tmp/kvsite python3 -c "import kvikio, kvikio.defaults as d; print('kvikio', kvikio.__version__, 'compat_mode', d.get('compat_mode') if hasattr(d, 'get') else d.compat_mode())" 2>&1 | tail -1) \
 		&& mkdir -p "$DATA/kvikio" \
-		&& PYTHONPATH=/tmp/kvsite timeout 150 python3 -m kvikio.benchmarks.single_node_io -n "${GDSV_KVIKIO_BYTES:-8GiB}" -t 8 \
+		&& KVIKIO_COMPAT_MODE=${GDSV_KVIKIO_COMPAT:-OFF} PYTHONPATH=/tmp/kvsite timeout 150 python3 -m kvikio.benchmarks.single_node_io -n "${GDSV_KVIKIO_BYTES:-8GiB}" -t 8 \
 			-d "$DATA/kvikio" --api ${GDSV_KVIKIO_API:-cufile-mfma} --nruns 1 2>&1 | tee "$OUT/kvikio.txt" \
 		&& python3 - "$OUT/kvikio.txt" >>"$ROWS" <<'EOF'
 import re, sys

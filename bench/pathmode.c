@@ -163,17 +163,26 @@ void cufile_path_probe(struct path_info *pi)
 				const CUfileStatsLevel1_t *l1 = &st->detailed.basic;
 
 				if (l1->batch_submit_ops.ok || l1->batch_posix_enqueued_ops.ok)
-					ev(pi, "cuFile batch stats: submitted=%llu nvfs=%llu p2p=%llu posix_enqueued=%llu",
+					ev(pi, "cuFile batch stats: entries=%llu nvfs=%llu p2p=%llu posix_enqueued=%llu aio=%llu io_uring=%llu",
 					   (unsigned long long)l1->batch_total_submit_ops.ok,
 					   (unsigned long long)l1->batch_nvfs_submit_ops.ok,
 					   (unsigned long long)l1->batch_p2p_submit_ops.ok,
-					   (unsigned long long)l1->batch_posix_enqueued_ops.ok);
-				if (l1->batch_posix_enqueued_ops.ok && pi->n_posix <= 0)
-					pi->n_posix = (long long)l1->batch_posix_enqueued_ops.ok;
-				if (l1->batch_nvfs_submit_ops.ok && pi->n_nvfs <= 0)
-					pi->n_nvfs = (long long)l1->batch_nvfs_submit_ops.ok;
-				if (l1->batch_p2p_submit_ops.ok && pi->n_p2p <= 0)
-					pi->n_p2p = (long long)l1->batch_p2p_submit_ops.ok;
+					   (unsigned long long)l1->batch_posix_enqueued_ops.ok,
+					   (unsigned long long)l1->batch_aio_submit_ops.ok,
+					   (unsigned long long)l1->batch_iouring_submit_ops.ok);
+				/* Batch entries are not in the per-GPU counts: every entry
+				 * that was not submitted through nvidia-fs or P2PDMA (POSIX,
+				 * AIO or io_uring submission) went the compat way. */
+				if (pi->n_total <= 0 && l1->batch_total_submit_ops.ok) {
+					long long all = (long long)l1->batch_total_submit_ops.ok;
+					long long nv_b = (long long)l1->batch_nvfs_submit_ops.ok;
+					long long p2_b = (long long)l1->batch_p2p_submit_ops.ok;
+
+					pi->n_total = all;
+					pi->n_nvfs = nv_b;
+					pi->n_p2p = p2_b;
+					pi->n_posix = all - nv_b - p2_b > 0 ? all - nv_b - p2_b : 0;
+				}
 			}
 		} else {
 			ev(pi, "cuFileGetStatsL3 failed: no per-op path counters");
@@ -185,8 +194,8 @@ void cufile_path_probe(struct path_info *pi)
 
 	if (pi->n_posix > 0) {
 		snprintf(pi->mode, sizeof(pi->mode), "compat");
-		ev(pi, "verdict: %lld op(s) went through cuFile's POSIX compat path (bounce through host memory)",
-		   pi->n_posix);
+		ev(pi, "verdict: %lld of %lld op(s) went through cuFile's compat path (POSIX I/O, bounce through host memory)",
+		   pi->n_posix, pi->n_total);
 	} else if (pi->n_p2p > 0 || pi->n_nvfs > 0) {
 		snprintf(pi->mode, sizeof(pi->mode), "%s", pi->n_p2p > pi->n_nvfs ? "p2pdma" : "nvfs");
 		ev(pi, "verdict: every counted op used %s DMA to GPU memory",
