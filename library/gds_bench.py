@@ -132,7 +132,8 @@ def command(binary, job):
     io_type = job.get("io_type", "read")
     if io_type not in IO_TYPES:
         raise JobError("job %s: io_type %r is not one of %s" % (job["name"], io_type, ", ".join(IO_TYPES)))
-    cmd = [binary, "-D", job["target"], "-x", str(job.get("xfer_type", 0)),
+    where = ["-f", job["file"]] if job.get("file") else ["-D", job["target"]]
+    cmd = [binary] + where + ["-x", str(job.get("xfer_type", 0)),
            "-I", str(IO_TYPES[io_type]), "-w", str(job.get("threads", 8)),
            "-s", str(job.get("size", "1G")), "-i", str(job.get("io_size", "1M")),
            "-T", str(job.get("duration", 0))]
@@ -230,10 +231,10 @@ def main():
             results.append({"name": job["name"], "cmd": [], "record": {}, "path": None, "checks": skipped})
             continue
         try:
-            if not job.get("target"):
-                raise JobError("job %s has no target directory" % job["name"])
+            if not job.get("target") and not job.get("file"):
+                raise JobError("job %s has neither a target directory nor a file" % job["name"])
             cmd = command(params["binary"], job)
-            if not os.path.isdir(job["target"]):
+            if not job.get("file") and not os.path.isdir(job["target"]):
                 os.makedirs(job["target"])
             duration = int(job.get("duration") or 0)
             timeout = duration + params["timeout_grace"] if duration else params["pass_timeout"]
