@@ -40,8 +40,9 @@ options:
     default: /
   block_devices:
     description:
-      - Block devices that hold GDS data (C(nvme0n1), C(md1)); their udev entries are checked.
-      - Empty means the data NVMe drives of the topology and the md arrays built on them.
+      - Block devices that hold GDS data (C(nvme0n1)); their udev entries are checked, and those
+        of the md arrays built on them (C(md1)).
+      - Empty means the data NVMe drives of the topology.
     type: list
     elements: str
     default: []
@@ -174,16 +175,13 @@ from ansible.module_utils.gds_affinity import discover
 from ansible.module_utils.gds_nvml import NvmlUnavailable
 from ansible.module_utils.gds_pci import TopologyError
 from ansible.module_utils.gds_platform import collect
-from ansible.module_utils.gds_procfs import ProcfsError, read_mdstat
+from ansible.module_utils.gds_procfs import ProcfsError
 
 
 def default_block_devices(sysfs_root, procfs_root):
-    """Data NVMe drives of the topology and the md arrays built on them."""
+    """Data NVMe drives of the topology."""
     facts, _ = discover(sysfs_root, procfs_root)
-    data = [d["name"] for d in facts["nvme"] if not d["system"]]
-    arrays = [name for name, array in sorted(read_mdstat(procfs_root).items())
-              if any(m["device"] in data for m in array["members"])]
-    return data + arrays
+    return [d["name"] for d in facts["nvme"] if not d["system"]]
 
 
 def main():

@@ -352,6 +352,16 @@ def udev_state(root, sysfs_root, block_devices):
             "missing": [d["name"] for d in devices if not d["present"]]}
 
 
+def with_arrays(block_devices, arrays):
+    """The block devices plus the md arrays built on any of them (a file on /raid lives on md1,
+    and md1 is the device cuFile looks up)."""
+    names = list(block_devices)
+    for array in arrays:
+        if array["name"] not in names and set(array["members"]) & set(block_devices):
+            names.append(array["name"])
+    return names
+
+
 def md_arrays(procfs_root):
     """[{name, level, state, members}] from /proc/mdstat; members as whole disks."""
     arrays = read_mdstat(procfs_root)
@@ -460,7 +470,7 @@ def collect(sysfs_root="/sys", procfs_root="/proc", root="/", block_devices=(), 
             "config_acs": bool(kversion and kversion >= CONFIG_ACS_KERNEL),
             "device_lists": bool(kversion) and not (DEVICE_LIST_BROKEN[0] <= kversion[:2] < DEVICE_LIST_BROKEN[1]),
             "disable_acs_redir": bool(kversion and kversion >= DISABLE_ACS_REDIR_KERNEL)},
-        "udev": udev_state(root, sysfs_root, block_devices),
+        "udev": udev_state(root, sysfs_root, with_arrays(block_devices, arrays)),
         "md_arrays": arrays,
         "vfio_devices": vfio_devices(sysfs_root),
         "lockdown": lockdown_state(sysfs_root),
