@@ -1,0 +1,404 @@
+"""Tests of bench/gdsbench (DESIGN.md section 5): builds (with and without CUDA,
+ASan/UBSan), every CPU transfer/I/O type, verify, the JSON contract, the gdsio
+text line, config files, and bad arguments (exit 2, never a crash).
+
+The GPU engines run against tests/bench/mock_cuda.c (host-memory stand-ins for
+libcudart and libcufile) when CUDA headers are found at build time
+(/usr/local/cuda, the pip wheels, or $GDSBENCH_TEST_CUDA_HOME); otherwise those
+tests skip. Everything uses small files: the whole module takes well under a
+minute on two cores."""
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BENCH = os.path.join(ROOT, "bench")
+HERE = os.path.dirname(os.path.abspath(__file__))
+SECTOR = 4096
+CONTRACT_KEYS = {"io_type", "xfer_type", "threads", "io_size_bytes", "bytes", "ops", "elapsed_s",
+                 "throughput_gib_s", "iops", "lat_us", "cpu_util_pct", "errors", "verify_errors", "path"}
+LINE_RE = re.compile(
+    r"^IoType: (READ|WRITE|RANDREAD|RANDWRITE|MIXED) XferType: (\S+) Threads: (\d+) "
+    r"DataSetSize: (\d+)/(\d+)\(KiB\) IOSize: (\d+)\(KiB\) Throughput: (\d+\.\d{6}) GiB/sec, "
+    r"Avg_Latency: (\d+\.\d{6}) usecs ops: (\d+) total_time (\d+\.\d{6}) secs$")
+
+JSON_SCHEMA = {
+    "type": "object",
+    "required": sorted(CONTRACT_KEYS),
+    "properties": {
+        "io_type": {"enum": ["read", "write", "randread", "randwrite", "mixed"]},
+        "xfer_type": {"anyOf": [{"type": "integer", "enum": [0, 1, 2, 4, 5, 6]}, {"const": "mixed"}]},
+        "threads": {"type": "integer", "minimum": 1},
+        "io_size_bytes": {"type": "integer", "minimum": 1},
+        "bytes": {"type": "integer", "minimum": 0},
+        "ops": {"type": "integer", "minimum": 0},
+        "elapsed_s": {"type": "number", "minimum": 0},
+        "throughput_gib_s": {"type": "number", "minimum": 0},
+        "iops": {"type": "number", "minimum": 0},
+        "lat_us": {"type": "object", "required": ["mean", "p50", "p90", "p99", "p999", "max"],
+                   "additionalProperties": {"type": "number", "minimum": 0}},
+        "cpu_util_pct": {"type": "number", "minimum": 0},
+        "errors": {"type": "integer", "minimum": 0},
+        "verify_errors": {"type": "integer", "minimum": 0},
+        "path": {"type": "object", "required": ["mode", "evidence"],
+                 "properties": {"mode": {"enum": ["nvfs", "p2pdma", "compat", "posix"]},
+                                "evidence": {"type": "array", "minItems": 1, "items": {"type": "string"}}}},
+    },
+}
+
+
+def make(*targets, env=None):
+    proc = subprocess.run(["make", "-C", BENCH, "-s", *targets], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def cuda_env():
+    env = dict(os.environ)
+    if os.environ.get("GDSBENCH_TEST_CUDA_HOME"):
+        env["CUDA_HOME"] = os.environ["GDSBENCH_TEST_CUDA_HOME"]
+    return env
+
+
+@pytest.fixture(scope="session")
+def gdsbench():
+    make("gdsbench", env=cuda_env())
+    return os.path.join(BENCH, "gdsbench")
+
+
+@pytest.fixture(scope="session")
+def gdsbench_asan():
+    make("asan", env=cuda_env())
+    return os.path.join(BENCH, "gdsbench-asan")
+
+
+@pytest.fixture(scope="session")
+def gdsbench_nocuda():
+    make("nocuda")
+    return os.path.join(BENCH, "gdsbench-nocuda")
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    """A directory that takes O_DIRECT (tmpfs does not): tmp_path, else one under bench/obj/."""
+    probe = tmp_path / "probe"
+    try:
+        os.close(os.open(str(probe), os.O_CREAT | os.O_RDWR | os.O_DIRECT, 0o644))
+        os.unlink(str(probe))
+        yield tmp_path
+    except OSError:
+        d = os.path.join(BENCH, "obj", "testdata", tmp_path.name)
+        os.makedirs(d, exist_ok=True)
+        yield d
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def run(binary, *args, env=None, timeout=60):
+    proc = subprocess.run([binary, *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout)
+    assert proc.returncode >= 0, "killed by signal %d\n%s" % (-proc.returncode, proc.stderr)
+    assert "Sanitizer" not in proc.stderr and "runtime error:" not in proc.stderr, proc.stderr
+    return proc
+
+
+def run_json(binary, tmp, *args, env=None, expect=0):
+    out = os.path.join(str(tmp), "r%d.json" % len(os.listdir(str(tmp))))
+    proc = run(binary, *args, "--json", out, env=env)
+    assert proc.returncode == expect, "rc=%d\n%s\n%s" % (proc.returncode, proc.stdout, proc.stderr)
+    with open(out) as f:
+        return json.load(f), proc
+
+
+def check_record(j):
+    try:
+        import jsonschema
+        jsonschema.validate(j, JSON_SCHEMA)
+    except ImportError:  # the schema by hand
+        assert CONTRACT_KEYS <= set(j)
+        assert j["path"]["mode"] in ("nvfs", "p2pdma", "compat", "posix")
+    lat = j["lat_us"]
+    if j["ops"]:
+        assert lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["p999"] <= lat["max"]
+        assert lat["min"] <= lat["mean"] <= lat["max"]
+        assert j["bytes"] == j["ops"] * j["io_size_bytes"] or j.get("jobs")
+
+
+# ---------------------------------------------------------------- builds
+
+def test_build_without_cuda_runs_cpu_and_refuses_gpu_types(gdsbench_nocuda, data_dir):
+    v = run(gdsbench_nocuda, "--version")
+    assert v.returncode == 0 and "without CUDA" in v.stdout
+    p = run(gdsbench_nocuda, "-D", data_dir, "-x", 1, "-I", 1, "-s", "1M", "-i", "64K")
+    assert p.returncode == 0, p.stderr
+    for x in (0, 2, 4, 5, 6):
+        p = run(gdsbench_nocuda, "-D", data_dir, "-x", x, "-I", 0, "-i", "64K")
+        assert p.returncode == 1, (x, p.stderr)
+        assert "built without" in p.stderr and "-x %d" % x in p.stderr
+
+
+def test_help_and_version(gdsbench):
+    assert run(gdsbench, "-h").returncode == 0
+    assert "gdsbench" in run(gdsbench, "--version").stdout
+
+
+# ---------------------------------------------------------------- CPU path
+
+@pytest.mark.parametrize("io_type,name", [(0, "read"), (2, "randread"), (3, "randwrite")])
+def test_cpu_io_types_per_thread_files(gdsbench, data_dir, tmp_path, io_type, name):
+    w, _ = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 1, "-I", 1, "-w", 2, "-s", "2M", "-i", "64K")
+    check_record(w)
+    assert w["io_type"] == "write" and w["ops"] == 2 * 32 and w["path"]["mode"] == "posix"
+    assert sorted(os.listdir(str(data_dir))) >= ["gdsbench.0", "gdsbench.1"]
+    extra = ["-T", "0.2"] if io_type in (2, 3) else []
+    j, _ = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 1, "-I", io_type, "-w", 2, "-i", "64K", *extra)
+    check_record(j)
+    assert j["io_type"] == name and j["xfer_type"] == 1 and j["threads"] == 2
+    assert j["errors"] == 0 and j["ops"] > 0
+    if not extra:
+        assert j["ops"] == 64 and j["bytes"] == 4 << 20  # one pass over 2 x 2 MiB
+
+
+def test_cpu_shared_file_and_offset(gdsbench, data_dir, tmp_path):
+    f = os.path.join(str(data_dir), "shared")
+    j, _ = run_json(gdsbench, tmp_path, "-f", f, "-x", 1, "-I", 1, "-w", 4, "-s", "4M", "-i", "256K", "-o", "1M", "-V")
+    assert j["ops"] == 16 and os.path.getsize(f) == 5 << 20 and j["target_kind"] == "file"
+    j, _ = run_json(gdsbench, tmp_path, "-f", f, "-x", 1, "-I", 2, "-w", 4, "-i", "4K", "-o", "1M", "-V", "-T", "0.2")
+    assert j["verify_errors"] == 0 and j["ops"] > 0 and j["file_size"] == 4 << 20
+
+
+def test_numa_pinning(gdsbench, data_dir, tmp_path):
+    if not os.path.isdir("/sys/devices/system/node/node0"):
+        pytest.skip("no NUMA node 0 in sysfs")
+    j, _ = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 1, "-I", 1, "-s", "1M", "-i", "64K", "-n", 0)
+    assert j["numa_node"] == 0 and j["ops"] == 16
+
+
+def test_gdsio_line_format(gdsbench, data_dir):
+    p = run(gdsbench, "-D", data_dir, "-x", 1, "-I", 1, "-w", 2, "-s", "1M", "-i", "128K")
+    assert p.returncode == 0
+    m = LINE_RE.match(p.stdout.strip())
+    assert m, p.stdout
+    io, xfer, threads, done_kib, set_kib, io_kib, gib_s, lat, ops, secs = m.groups()
+    assert (io, xfer, threads, io_kib) == ("WRITE", "CPUONLY", "2", "128")
+    assert int(done_kib) == 2048 and int(set_kib) == 2048 and int(ops) == 16
+    # --json - : stdout carries the JSON only, the line goes to stderr
+    p = run(gdsbench, "-D", data_dir, "-x", 1, "-I", 0, "-w", 2, "-i", "128K", "--json", "-")
+    check_record(json.loads(p.stdout))
+    assert LINE_RE.match(p.stderr.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------- verify
+
+def corrupt(path, offset, data=b"\xde\xad\xbe\xef"):
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(data)
+
+
+def test_verify_detects_corrupted_and_misplaced_blocks(gdsbench, data_dir, tmp_path):
+    j, _ = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 1, "-I", 1, "-w", 2, "-s", "1M", "-i", "64K", "-V")
+    assert j["verify_errors"] == 0 and j["verify"] is True
+    j, _ = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 1, "-I", 0, "-w", 2, "-i", "64K", "-V")
+    assert j["verify_errors"] == 0
+    f1 = os.path.join(str(data_dir), "gdsbench.1")
+    corrupt(f1, 5 * SECTOR + 1000)                       # flipped bytes in one sector
+    j, p = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 1, "-I", 0, "-w", 2, "-i", "64K", "-V", expect=1)
+    assert j["verify_errors"] == 1 and j["exit_code"] == 1
+    assert "gdsbench.1" in p.stderr and str(5 * SECTOR) in p.stderr
+    assert LINE_RE.match(p.stdout.strip())               # the line is still printed
+    # a whole, intact sector written at the wrong place: only the offset stamp betrays it
+    with open(f1, "r+b") as f:
+        f.seek(10 * SECTOR)
+        good = f.read(SECTOR)
+        f.seek(11 * SECTOR)
+        f.write(good)
+    j, _ = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 1, "-I", 0, "-w", 2, "-i", "64K", "-V", expect=1)
+    assert j["verify_errors"] == 2
+
+
+def test_verify_of_writes_reads_back(gdsbench, data_dir, tmp_path):
+    j, _ = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 1, "-I", 3, "-w", 2, "-s", "1M", "-i", "4K",
+                    "-V", "-T", "0.2", "-k", 7)
+    assert j["verify_errors"] == 0 and j["ops"] > 0 and j["seed"] == 7
+
+
+# ---------------------------------------------------------------- config files
+
+def test_config_file_runs_jobs_and_aggregates(gdsbench, data_dir, tmp_path):
+    d1, d2 = os.path.join(str(data_dir), "a"), os.path.join(str(data_dir), "b")
+    os.makedirs(d1)
+    os.makedirs(d2)
+    cfg = tmp_path / "w.gdsio"
+    cfg.write_text("[global]\nname=t\n# comment\nxfer_type=1\nrw=write\nbs=64k\nsize=1M\nruntime=0\n\n"
+                   "[job1]\nnum_threads=2\ndirectory=%s\n\n[job2]\nnum_threads=1\ndirectory=%s\n" % (d1, d2))
+    j, p = run_json(gdsbench, tmp_path, str(cfg))
+    check_record(j)
+    assert j["threads"] == 3 and len(j["jobs"]) == 2 and j["ops"] == 48
+    assert [x["threads"] for x in j["jobs"]] == [2, 1] and [x["name"] for x in j["jobs"]] == ["job1", "job2"]
+    assert sum(x["bytes"] for x in j["jobs"]) == j["bytes"]
+    assert "Threads: 3 " in p.stdout
+    for x in j["jobs"]:
+        check_record(x)
+    cfg.write_text(cfg.read_text().replace("rw=write", "rw=randread").replace("runtime=0", "runtime=0.2"))
+    j, _ = run_json(gdsbench, tmp_path, str(cfg))
+    assert j["io_type"] == "randread" and j["errors"] == 0 and j["ops"] > 0
+
+
+def test_config_jobs_sharing_a_directory_use_distinct_files(gdsbench, data_dir, tmp_path):
+    cfg = tmp_path / "s.gdsio"
+    cfg.write_text("[global]\nxfer_type=1\nrw=write\nbs=64k\nsize=256k\n[job1]\nnum_threads=2\ndirectory=%s\n"
+                   "[job2]\nnum_threads=2\ndirectory=%s\n" % (data_dir, data_dir))
+    run_json(gdsbench, tmp_path, str(cfg))
+    assert sorted(x for x in os.listdir(str(data_dir)) if x.startswith("gdsbench.")) == \
+        ["gdsbench.0", "gdsbench.1", "gdsbench.2", "gdsbench.3"]
+
+
+@pytest.mark.parametrize("body,needle", [
+    ("[global]\nxfer_type=1\nrw=read\nbs=64k\n[job1]\nnum_threads=1\nbogus=1\ndirectory=/tmp\n", "unknown key 'bogus'"),
+    ("[global]\nxfer_type=1\nrw=sideways\n[job1]\ndirectory=/tmp\n", "rw=sideways"),
+    ("[global]\nxfer_type=1\nrw=read\nbs=1M:4M:1M\n[job1]\ndirectory=/tmp\n", "ranges"),
+    ("xfer_type=1\n[job1]\n", "before any [section]"),
+    ("[global]\nxfer_type=1\n", "no [job] section"),
+    ("[global]\nxfer_type=1\nrw=write\nsize=1M\n[job1]\nnum_threads=0\ndirectory=/tmp\n", "num_threads"),
+    ("[global]\nxfer_type=1\nrw=write\nsize=1M\n[job1]\ndirectory=/nonexistent/dir\n", "directory"),
+])
+def test_bad_config_is_a_usage_error(gdsbench, tmp_path, body, needle):
+    cfg = tmp_path / "bad.gdsio"
+    cfg.write_text(body)
+    p = run(gdsbench, str(cfg))
+    assert p.returncode == 2, p.stderr
+    assert needle in p.stderr
+
+
+# ---------------------------------------------------------------- bad arguments
+
+BAD_ARGS = [
+    (["-Z"], "unknown option"),
+    (["--bogus"], "unknown option"),
+    (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-w", 0], "-w 0"),
+    (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-w", "x"], "-w x"),
+    (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-i", 1000], "-i"),
+    (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-o", 100], "-o"),
+    (["-D", "{d}/missing", "-x", 1, "-I", 1, "-s", "1M"], "-D"),
+    (["-D", "{d}", "-x", 1, "-I", 0], "-D"),                      # reads need files of a write run
+    (["-f", "{d}/none", "-x", 1, "-I", 0], "-f"),
+    (["-D", "{d}", "-f", "{d}/x", "-x", 1, "-I", 1, "-s", "1M"], "cannot be used together"),
+    (["-D", "{d}", "-x", 3, "-I", 1, "-s", "1M"], "-x"),
+    (["-D", "{d}", "-x", 9, "-I", 1, "-s", "1M"], "-x"),
+    (["-D", "{d}", "-x", 1, "-I", 4, "-s", "1M"], "-I"),
+    (["-D", "{d}", "-I", 1, "-s", "1M"], "-x"),
+    (["-D", "{d}", "-x", 1, "-s", "1M"], "-I"),
+    (["-x", 1, "-I", 1, "-s", "1M"], "target"),
+    (["-D", "{d}", "-x", 1, "-I", 1], "-s"),                      # writes need a size
+    (["-D", "{d}", "-x", 1, "-I", 1, "-s", "12Q"], "-s 12Q"),
+    (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-T", "-3"], "-T"),
+    (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-B", 4], "-B"),
+    (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-n", 4000], "-n"),
+    (["-D", "{d}", "-x", 1, "-I", 1, "-s", "4K", "-i", "8K"], "-s"),
+    (["-D", "{d}", "-x", 1, "-I", 1, "-s"], "needs a value"),
+    (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "extra", "args"], "unexpected argument"),
+    (["{d}/cfg.gdsio", "-x", 1], "cannot be combined"),
+    (["{d}/nonexistent.gdsio"], "no such config file"),
+]
+
+
+@pytest.mark.parametrize("args,needle", BAD_ARGS, ids=[" ".join(map(str, a)) for a, _ in BAD_ARGS])
+def test_bad_arguments_exit_2(gdsbench, data_dir, args, needle):
+    with open(os.path.join(str(data_dir), "cfg.gdsio"), "w") as f:
+        f.write("[global]\nxfer_type=1\nrw=read\n[job1]\ndirectory=/tmp\n")
+    argv = [str(a).replace("{d}", str(data_dir)) for a in args]
+    p = run(gdsbench, *argv)
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert needle in p.stderr, p.stderr
+    assert "Try 'gdsbench -h'" in p.stderr
+    assert not p.stdout.strip()
+
+
+def test_no_arguments_prints_usage(gdsbench):
+    p = run(gdsbench)
+    assert p.returncode == 2 and "usage:" in p.stderr
+
+
+# ---------------------------------------------------------------- sanitizers
+
+def test_sanitizer_build_runs_clean(gdsbench_asan, data_dir, tmp_path):
+    """ASan + UBSan: the main paths, verify failure handling and argument errors."""
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0", UBSAN_OPTIONS="halt_on_error=1")
+    j, _ = run_json(gdsbench_asan, tmp_path, "-D", data_dir, "-x", 1, "-I", 1, "-w", 3, "-s", "1M", "-i", "64K",
+                    "-V", env=env)
+    assert j["verify_errors"] == 0
+    j, _ = run_json(gdsbench_asan, tmp_path, "-D", data_dir, "-x", 1, "-I", 2, "-w", 3, "-i", "4K", "-V",
+                    "-T", "0.2", env=env)
+    assert j["verify_errors"] == 0
+    corrupt(os.path.join(str(data_dir), "gdsbench.2"), 3 * SECTOR)
+    j, _ = run_json(gdsbench_asan, tmp_path, "-D", data_dir, "-x", 1, "-I", 0, "-w", 3, "-i", "64K", "-V",
+                    env=env, expect=1)
+    assert j["verify_errors"] == 1
+    cfg = tmp_path / "c.gdsio"
+    cfg.write_text("[global]\nxfer_type=1\nrw=randwrite\nbs=4k\nsize=512k\nruntime=0.1\n"
+                   "[job1]\ndirectory=%s\nnum_threads=2\n[job2]\ndirectory=%s\n" % (data_dir, data_dir))
+    run_json(gdsbench_asan, tmp_path, str(cfg), env=env)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for args, _ in BAD_ARGS[:9]:
+        argv = [str(a).replace("{d}", str(empty)) for a in args]
+        assert run(gdsbench_asan, *argv, env=env).returncode == 2, argv
+
+
+# ---------------------------------------------------------------- GPU engines on the mock CUDA stack
+
+@pytest.fixture(scope="session")
+def mock_cuda(gdsbench, gdsbench_asan, tmp_path_factory):
+    info = make("info", env=cuda_env())
+    incs = re.findall(r"^(?:cufile\.h|cuda_runtime_api\.h):\s+(/\S+)$", info, re.M)
+    if len(incs) < 2 or "built with CUDA" not in run(gdsbench, "--version").stdout:
+        pytest.skip("no CUDA headers at build time: GPU engines not built")
+    d = tmp_path_factory.mktemp("mockcuda")
+    flags = []
+    for h in incs:
+        flags += ["-isystem", os.path.dirname(h)]
+    for macro, name in (("MOCK_CUDART", "libcudart.so"), ("MOCK_CUFILE", "libcufile.so.0")):
+        subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-g", "-D" + macro, *flags,
+                        os.path.join(HERE, "mock_cuda.c"), "-o", str(d / name)], check=True)
+    return dict(os.environ, GDSBENCH_CUDA_LIBDIR=str(d), GDSBENCH_CUFILE_LIBDIR=str(d),
+                ASAN_OPTIONS="detect_leaks=0")
+
+
+@pytest.mark.parametrize("xfer,mode", [(0, "compat"), (2, "posix"), (4, "posix"), (5, "compat"), (6, "compat")])
+def test_gpu_engines_on_mock(gdsbench_asan, mock_cuda, data_dir, tmp_path, xfer, mode):
+    common = ["-D", data_dir, "-x", xfer, "-w", 2, "-d", 0]
+    j, _ = run_json(gdsbench_asan, tmp_path, *common, "-I", 1, "-s", "1M", "-i", "64K", "-V", env=mock_cuda)
+    check_record(j)
+    assert j["verify_errors"] == 0 and j["ops"] == 32 and j["path"]["mode"] == mode
+    j, _ = run_json(gdsbench_asan, tmp_path, *common, "-I", 0, "-i", "64K", "-V", env=mock_cuda)
+    assert j["verify_errors"] == 0 and j["ops"] == 32
+    j, _ = run_json(gdsbench_asan, tmp_path, *common, "-I", 3, "-i", "4K", "-V", "-T", "0.2", env=mock_cuda)
+    assert j["verify_errors"] == 0 and j["errors"] == 0
+    corrupt(os.path.join(str(data_dir), "gdsbench.0"), 7 * SECTOR + 9)
+    j, _ = run_json(gdsbench_asan, tmp_path, *common, "-I", 0, "-i", "64K", "-V", env=mock_cuda, expect=1)
+    assert j["verify_errors"] == 1
+    if mode == "compat":
+        assert any("verdict" in e for e in j["path"]["evidence"])
+        assert j["path"]["counters"]["posix"] > 0
+
+
+def test_path_mode_follows_the_library_counters(gdsbench, mock_cuda, data_dir, tmp_path):
+    env = dict(mock_cuda, MOCK_NVFS="1")
+    j, _ = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 0, "-I", 1, "-s", "1M", "-i", "64K", env=env)
+    assert j["path"]["mode"] == "nvfs"
+    j, _ = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 0, "-I", 0, "-i", "64K", env=mock_cuda)
+    assert j["path"]["mode"] == "compat"
+
+
+def test_missing_gpu_or_registration_failure_is_a_clear_error(gdsbench, mock_cuda, data_dir):
+    run(gdsbench, "-D", data_dir, "-x", 1, "-I", 1, "-s", "1M", "-i", "64K")
+    p = run(gdsbench, "-D", data_dir, "-x", 0, "-I", 0, "-i", "64K", env=dict(mock_cuda, MOCK_NO_GPU="1"))
+    assert p.returncode == 1 and "no usable GPU" in p.stderr
+    p = run(gdsbench, "-D", data_dir, "-x", 0, "-I", 0, "-i", "64K", env=dict(mock_cuda, MOCK_REGISTER_FAIL="1"))
+    assert p.returncode == 1 and "cuFileHandleRegister" in p.stderr
+    p = run(gdsbench, "-D", data_dir, "-x", 0, "-I", 0, "-i", "64K", "-d", 3, env=mock_cuda)
+    assert p.returncode == 1 and "-d 3" in p.stderr
