@@ -47,6 +47,13 @@ options:
   cufile_config:
     description: cufile.json the benchmark uses (exported as CUFILE_ENV_PATH_JSON).
     type: path
+  udev_root:
+    description:
+      - Where the udev database lives. Before a GPU-direct job the module checks that the block
+        device under its target has a record there (C(data/b<major>:<minor>)): without it cuFile
+        cannot register the file and fails or falls back. Empty skips the check.
+    type: str
+    default: /run/udev
 notes:
   - In check mode nothing is run and every job's checks are SKIP.
 attributes:
@@ -118,7 +125,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gds_thresholds import (
-    ThresholdError, evaluate, evaluate_all, lookup_metric, path_check,
+    GPU_DIRECT_XFER_TYPES, ThresholdError, evaluate, evaluate_all, lookup_metric, path_check,
 )
 
 IO_TYPES = {"read": 0, "write": 1, "randread": 2, "randwrite": 3}
@@ -183,6 +190,21 @@ def run_job(cmd, timeout, env):
     return record
 
 
+def udev_check(job, udev_root, prefix):
+    """cuFile looks up the file system's block device in the udev database; say when it is absent."""
+    if not udev_root or int(job.get("xfer_type", 0)) not in GPU_DIRECT_XFER_TYPES:
+        return None
+    where = job.get("file") or job["target"]
+    dev = os.stat(where if os.path.exists(where) else os.path.dirname(where)).st_dev
+    record = os.path.join(udev_root, "data", "b%d:%d" % (os.major(dev), os.minor(dev)))
+    if os.path.exists(record):
+        return {"name": prefix + "udev record", "verdict": "PASS", "expected": "present", "actual": record}
+    return {"name": prefix + "udev record", "verdict": "FAIL", "expected": "present", "actual": "missing",
+            "detail": "%s is missing: cuFile cannot register files on block device %d:%d without its udev "
+                      "record (run udevd, or add the record with E:ID_FS_USAGE=filesystem and "
+                      "E:ID_FS_TYPE=<fs>)" % (record, os.major(dev), os.minor(dev))}
+
+
 def job_checks(job, record, prefix):
     spec = job.get("spec")  # {metric, value}: the summed drive spec of the array
     if spec and spec.get("value"):
@@ -208,6 +230,7 @@ def main():
             timeout_grace=dict(type="int", default=60),
             pass_timeout=dict(type="int", default=1800),
             cufile_config=dict(type="path"),
+            udev_root=dict(type="str", default="/run/udev"),
         ),
         supports_check_mode=True,
     )
@@ -238,8 +261,9 @@ def main():
                 os.makedirs(job["target"])
             duration = int(job.get("duration") or 0)
             timeout = duration + params["timeout_grace"] if duration else params["pass_timeout"]
+            udev = udev_check(job, params["udev_root"], prefix)
             record = run_job(cmd, timeout, env)
-            checks = job_checks(job, record, prefix)
+            checks = job_checks(job, record, prefix) + ([udev] if udev else [])
         except (JobError, ThresholdError, OSError) as exc:
             module.fail_json(msg="benchmark job %s %s" % (job["name"], exc), results=results)
         records[job["name"]] = record

@@ -30,7 +30,7 @@ def job(tmp_path, **extra):
 
 def test_record_and_checks(tmp_path):
     binary = fake_bench(tmp_path, "echo 'IoType: READ XferType: GPUD Threads: 8'; echo '%s'" % json.dumps(RECORD))
-    rc, result = run_module("gds_bench", {"binary": binary, "jobs": [job(tmp_path, expect_path="nvfs")]})
+    rc, result = run_module("gds_bench", {"binary": binary, "jobs": [job(tmp_path, expect_path="nvfs")], "udev_root": ""})
     assert rc == 0, result
     res = result["results"][0]
     assert res["path"] == "nvfs" and res["record"]["gdsio_line"].startswith("IoType: READ")
@@ -107,3 +107,19 @@ def test_real_benchmark_cpu_path(tmp_path):
     read = result["results"][1]
     assert read["path"] == "posix" and read["record"]["bytes"] > 0
     assert [c["verdict"] for c in read["checks"]] == ["PASS"]  # CPU path: no io-path check
+
+
+def test_missing_udev_record_is_reported_before_cufile_fails(tmp_path):
+    binary = fake_bench(tmp_path, "echo '%s'" % json.dumps(RECORD))
+    udev = tmp_path / "udev"
+    (udev / "data").mkdir(parents=True)
+    rc, result = run_module("gds_bench", {"binary": binary, "jobs": [job(tmp_path)], "udev_root": str(udev)})
+    check = [c for c in result["checks"] if c["name"].endswith("udev record")][0]
+    assert check["verdict"] == "FAIL" and "cuFile cannot register" in check["detail"]
+    dev = os.stat(tmp_path).st_dev
+    (udev / "data" / ("b%d:%d" % (os.major(dev), os.minor(dev)))).write_text("E:ID_FS_USAGE=filesystem\n")
+    rc, result = run_module("gds_bench", {"binary": binary, "jobs": [job(tmp_path)], "udev_root": str(udev)})
+    assert [c["verdict"] for c in result["checks"] if c["name"].endswith("udev record")] == ["PASS"]
+    # CPU transfer types do not go through cuFile: no udev check
+    rc, result = run_module("gds_bench", {"binary": binary, "jobs": [job(tmp_path, xfer_type=1)], "udev_root": str(udev)})
+    assert not [c for c in result["checks"] if c["name"].endswith("udev record")]

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Commission the GPU machine this runs on, against itself (connection local, inventory/gpu-local):
+#   1. GPU facts: gds_topology and gds_platform against nvidia-smi;
+#   2. commission with the udev record of the data file system missing (the preflight finding);
+#   3. commission with the record present (profile gpu_compat: compat path expected, can PASS);
+#   4. benchmark + report again with a profile that expects nvidia-fs (FAILs, with the evidence).
+# ansible-core and the collections come carried in .whl/ when the machine has no package index
+# (see the device notes in README.md). Outputs go to $OUT (default build/gpu-commission).
+#   scripts/gpu-commission.sh [DATA_DIR]
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+OUT=${OUT:-$ROOT/build/gpu-commission}
+mkdir -p "$OUT"
+say() { printf '\n==== %s\n' "$*"; }
+
+if ! command -v ansible-playbook >/dev/null 2>&1; then
+	python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/gds-site \
+		.whl/ansible_core-*.whl .whl/resolvelib-*.whl .whl/cryptography-*.whl .whl/cffi-*.whl .whl/pycparser-*.whl || exit 1
+	export PYTHONPATH=/tmp/gds-site${PYTHONPATH:+:$PYTHONPATH} PATH=/tmp/gds-site/bin:$PATH
+fi
+if [ -f .whl/collections.tgz ]; then
+	mkdir -p /tmp/gds-collections && tar xzf .whl/collections.tgz -C /tmp/gds-collections
+	export ANSIBLE_COLLECTIONS_PATH=/tmp/gds-collections
+fi
+export ANSIBLE_CONFIG=$ROOT/ansible.cfg GDS_REPORTS_DIR=$OUT/reports ANSIBLE_FORCE_COLOR=0
+ansible-playbook --version | head -1
+
+# The data directory: the first ext4/xfs file system on a block device, unless given.
+DATA=${1:-}
+if [ -z "$DATA" ]; then
+	mnt=$(findmnt -rn -o TARGET,SOURCE,FSTYPE | awk '$2 ~ /^\/dev\// && ($3=="ext4"||$3=="xfs") {print $1; exit}')
+	DATA=${mnt%/}/gds-commission
+fi
+mkdir -p "$DATA"
+MM=$(findmnt -no MAJ:MIN -T "$DATA" | tr -d ' ')
+FST=$(findmnt -no FSTYPE -T "$DATA")
+RECORD=/run/udev/data/b$MM
+say "data directory $DATA on $(findmnt -no SOURCE -T "$DATA") ($FST, $MM)"
+
+say "1. GPU facts"
+nvidia-smi --query-gpu=index,pci.bus_id,name,driver_version --format=csv | tee "$OUT/nvidia-smi.csv"
+ANSIBLE_STDOUT_CALLBACK=ansible.builtin.json ansible all -i localhost, -c local -m gds_topology > "$OUT/topology.json"
+ANSIBLE_STDOUT_CALLBACK=ansible.builtin.json ansible all -i localhost, -c local -m gds_platform > "$OUT/platform.json"
+python3 - "$OUT" <<'PY'
+import csv, json, sys
+out = sys.argv[1]
+def facts(name, key):
+    doc = json.load(open("%s/%s.json" % (out, name)))
+    return doc["plays"][0]["tasks"][0]["hosts"]["localhost"]["ansible_facts"][key]
+topo = facts("topology", "gds_topology")
+plat = facts("platform", "gds_platform")
+rows = list(csv.DictReader(open(out + "/nvidia-smi.csv"), skipinitialspace=True))
+smi = {int(r["index"]): r["pci.bus_id"].lower()[4:] for r in rows}
+print("gds_topology index source:", topo.get("index_source"))
+for gpu in topo["gpus"]:
+    print("GPU%d %s name=%s | nvidia-smi %s -> %s" % (gpu["index"], gpu["bdf"], gpu.get("name"),
+          smi.get(gpu["index"]), "MATCH" if smi.get(gpu["index"]) == gpu["bdf"] else "MISMATCH"))
+print("groups:", topo["groups"])
+print("nvme:", [(d["name"], d["bdf"], d["system"]) for d in topo["nvme"]])
+print("platform:", json.dumps({k: plat.get(k) for k in ("kernel", "arch", "iommu", "nvidia", "gpus", "nvidia_fs", "p2pdma", "udev", "lockdown")}, default=str)[:3000])
+PY
+
+say "2. commission with $RECORD missing"
+rm -f "$RECORD"
+ansible-playbook -i inventory/gpu-local playbooks/commission.yml -e gds_bench_target_dir="$DATA" -e gds_bench_duration=5 > "$OUT/commission-no-udev.log" 2>&1
+echo "exit $?"; grep -E "udev|msg: 'gpu-local" "$OUT/commission-no-udev.log" | head -12
+
+say "3. commission with the udev record"
+mkdir -p /run/udev/data && printf 'E:ID_FS_USAGE=filesystem\nE:ID_FS_TYPE=%s\n' "$FST" > "$RECORD"
+ansible-playbook -i inventory/gpu-local playbooks/commission.yml -e gds_bench_target_dir="$DATA" > "$OUT/commission.log" 2>&1
+echo "exit $?"; grep -E "msg: 'gpu-local|^ *- ?'?group|PLAY RECAP" -A1 "$OUT/commission.log" | head -20
+python3 - "$OUT/reports/latest/summary.json" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+for host, entry in doc["hosts"].items():
+    print(host, entry["verdict"])
+    for c in entry["checks"]:
+        print("  %-5s %-55s expected %-22s actual %s %s" % (c["verdict"], c["name"][:55], c.get("expected"), c.get("actual"), c.get("detail", "")[:90]))
+PY
+cp -rL "$OUT/reports/latest" "$OUT/compat-report" 2>/dev/null
+
+say "4. benchmark again, expecting nvidia-fs"
+ansible-playbook -i inventory/gpu-local playbooks/bench.yml playbooks/report.yml -e gds_bench_target_dir="$DATA" \
+	-e gds_bench_duration=5 -e gds_bench_expect_path=nvfs > "$OUT/commission-nvfs.log" 2>&1
+echo "exit $?"
+python3 - "$OUT/reports/latest/summary.json" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+for host, entry in doc["hosts"].items():
+    print(host, entry["verdict"])
+    for c in entry["checks"]:
+        if c["name"].endswith("io path"):
+            print("  %-5s %s expected %s actual %s: %s" % (c["verdict"], c["name"], c["expected"], c["actual"], c.get("detail")))
+PY
+tar czf "$OUT/reports.tgz" -C "$OUT" reports compat-report 2>/dev/null
