@@ -27,6 +27,9 @@ command -v "$FIO" >/dev/null || { echo "compare_fio: fio not found (apt-get inst
 mkdir -p "$DIR"
 RUNS=$DIR/runs.jsonl
 : >"$RUNS"
+# CPU seconds per run from the tools' own rusage (their cpu% fields differ in meaning)
+TIMER=()
+[ -x /usr/bin/time ] && TIMER=(/usr/bin/time -f "%U %S" -o "$DIR/cpu.txt")
 
 echo "compare_fio: $("$FIO" --version), $("$GDS" --version | head -1)"
 echo "target: $DIR on $(findmnt -no SOURCE,FSTYPE -T "$DIR" 2>/dev/null | tr -s ' ')"
@@ -43,27 +46,32 @@ sync
 
 gds_run() {	# name io_type bs threads
 	local out=$DIR/last.json
-	"$GDS" -D "$DIR" -x 1 -I "$2" -i "$3" -w "$4" -T "$T" -s "$SIZE" --json "$out" >/dev/null
-	python3 - "$1" gdsbench "$out" >>"$RUNS" <<'EOF'
+	echo "0 0" >"$DIR/cpu.txt"
+	"${TIMER[@]}" "$GDS" -D "$DIR" -x 1 -I "$2" -i "$3" -w "$4" -T "$T" -s "$SIZE" --json "$out" >/dev/null
+	python3 - "$1" gdsbench "$out" "$DIR/cpu.txt" >>"$RUNS" <<'EOF'
 import json, sys
 j = json.load(open(sys.argv[3]))
+cpu = sum(map(float, open(sys.argv[4]).read().split()[:2]))
 print(json.dumps({"test": sys.argv[1], "tool": sys.argv[2], "gib_s": j["throughput_gib_s"], "iops": j["iops"],
-                  "lat_us": j["lat_us"]["mean"], "p99_us": j["lat_us"]["p99"], "cpu_pct": j["cpu_util_pct"]}))
+                  "lat_us": j["lat_us"]["mean"], "p99_us": j["lat_us"]["p99"],
+                  "cpu_us_op": cpu / max(j["ops"], 1) * 1e6}))
 EOF
 }
 
 fio_run() {	# name rw bs threads
 	local out=$DIR/last-fio.json
-	"$FIO" --name="$1" --ioengine=psync --direct=1 --rw="$2" --bs="$3" --numjobs="$4" --size="$SIZE" \
+	echo "0 0" >"$DIR/cpu.txt"
+	"${TIMER[@]}" "$FIO" --name="$1" --ioengine=psync --direct=1 --rw="$2" --bs="$3" --numjobs="$4" --size="$SIZE" \
 		--filename_format="$DIR/gdsbench.\$jobnum" --time_based --runtime="$T" --group_reporting \
 		--randrepeat=0 --output-format=json >"$out"
-	python3 - "$1" fio "$out" >>"$RUNS" <<'EOF'
+	python3 - "$1" fio "$out" "$DIR/cpu.txt" >>"$RUNS" <<'EOF'
 import json, sys
 j = json.load(open(sys.argv[3]))["jobs"][0]
 r = j["read"]
+cpu = sum(map(float, open(sys.argv[4]).read().split()[:2]))
 print(json.dumps({"test": sys.argv[1], "tool": sys.argv[2], "gib_s": r["bw_bytes"] / 2**30, "iops": r["iops"],
                   "lat_us": r["lat_ns"]["mean"] / 1000, "p99_us": r["clat_ns"]["percentile"]["99.000000"] / 1000,
-                  "cpu_pct": j["usr_cpu"] + j["sys_cpu"]}))
+                  "cpu_us_op": cpu / max(r["total_ios"], 1) * 1e6}))
 EOF
 }
 
@@ -83,13 +91,13 @@ import json, statistics, sys
 runs = [json.loads(l) for l in open(sys.argv[1])]
 med = lambda t, tool, k: statistics.median(r[k] for r in runs if r["test"] == t and r["tool"] == tool)
 out, ok = {"runs": runs, "tests": {}}, True
-print("%-5s %-9s %10s %10s %10s %10s %8s" % ("test", "tool", "GiB/s", "IOPS", "avg_us", "p99_us", "cpu%"))
+print("%-5s %-9s %10s %10s %10s %10s %10s" % ("test", "tool", "GiB/s", "IOPS", "avg_us", "p99_us", "cpu_us/op"))
 for t in ("seq", "rand"):
     row = {}
     for tool in ("gdsbench", "fio"):
-        row[tool] = {k: med(t, tool, k) for k in ("gib_s", "iops", "lat_us", "p99_us", "cpu_pct")}
+        row[tool] = {k: med(t, tool, k) for k in ("gib_s", "iops", "lat_us", "p99_us", "cpu_us_op")}
         v = row[tool]
-        print("%-5s %-9s %10.3f %10.0f %10.1f %10.1f %8.1f" % (t, tool, v["gib_s"], v["iops"], v["lat_us"], v["p99_us"], v["cpu_pct"]))
+        print("%-5s %-9s %10.3f %10.0f %10.1f %10.1f %10.1f" % (t, tool, v["gib_s"], v["iops"], v["lat_us"], v["p99_us"], v["cpu_us_op"]))
     g, f = row["gdsbench"], row["fio"]
     row["ratio_throughput"] = g["gib_s"] / f["gib_s"]
     row["ratio_iops"] = g["iops"] / f["iops"]
