@@ -274,8 +274,11 @@ def start(run_dir: Path, image_dir: str | None = None, port: int = 0, wait: floa
 
     if accel == "auto":
         accel = "kvm" if probe_kvm(qemu, image) else "tcg"
-    accel_arg = "kvm" if accel == "kvm" else "tcg,thread=multi"
-    cpu = "host" if accel == "kvm" else "max"
+    # TCG: a large translation cache (guest Python runs through a lot of code); the CPU model is
+    # the one that measured fastest for the guest's Python under TCG (GDS_VM_CPU overrides).
+    tb_size = os.environ.get("GDS_VM_TB_SIZE", "512")
+    accel_arg = "kvm" if accel == "kvm" else f"tcg,thread=multi,tb-size={tb_size}"
+    cpu = "host" if accel == "kvm" else os.environ.get("GDS_VM_CPU", "max")
 
     sock = qmp_path(run_dir)
     want_port = port or st.get("port") or 0   # a restart keeps the port molecule's inventory knows
