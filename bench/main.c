@@ -2,6 +2,7 @@
  * Exit codes: 0 ok; 1 runtime failure (I/O error, verify mismatch, GPU stack
  * missing; the text line and JSON are still written when the run happened);
  * 2 usage error (bad option or value, missing target; nothing was run). */
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -288,6 +289,15 @@ int main(int argc, char **argv)
 			return usage_error("-I: give an I/O type");
 		if (job_validate(&jobs[0], "", err, sizeof(err)) != 0)
 			return usage_error("%s", err);
+	}
+
+	/* An unwritable --json target is a usage error, found before the run. */
+	if (json && strcmp(json, "-") != 0) {
+		FILE *jf = fopen(json, "a");
+
+		if (!jf)
+			return usage_error("--json %s: %s", json, strerror(errno));
+		fclose(jf);
 	}
 
 	/* The run needs what the build and the node provide: exit 1 otherwise. */

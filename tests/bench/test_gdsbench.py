@@ -303,6 +303,7 @@ BAD_ARGS = [
     (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "extra", "args"], "unexpected argument"),
     (["{d}/cfg.gdsio", "-x", 1], "cannot be combined"),
     (["{d}/nonexistent.gdsio"], "no such config file"),
+    (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "--json", "{d}/no/such/dir/out.json"], "--json"),
 ]
 
 
