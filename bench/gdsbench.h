@@ -152,13 +152,31 @@ void pattern_stamp(void *buf, size_t len, uint64_t off);
 uint64_t pattern_check(const void *buf, size_t len, uint64_t off, uint64_t *first_bad);
 
 /* the run (worker.c) */
+#define RUN_ERRORS_SEE_ABOVE "the run had errors (see above)"
 int run_jobs(struct job *jobs, int njobs, char *err, size_t errlen);
 void job_file_path(const struct job *j, int idx, char *out, size_t len);
 int numa_node_cpus(int node, void *cpu_set);
 
+/* the run in this process, and -P worker processes (procs.c) */
+extern int g_nprocs;		/* -P: worker processes of the run (1: the threads run here) */
+extern int g_proc_index;	/* this worker process (0 when g_nprocs == 1) */
+int worker_runs_here(int k);	/* worker k, counted over all jobs, runs in this process */
+/* engines' global setup, the run, path evidence, teardown. Returns -1 with err
+ * when an engine could not start (nothing ran); else 0 with *run_rc from
+ * run_jobs (err: its message) */
+int run_here(struct job *jobs, int njobs, int *run_rc, char *err, size_t errlen);
+/* the run over nprocs forked processes, results merged into jobs[].res;
+ * 0 ok, -1 run errors, -2 an engine could not start (messages printed) */
+int run_procs(struct job *jobs, int njobs, int nprocs, double *cpu_s, char *err, size_t errlen);
+int procs_gate(int ok, uint64_t *t_start);
+
 /* path.mode / path.evidence (pathmode.c) */
 void path_begin(struct job *jobs, int njobs);
 void path_finish(struct job *jobs, int njobs);
+int path_mode_rank(const char *mode);	/* unknown < posix < compat < p2pdma < nvfs */
+/* one job's evidence from n worker processes (of nprocs): counters summed,
+ * any compat op makes the mode compat, else the least direct mode wins */
+void path_merge(struct path_info *out, const struct path_info *in, int n, int nprocs);
 
 /* output (report.c) */
 const char *io_type_name(int t);

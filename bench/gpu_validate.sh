@@ -28,122 +28,13 @@ T=${GDSV_T:-8}
 BIG=${GDSV_BIG_SIZE:-1G}	# per-file size of the performance data set
 GPU=${GDSV_GPU:-0}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-JSONDIR=$(mktemp -d /tmp/gdsv-json.XXXXXX)	# every record also goes to $OUT/records.jsonl
-mkdir -p "$OUT"
-LOG=$OUT/log.txt
-ROWS=$OUT/rows.tsv
-RECS=$OUT/records.jsonl
-: >"$ROWS"; : >"$RECS"
-exec > >(tee -a "$LOG") 2>&1
-
-say() { printf '\n== %s\n' "$*"; }
-
-say "environment ($(date -u +%FT%TZ))"
-uname -a
-nvidia-smi --query-gpu=name,driver_version,pci.bus_id,memory.total --format=csv,noheader 2>&1 | head -4
-nproc; free -g | head -2
-ls "$CUDA_HOME"/lib64/libcufile.so* 2>&1 | head -3
-grep -m1 -i "version" "$CUDA_HOME"/gds/README 2>/dev/null || true
-ls /proc/driver/nvidia-fs 2>&1 | head -2
-lsmod 2>/dev/null | grep -E "nvidia_fs|nvme" || echo "(no nvidia_fs / nvme modules listed)"
-ls -la /etc/cufile.json 2>&1
-
-say "build against $CUDA_HOME"
-make -C "$HERE" clean >/dev/null
-if ! make -C "$HERE" -j"$(nproc)" CUDA_HOME="$CUDA_HOME" 2>&1 | grep -E "warning|error|gdsbench$" ; then :; fi
-make -C "$HERE" info CUDA_HOME="$CUDA_HOME"
-GDS=$HERE/gdsbench
-"$GDS" --version || { echo "FATAL: no gdsbench"; exit 1; }
-
-# ---- data directory: a file system on a real block device ----
-pick_dir() {
-	local d
-	for d in "$@"; do
-		[ -n "$d" ] || continue
-		mkdir -p "$d" 2>/dev/null || continue
-		local src fst
-		src=$(findmnt -no SOURCE -T "$d" 2>/dev/null)
-		fst=$(findmnt -no FSTYPE -T "$d" 2>/dev/null)
-		case "$fst" in ext4|xfs) ;; *) continue ;; esac
-		case "$src" in /dev/*) echo "$d"; return 0 ;; esac
-	done
-	return 1
-}
-say "file systems"
-df -hT 2>/dev/null | grep -vE "tmpfs|overlay|proc|sysfs" | head -20
-findmnt -rn -o TARGET,SOURCE,FSTYPE,MAJ:MIN 2>/dev/null | grep -E " /dev/" | head -20
-CANDS=("${1:-}" "$ROOT/bench/obj/gdsdata")
-while read -r tgt src fst; do CANDS+=("$tgt/gdsbench-data"); done < <(findmnt -rn -o TARGET,SOURCE,FSTYPE | awk '$2 ~ /^\/dev\// && ($3=="ext4"||$3=="xfs")')
-DATA=$(pick_dir "${CANDS[@]}") || { DATA=$ROOT/bench/obj/gdsdata; mkdir -p "$DATA"; echo "WARNING: no ext4/xfs on a /dev block device found; using $DATA"; }
-echo "data directory: $DATA on $(findmnt -no SOURCE,FSTYPE,MAJ:MIN -T "$DATA")"
-df -h "$DATA" | tail -1
-
-# ---- the udev record cuFile needs (DESIGN.md section 6) ----
-say "udev record for the data file system"
-MM=$(findmnt -no MAJ:MIN -T "$DATA" | tr -d ' ')
-FST=$(findmnt -no FSTYPE -T "$DATA")
-udev_entry() {
-	local mm=$1 f=/run/udev/data/b$1
-	if [ -e "$f" ]; then
-		echo "present: $f ($(tr '\n' ' ' <"$f" | cut -c1-120))"
-	else
-		mkdir -p /run/udev/data
-		printf 'E:ID_FS_USAGE=filesystem\nE:ID_FS_TYPE=%s\n' "$FST" >"$f" && echo "CREATED: $f (E:ID_FS_USAGE=filesystem, E:ID_FS_TYPE=$FST) for block device $mm"
-	fi
-}
-if [ -n "$MM" ]; then
-	udev_entry "$MM"
-	# a partition: cuFile may look the whole disk up as well
-	if [ -e "/sys/dev/block/$MM/partition" ]; then
-		PARENT=$(cat "$(dirname "$(readlink -f "/sys/dev/block/$MM")")/dev" 2>/dev/null)
-		[ -n "$PARENT" ] && udev_entry "$PARENT"
-	fi
-else
-	echo "could not read MAJ:MIN of $DATA"
-fi
-
-# ---- helpers ----
-row() { printf '%s\n' "$*" >>"$ROWS"; }
-# gds NAME args... : run gdsbench with a JSON record, add a table row
-gds() {
-	local name=$1; shift
-	local js=$JSONDIR/$name.json rc
-	echo "+ gdsbench $*"
-	timeout -k 5 "$(( ${T%.*} + 90 ))" "$GDS" "$@" --json "$js"
-	rc=$?
-	python3 - "$name" "$js" "$rc" "$RECS" >>"$ROWS" <<'EOF'
-import json, sys
-name, path, rc = sys.argv[1], sys.argv[2], sys.argv[3]
-try:
-    j = json.load(open(path))
-except Exception as e:
-    print(f"{name}\tgdsbench\t-\t-\t-\t-\t-\tno JSON (rc={rc})"); sys.exit()
-j["test"] = name
-with open(sys.argv[4], "a") as f:
-    f.write(json.dumps(j) + "\n")
-ev = "; ".join(e for e in j["path"]["evidence"] if "verdict" in e or "per-GPU" in e or "batch stats" in e)[:200]
-print(f"{name}\tgdsbench -x {j['xfer_type']}\t{j['throughput_gib_s']:.3f}\t{j['iops']:.0f}\t{j['lat_us']['mean']:.1f}\t{j['lat_us']['p99']:.1f}\t{j['path']['mode']}\trc={rc} verify_errors={j['verify_errors']} {ev}")
-EOF
-	return $rc
-}
-fio_row() {
-	local name=$1 js=$2 rc=$3
-	python3 - "$name" "$js" "$rc" "$RECS" >>"$ROWS" <<'EOF'
-import json, sys
-name, path, rc = sys.argv[1], sys.argv[2], sys.argv[3]
-try:
-    txt = open(path).read()
-    j = json.loads(txt[txt.index("{"):])
-    with open(sys.argv[4], "a") as f:
-        f.write(json.dumps({"test": name, "fio": j["jobs"][0]}) + "\n")
-    jb = j["jobs"][0]
-    r = jb["read"] if jb["read"]["io_bytes"] else jb["write"]
-    p99 = r["clat_ns"]["percentile"].get("99.000000", 0) / 1000
-    print(f"{name}\tfio {jb['job options'].get('ioengine','')}\t{r['bw_bytes']/2**30:.3f}\t{r['iops']:.0f}\t{r['lat_ns']['mean']/1000:.1f}\t{p99:.1f}\t-\trc={rc}")
-except Exception as e:
-    print(f"{name}\tfio\t-\t-\t-\t-\t-\tfailed rc={rc} ({e})")
-EOF
-}
+# shellcheck source=bench/gpu_lib.sh
+. "$HERE/gpu_lib.sh"
+gdsv_init
+gdsv_environment
+gdsv_build
+gdsv_data_dir "${1:-}"
+gdsv_udev
 
 say "correctness: write then read with -V, 4 threads x 64 MiB"
 mkdir -p "$DATA/small"
@@ -181,20 +72,7 @@ sync
 
 say "sequential 1 MiB reads, 8 threads, ${T}s each (alternating tools)"
 FIO=""
-if [ "${GDSV_PEERS:-1}" = 1 ]; then
-	if [ -x "$ROOT/.peers/carry/fio-cufile" ] && "$ROOT/.peers/carry/fio-cufile" --version >/dev/null 2>&1; then
-		FIO=$ROOT/.peers/carry/fio-cufile
-	elif ls "$ROOT"/.peers/carry/fio_*.orig.tar.gz >/dev/null 2>&1; then
-		echo "building fio with libcufile (the carried binary does not start here)"
-		B=/tmp/fio-build; rm -rf $B; mkdir -p $B
-		tar -xzf "$ROOT"/.peers/carry/fio_*.orig.tar.gz -C $B --strip-components=1
-		# fio 3.33's configure takes LDFLAGS from the environment (no --extra-ldflags)
-		( cd $B && export LDFLAGS="-L$CUDA_HOME/lib64 -Wl,-rpath,$CUDA_HOME/lib64" && \
-		  ./configure --enable-libcufile --disable-native --extra-cflags="-I$CUDA_HOME/include" >/dev/null && \
-		  make -j"$(nproc)" >/dev/null 2>&1 ) && FIO=$B/fio
-	fi
-	echo "fio: ${FIO:-not available}"
-fi
+[ "${GDSV_PEERS:-1}" = 1 ] && gdsv_find_fio
 FILES8=$(for i in 0 1 2 3 4 5 6 7; do printf '%s/big/gdsbench.%d:' "$DATA" "$i"; done); FILES8=${FILES8%:}
 fio_run() {	# fio_run NAME ENGINE-ARGS... (sequential, one file per job like gdsbench -D)
 	local name=$1; shift
@@ -272,13 +150,7 @@ EOF
 	rm -rf "$DATA/kvikio"
 fi
 
-say "results (GiB/s, IOPS, latency in us; path = gdsbench path.mode)"
-{
-	printf '%-24s %-22s %9s %9s %9s %9s %-7s %s\n' test tool GiB/s IOPS avg_us p99_us path note
-	while IFS=$'\t' read -r n tool g i a p m note; do
-		printf '%-24s %-22s %9s %9s %9s %9s %-7s %s\n' "$n" "$tool" "$g" "$i" "$a" "$p" "$m" "$note"
-	done <"$ROWS"
-} | tee "$OUT/table.txt"
+gdsv_table
 rm -rf "$JSONDIR"
 rm -rf "$DATA/small" "$DATA/big"
 [ $FAIL = 0 ] && echo "gpu_validate: correctness OK" || echo "gpu_validate: correctness FAILED"

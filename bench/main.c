@@ -38,6 +38,10 @@ static void usage(FILE *f)
 	      "              gdsbench writes; writes are read back and checked after the run\n"
 	      "  -B N        I/Os in flight per thread for xfer 5 (streams, default 8)\n"
 	      "              and 6 (two batches of N/2, default 4)\n"
+	      "  -P, --procs N  run the threads in N worker processes (default 1; an extension,\n"
+	      "              gdsio has none): each process opens its own CUDA context and cuFile\n"
+	      "              driver (as fio's default one process per job); I/O, text line and\n"
+	      "              JSON are the same, merged over the processes\n"
 	      "  --json FILE write the JSON record to FILE ('-' = stdout; the text line then goes to stderr)\n"
 	      "  --cufile-stats N  cuFile stats level used for path evidence (default 3, 0 = off)\n"
 	      "  --cufile-param NAME=VALUE  set a cuFile execution/properties parameter before the\n"
@@ -134,18 +138,20 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "json", required_argument, NULL, 'J' },
 		{ "cufile-stats", required_argument, NULL, 'S' },
-		{ "cufile-param", required_argument, NULL, 'P' },
+		{ "cufile-param", required_argument, NULL, 'C' },
+		{ "procs", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'v' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static struct job jobs[GDS_MAX_JOBS];	/* static: usage-error returns leak nothing */
 	const char *json = NULL, *config = NULL;
-	int njobs = 1, job_opts = 0, c, rc, exit_code = 0, inited[7] = { 0 };
+	int njobs = 1, job_opts = 0, c, rc, exit_code = 0, nprocs = 1, total_threads = 0;
 	char err[PATH_MAX + 512] = "";
 	struct result agg;
 	struct sigaction sa;
 	uint64_t u;
+	double cpu_s = 0;
 
 	for (int i = 0; i < GDS_MAX_JOBS; i++)
 		job_defaults(&jobs[i]);
@@ -154,7 +160,7 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":f:D:d:n:w:s:i:x:I:T:k:o:B:Vh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":f:D:d:n:w:s:i:x:I:T:k:o:B:P:Vh", longopts, NULL)) != -1) {
 		struct job *j = &jobs[0];
 
 		if (strchr("fDdnwsixITkoBV", c))
@@ -235,6 +241,12 @@ int main(int argc, char **argv)
 #endif
 			break;
 		case 'P':
+			if (parse_uint(optarg, GDS_MAX_THREADS, &u) || u == 0)
+				return usage_error("-P %s: expected a number of worker processes, 1..%d", optarg,
+						   GDS_MAX_THREADS);
+			nprocs = (int)u;
+			break;
+		case 'C':
 #ifdef HAVE_CUDA
 			if (cufile_param_add(optarg, err, sizeof(err)) != 0)
 				return usage_error("%s", err);
@@ -291,6 +303,12 @@ int main(int argc, char **argv)
 			return usage_error("%s", err);
 	}
 
+	for (int i = 0; i < njobs; i++)
+		total_threads += jobs[i].threads;
+	if (nprocs > total_threads)
+		return usage_error("-P %d: more worker processes than threads (%d); each process runs at least one",
+				   nprocs, total_threads);
+
 	/* An unwritable --json target is a usage error, found before the run. */
 	if (json && strcmp(json, "-") != 0) {
 		FILE *jf = fopen(json, "a");
@@ -315,55 +333,31 @@ int main(int argc, char **argv)
 		}
 		if ((j->eng->flags & ENG_QUEUED) && j->depth == 0)
 			j->depth = j->xfer == 6 ? 4 : 8;
-		if (j->eng->global_init && !inited[j->xfer]) {
-			if (j->eng->global_init(err, sizeof(err)) != 0) {
-				fprintf(stderr, "gdsbench: -x %d: %s\n", j->xfer, err);
-				return EXIT_RUNTIME;
-			}
-			inited[j->xfer] = 1;
-		}
 	}
 
-#ifdef HAVE_CUDA
-	{
-		/* Batch entries of all threads together stay within the library's
-		 * queue (execution.max_io_queue_depth): past it submissions stall. */
-		size_t limit = inited[6] ? cufile_queue_limit() : 0, total = 0, threads = 0;
-
-		for (int i = 0; i < njobs; i++)
-			if (jobs[i].xfer == 6) {
-				total += (size_t)jobs[i].threads * (size_t)jobs[i].depth;
-				threads += (size_t)jobs[i].threads;
-			}
-		if (limit && total > limit) {
-			int d = (int)(limit / threads) & ~1;
-
-			if (d < 2)
-				d = 2;
-			fprintf(stderr, "gdsbench: -B lowered to %d per thread: %zu batch entries in flight would exceed "
-				"cuFile's max_io_queue_depth (%zu)\n", d, total, limit);
-			for (int i = 0; i < njobs; i++)
-				if (jobs[i].xfer == 6 && jobs[i].depth > d)
-					jobs[i].depth = d;
-		}
-	}
-#endif
+	/* installed before -P forks: worker processes inherit the handlers */
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 
-	pattern_init();
-	path_begin(jobs, njobs);
 	err[0] = 0;
-	rc = run_jobs(jobs, njobs, err, sizeof(err));
-	path_finish(jobs, njobs);
-	for (int x = 0; x <= 6; x++) {
-		const struct engine *e = engine_get(x);
-
-		if (inited[x] && e && e->global_exit)
-			e->global_exit();
+	if (nprocs > 1) {
+		rc = run_procs(jobs, njobs, nprocs, &cpu_s, err, sizeof(err));
+		if (rc == -2) {
+			if (err[0])
+				fprintf(stderr, "gdsbench: %s\n", err);
+			return EXIT_RUNTIME;	/* an engine could not start: nothing ran */
+		}
+	} else {
+		if (run_here(jobs, njobs, &rc, err, sizeof(err)) != 0) {
+			fprintf(stderr, "gdsbench: %s\n", err);
+			return EXIT_RUNTIME;
+		}
+		cpu_s = g_process_cpu_s;
 	}
+	if (rc != 0 && err[0] && strcmp(err, RUN_ERRORS_SEE_ABOVE) != 0)
+		fprintf(stderr, "gdsbench: %s\n", err);
 
 	memset(&agg, 0, sizeof(agg));
 	hist_init(&agg.hist);
@@ -385,7 +379,7 @@ int main(int argc, char **argv)
 		exit_code = EXIT_RUNTIME;
 
 	report_line(json && !strcmp(json, "-") ? stderr : stdout, jobs, njobs, &agg);
-	if (json && report_json(json, jobs, njobs, &agg, g_process_cpu_s, exit_code, err, sizeof(err)) != 0) {
+	if (json && report_json(json, jobs, njobs, &agg, cpu_s, exit_code, err, sizeof(err)) != 0) {
 		fprintf(stderr, "gdsbench: %s\n", err);
 		exit_code = EXIT_RUNTIME;
 	}

@@ -251,3 +251,88 @@ void path_finish(struct job *jobs, int njobs)
 #endif
 	}
 }
+
+/* The least direct mode wins an aggregate: a mix never reads better than its worst part. */
+int path_mode_rank(const char *m)
+{
+	static const char *const order[] = { "unknown", "posix", "compat", "p2pdma", "nvfs" };
+
+	for (int i = 0; i < 5; i++)
+		if (strcmp(m, order[i]) == 0)
+			return i;
+	return 0;
+}
+
+static int starts(const char *s, const char *prefix)
+{
+	return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* -P: each worker process has its own cuFile instance and counted its own
+ * ops. Sum the counters; any op through the compat path makes the job
+ * compat, as in one process; otherwise the least direct process verdict. */
+void path_merge(struct path_info *out, const struct path_info *in, int n, int nprocs)
+{
+	long long nv = 0, p2 = 0, px = 0, tot = 0;
+	int have = 0, worst = 0, same = 1;
+
+	memset(out, 0, sizeof(*out));
+	out->n_nvfs = out->n_p2p = out->n_posix = out->n_total = -1;
+	for (int i = 0; i < n; i++) {
+		const struct path_info *p = &in[i];
+
+		if (p->n_total >= 0 || p->n_posix >= 0) {
+			have = 1;
+			nv += p->n_nvfs > 0 ? p->n_nvfs : 0;
+			p2 += p->n_p2p > 0 ? p->n_p2p : 0;
+			px += p->n_posix > 0 ? p->n_posix : 0;
+			tot += p->n_total > 0 ? p->n_total : 0;
+		}
+		if (path_mode_rank(p->mode) < path_mode_rank(in[worst].mode))
+			worst = i;
+		if (strcmp(p->mode, in[0].mode) != 0)
+			same = 0;
+	}
+	if (have)
+		ev(out, "-P %d: the threads ran in %d worker processes, each with its own CUDA context and cuFile "
+		   "driver (bounce-buffer pool, I/O threads); op counts below are summed over them, other evidence "
+		   "is from the first worker process that reported", nprocs, nprocs);
+	else
+		ev(out, "-P %d: the threads ran in %d worker processes; evidence below is from the first that reported",
+		   nprocs, nprocs);
+	if (n < nprocs)
+		ev(out, "only %d of %d worker processes reported", n, nprocs);
+	for (int k = 0; k < in[0].n_evidence; k++) {
+		const char *e = in[0].evidence[k];
+
+		if (have && (starts(e, "cuFile per-GPU stats") || starts(e, "cuFile batch stats") || starts(e, "verdict")))
+			continue;
+		ev(out, "%s", e);
+	}
+	snprintf(out->mode, sizeof(out->mode), "%s", in[worst].mode);
+	if (have) {
+		out->n_nvfs = nv;
+		out->n_p2p = p2;
+		out->n_posix = px;
+		out->n_total = tot;
+		ev(out, "cuFile op counts summed over %d worker processes: ops=%lld nvfs=%lld p2p=%lld posix=%lld", n,
+		   tot, nv, p2, px);
+		if (px > 0) {
+			snprintf(out->mode, sizeof(out->mode), "compat");
+			ev(out, "verdict: %lld of %lld op(s) went through cuFile's compat path (POSIX I/O, bounce through host memory)",
+			   px, tot);
+		} else {
+			for (int k = 0; k < in[worst].n_evidence; k++)
+				if (starts(in[worst].evidence[k], "verdict"))
+					ev(out, "%s", in[worst].evidence[k]);
+		}
+	}
+	if (!same) {
+		char b[300];
+		size_t o = (size_t)snprintf(b, sizeof(b), "worker processes differ:");
+
+		for (int i = 0; i < n && o < sizeof(b); i++)
+			o += (size_t)snprintf(b + o, sizeof(b) - o, " %d=%s", i, in[i].mode);
+		ev(out, "%s", b);
+	}
+}

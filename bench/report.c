@@ -183,17 +183,6 @@ static void json_job_extras(FILE *f, const char *ind, const struct job *j)
 		fprintf(f, ",\n%s\"iodepth\": %d", ind, j->depth);
 }
 
-/* The least direct mode wins the aggregate: a mix never reads better than its worst part. */
-static int mode_rank(const char *m)
-{
-	static const char *const order[] = { "unknown", "posix", "compat", "p2pdma", "nvfs" };
-
-	for (int i = 0; i < 5; i++)
-		if (strcmp(m, order[i]) == 0)
-			return i;
-	return 0;
-}
-
 int report_json(const char *dest, struct job *jobs, int njobs, struct result *agg, double cpu_s,
 		int exit_code, char *err, size_t errlen)
 {
@@ -212,7 +201,7 @@ int report_json(const char *dest, struct job *jobs, int njobs, struct result *ag
 	}
 	for (int i = 0; i < njobs; i++) {
 		threads += jobs[i].threads;
-		if (mode_rank(jobs[i].res.path.mode) < mode_rank(jobs[worst].res.path.mode))
+		if (path_mode_rank(jobs[i].res.path.mode) < path_mode_rank(jobs[worst].res.path.mode))
 			worst = i;
 	}
 	if (njobs > 1) {
@@ -252,7 +241,7 @@ int report_json(const char *dest, struct job *jobs, int njobs, struct result *ag
 		}
 		fputs("]", f);
 	}
-	fprintf(f, ",\n  \"exit_code\": %d\n}\n", exit_code);
+	fprintf(f, ",\n  \"procs\": %d,\n  \"exit_code\": %d\n}\n", g_nprocs, exit_code);
 	if (to_stdout) {
 		fflush(f);
 	} else if (fclose(f) != 0) {

@@ -561,8 +561,10 @@ int run_jobs(struct job *jobs, int njobs, char *err, size_t errlen)
 	uint64_t t_start;
 	double cpu0, cpu1;
 
-	for (int i = 0; i < njobs; i++)
-		total += jobs[i].threads;
+	for (int i = 0, k = 0; i < njobs; i++)
+		for (int t = 0; t < jobs[i].threads; t++, k++)
+			if (worker_runs_here(k))
+				total++;
 	ws = calloc((size_t)total, sizeof(*ws));
 	tids = calloc((size_t)total, sizeof(*tids));
 	if (!ws || !tids) {
@@ -574,12 +576,16 @@ int run_jobs(struct job *jobs, int njobs, char *err, size_t errlen)
 	g_ready = g_finished = g_phase = 0;
 	atomic_store(&g_abort, 0);
 
-	for (int i = 0, k = 0; i < njobs; i++) {
+	/* -P: this process runs the workers k (over all jobs) with k % procs == its index */
+	for (int i = 0, k = 0, g = 0; i < njobs; i++) {
 		struct job *j = &jobs[i];
 
-		for (int t = 0; t < j->threads; t++, k++) {
-			struct worker *w = &ws[k];
+		for (int t = 0; t < j->threads; t++, g++) {
+			struct worker *w;
 
+			if (!worker_runs_here(g))
+				continue;
+			w = &ws[k++];
 			w->job = j;
 			w->eng = j->eng;
 			w->idx = t;
@@ -605,8 +611,23 @@ int run_jobs(struct job *jobs, int njobs, char *err, size_t errlen)
 	}
 
 	gate_wait_all(&g_ready, made);
-	cpu0 = process_cpu_s();
-	t_start = now_ns();
+	if (g_nprocs > 1) {
+		/* worker processes start together, at the parent's t_start */
+		int ok = made == total && !atomic_load(&g_abort);
+
+		if (procs_gate(ok, &t_start) != 0) {
+			atomic_store(&g_abort, 1);
+			if (ok) {
+				snprintf(err, errlen, "no I/O was started: another worker process failed its setup "
+					 "or the run was interrupted");
+				rc = -1;
+			}
+		}
+		cpu0 = process_cpu_s();
+	} else {
+		cpu0 = process_cpu_s();
+		t_start = now_ns();
+	}
 	for (int k = 0; k < made; k++) {
 		struct job *j = ws[k].job;
 
@@ -649,7 +670,7 @@ int run_jobs(struct job *jobs, int njobs, char *err, size_t errlen)
 	}
 	g_process_cpu_s = cpu1 - cpu0;
 	if (rc != 0 && !err[0])
-		snprintf(err, errlen, "the run had errors (see above)");
+		snprintf(err, errlen, "%s", RUN_ERRORS_SEE_ABOVE);
 	free(ws);
 	free(tids);
 	return rc;

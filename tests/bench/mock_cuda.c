@@ -55,11 +55,30 @@ cudaError_t cudaRuntimeGetVersion(int *v) { *v = 13000; return cudaSuccess; }
 #endif
 
 #ifdef MOCK_CUFILE
+#include <fcntl.h>
+
 static atomic_ullong posix_reads, posix_writes;
 static const CUfileError_t OK = { CU_FILE_SUCCESS, 0 };
 struct mfh { int fd; };
+static int nvfs_mode;	/* MOCK_NVFS: count ops as nvidia-fs ops */
 
-CUfileError_t cuFileDriverOpen(void) { return OK; }
+/* MOCK_NVFS=1: every process counts nvfs ops. MOCK_NVFS_BUT_ONE=PATH: the
+ * first process to create PATH counts compat ops, every other one nvfs ops
+ * (gdsbench -P must then still call the run compat). */
+CUfileError_t cuFileDriverOpen(void)
+{
+	const char *one = getenv("MOCK_NVFS_BUT_ONE");
+
+	nvfs_mode = getenv("MOCK_NVFS") != NULL;
+	if (one) {
+		int fd = open(one, O_CREAT | O_EXCL | O_WRONLY, 0644);
+
+		nvfs_mode = fd < 0;
+		if (fd >= 0)
+			close(fd);
+	}
+	return OK;
+}
 /* the header may rename cuFileDriverClose to cuFileDriverClose_v2 */
 CUfileError_t cuFileDriverClose(void) { return OK; }
 CUfileError_t cuFileDriverGetProperties(CUfileDrvProps_t *p)
@@ -191,7 +210,7 @@ CUfileError_t cuFileGetStatsL3(CUfileStatsLevel3_t *s)
 	s->num_gpus = 1;
 	s->per_gpu_stats[0].n_total_reads = s->per_gpu_stats[0].n_posix_reads = posix_reads;
 	s->per_gpu_stats[0].n_total_writes = s->per_gpu_stats[0].n_posix_writes = posix_writes;
-	if (getenv("MOCK_NVFS")) {
+	if (nvfs_mode) {
 		s->per_gpu_stats[0].n_nvfs_reads = posix_reads;
 		s->per_gpu_stats[0].n_posix_reads = 0;
 		s->per_gpu_stats[0].n_nvfs_writes = posix_writes;

@@ -304,6 +304,9 @@ BAD_ARGS = [
     (["{d}/cfg.gdsio", "-x", 1], "cannot be combined"),
     (["{d}/nonexistent.gdsio"], "no such config file"),
     (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "--json", "{d}/no/such/dir/out.json"], "--json"),
+    (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-w", 2, "-P", 0], "-P 0"),
+    (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-w", 2, "--procs", "x"], "-P x"),
+    (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-w", 2, "-P", 3], "more worker processes than threads"),
 ]
 
 
@@ -403,3 +406,113 @@ def test_missing_gpu_or_registration_failure_is_a_clear_error(gdsbench, mock_cud
     assert p.returncode == 1 and "cuFileHandleRegister" in p.stderr
     p = run(gdsbench, "-D", data_dir, "-x", 0, "-I", 0, "-i", "64K", "-d", 3, env=mock_cuda)
     assert p.returncode == 1 and "-d 3" in p.stderr
+
+
+# ---------------------------------------------------------------- -P: worker processes
+
+def test_procs_merge_equals_threads(gdsbench, data_dir, tmp_path):
+    """-P N runs the same workers (files, regions, seeds) in N processes: a one-pass
+    run moves exactly what the threaded run moves, and the results are merged."""
+    w, _ = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 1, "-I", 1, "-w", 6, "-s", "2M", "-i", "64K",
+                    "-P", 3, "-V")
+    check_record(w)
+    assert w["procs"] == 3 and w["threads"] == 6 and w["ops"] == 6 * 32 and w["verify_errors"] == 0
+    assert sorted(x for x in os.listdir(str(data_dir)) if x.startswith("gdsbench.")) == \
+        ["gdsbench.%d" % i for i in range(6)]
+    t, _ = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 1, "-I", 0, "-w", 6, "-i", "64K", "-V")
+    for n in (2, 6):
+        j, p = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 1, "-I", 0, "-w", 6, "-i", "64K", "-V",
+                        "--procs", n)
+        check_record(j)
+        assert (j["ops"], j["bytes"], j["threads"], j["procs"]) == (t["ops"], t["bytes"], 6, n)
+        assert j["verify_errors"] == 0 and j["errors"] == 0 and j["path"]["mode"] == "posix"
+        assert j["path"]["evidence"][0].startswith("-P %d:" % n)
+        assert j["cpu_util_pct"] > 0 and j["elapsed_s"] > 0
+        m = LINE_RE.match(p.stdout.strip())
+        assert m and m.group(3) == "6" and int(m.group(9)) == t["ops"]
+    assert t["procs"] == 1
+
+
+def test_procs_timed_random_and_verify_errors_are_summed(gdsbench, data_dir, tmp_path):
+    run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 1, "-I", 1, "-w", 4, "-s", "1M", "-i", "64K")
+    j, _ = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 1, "-I", 2, "-w", 4, "-i", "4K", "-V",
+                    "-T", "0.3", "-P", 4)
+    check_record(j)
+    assert j["ops"] > 0 and j["verify_errors"] == 0 and 0.25 < j["elapsed_s"] < 2
+    corrupt(os.path.join(str(data_dir), "gdsbench.1"), 2 * SECTOR + 5)
+    corrupt(os.path.join(str(data_dir), "gdsbench.3"), 9 * SECTOR + 5)
+    j, p = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 1, "-I", 0, "-w", 4, "-i", "64K", "-V", "-P", 2,
+                    expect=1)
+    assert j["verify_errors"] == 2 and j["exit_code"] == 1 and j["ops"] == 64
+    assert "gdsbench.1" in p.stderr and "gdsbench.3" in p.stderr
+
+
+def test_procs_with_a_config_file(gdsbench, data_dir, tmp_path):
+    cfg = tmp_path / "p.gdsio"
+    cfg.write_text("[global]\nxfer_type=1\nrw=write\nbs=64k\nsize=512k\n"
+                   "[job1]\nnum_threads=3\ndirectory=%s\n[job2]\nnum_threads=2\ndirectory=%s\n" % (data_dir, data_dir))
+    j, _ = run_json(gdsbench, tmp_path, "--procs", 4, str(cfg))
+    check_record(j)
+    assert j["procs"] == 4 and j["threads"] == 5 and j["ops"] == 5 * 8
+    assert [x["ops"] for x in j["jobs"]] == [24, 16]
+    for x in j["jobs"]:
+        check_record(x)
+
+
+def test_procs_stop_on_sigterm(gdsbench, data_dir, tmp_path):
+    """SIGTERM to gdsbench alone reaches the worker processes: ops in flight finish, the run reports."""
+    import signal
+    import time
+    run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 1, "-I", 1, "-w", 2, "-s", "1M", "-i", "64K")
+    out = tmp_path / "term.json"
+    argv = [gdsbench, "-D", data_dir, "-x", 1, "-I", 2, "-w", 2, "-i", "4K", "-T", 60, "-P", 2, "--json", out]
+    proc = subprocess.Popen([str(a) for a in argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    j = json.loads(out.read_text())
+    assert j["ops"] > 0 and j["elapsed_s"] < 30
+
+
+def test_procs_gpu_engines_on_mock(gdsbench_asan, mock_cuda, data_dir, tmp_path):
+    """Each worker process opens its own (mock) cuFile driver; its per-process op
+    counters are summed, and the verdict is taken over the sum."""
+    env = dict(mock_cuda, ASAN_OPTIONS="detect_leaks=1")
+    for xfer, mode in ((0, "compat"), (5, "compat"), (6, "compat"), (2, "posix")):
+        common = ["-D", data_dir, "-x", xfer, "-w", 4, "-P", 2]
+        j, _ = run_json(gdsbench_asan, tmp_path, *common, "-I", 1, "-s", "1M", "-i", "64K", "-V", env=env)
+        check_record(j)
+        assert j["ops"] == 64 and j["verify_errors"] == 0 and j["path"]["mode"] == mode
+        j, _ = run_json(gdsbench_asan, tmp_path, *common, "-I", 0, "-i", "64K", "-V", env=env)
+        check_record(j)
+        assert j["ops"] == 64 and j["verify_errors"] == 0 and j["path"]["mode"] == mode, j["path"]
+        if mode == "compat":
+            assert j["path"]["counters"] == {"ops": 64, "nvfs": 0, "p2p": 0, "posix": 64}
+            assert any("summed over 2 worker processes" in e for e in j["path"]["evidence"])
+            assert any(e.startswith("verdict: 64 of 64") for e in j["path"]["evidence"])
+
+
+def test_procs_any_compat_process_makes_the_run_compat(gdsbench, mock_cuda, data_dir, tmp_path):
+    run(gdsbench, "-D", data_dir, "-x", 1, "-I", 1, "-w", 3, "-s", "1M", "-i", "64K")
+    j, _ = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 0, "-I", 0, "-w", 3, "-i", "64K", "-P", 3,
+                    env=dict(mock_cuda, MOCK_NVFS="1"))
+    assert j["path"]["mode"] == "nvfs" and j["path"]["counters"]["nvfs"] == 48
+    one = tmp_path / "first-process"
+    j, _ = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 0, "-I", 0, "-w", 3, "-i", "64K", "-P", 3,
+                    env=dict(mock_cuda, MOCK_NVFS_BUT_ONE=str(one)))
+    c = j["path"]["counters"]
+    assert j["path"]["mode"] == "compat" and c["posix"] == 16 and c["nvfs"] == 32 and c["ops"] == 48
+    assert any(e.startswith("worker processes differ:") for e in j["path"]["evidence"])
+
+
+def test_procs_missing_gpu_is_one_clear_error(gdsbench, mock_cuda, data_dir):
+    run(gdsbench, "-D", data_dir, "-x", 1, "-I", 1, "-w", 4, "-s", "1M", "-i", "64K")
+    p = run(gdsbench, "-D", data_dir, "-x", 0, "-I", 0, "-w", 4, "-i", "64K", "-P", 4,
+            env=dict(mock_cuda, MOCK_NO_GPU="1"))
+    assert p.returncode == 1 and p.stderr.count("no usable GPU") == 1, p.stderr
+    assert not p.stdout.strip()
+    p = run(gdsbench, "-D", data_dir, "-x", 0, "-I", 0, "-w", 4, "-i", "64K", "-P", 2,
+            env=dict(mock_cuda, MOCK_REGISTER_FAIL="1"))
+    assert p.returncode == 1 and "cuFileHandleRegister" in p.stderr
