@@ -333,3 +333,26 @@ def test_check_mode_changes_nothing_and_reports_the_drift(tmp_path):
         "iommu : Write the GRUB drop-in with the IOMMU parameters",
         "gds_driver : Turn IO statistics on in the running nvidia-fs"}, changed["drifted"]
     assert drift == [{"setting": "acs: 0000:17:03.0 ACS control", "expected": "0x0000", "actual": "0x001d"}]
+
+
+# --------------------------------------------------------------------------------------------
+# Conventions: every public variable documented in defaults and mirrored in the argument specs
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("role", ["pcie_acs", "iommu", "gds_driver"])
+def test_defaults_are_commented_and_mirrored_in_argument_specs(role):
+    base = os.path.join(ROOT, "roles", role)
+    with open(os.path.join(base, "defaults", "main.yml")) as handle:
+        lines = handle.read().splitlines()
+    defaults = yaml.safe_load("\n".join(lines))
+    for index, line in enumerate(lines):
+        if line and not line.startswith(("#", "---", " ")):
+            assert lines[index - 1].startswith("# "), "%s: %s has no one-line comment" % (role, line)
+    with open(os.path.join(base, "meta", "argument_specs.yml")) as handle:
+        specs = yaml.safe_load(handle)["argument_specs"]
+    options = specs["main"]["options"]
+    assert set(defaults) <= set(options), set(defaults) - set(options)
+    assert all(name.startswith("gds_") for name in options)
+    assert all(options[name].get("description") for name in options)
+    assert specs["validate"] == specs["main"]  # the tune playbook validates before any change
+    readme = open(os.path.join(base, "README.md")).read()
+    assert [name for name in defaults if "`%s`" % name not in readme] == []
