@@ -27,7 +27,8 @@ options:
       - Keys C(name) (required), C(target) (directory, required unless C(skip)), C(gpu), C(numa),
         C(xfer_type) (gdsio numbering, default 0), C(io_type) (read, write, randread, randwrite),
         C(size) (per-thread file size, default 1G), C(io_size) (default 1M), C(threads)
-        (default 8), C(duration) (seconds, 0 = one pass), C(verify), C(seed),
+        (default 8), C(procs) (worker processes, gdsbench C(-P)), C(duration) (seconds, 0 = one
+        pass), C(verify), C(seed),
         C(thresholds) (metric -> [reference, lower, upper, unit]), C(expect_path),
         C(compare) (C({job, metric, as, threshold}): a ratio to another job's metric),
         C(spec) (C({metric, value}): the array's summed drive spec, giving the metric
@@ -150,6 +151,8 @@ def command(binary, job):
         cmd += ["-n", str(job["numa"])]
     if job.get("seed") is not None:
         cmd += ["-k", str(job["seed"])]
+    if int(job.get("procs") or 1) > 1:
+        cmd += ["-P", str(job["procs"])]  # worker processes: one cuFile instance each
     if job.get("verify"):
         cmd += ["-V"]
     return cmd + ["--json", "-"]

@@ -53,7 +53,8 @@ def drift_items(task_name, result):
     diffs = diffs if isinstance(diffs, list) else [diffs] if isinstance(diffs, dict) else []
     items = []
     for diff in diffs:
-        path = diff.get("after_header") or diff.get("before_header") or result.get("dest") or result.get("path")
+        # before_header names the file on the node; after_header can be a template's temp source
+        path = diff.get("before_header") or result.get("dest") or result.get("path") or diff.get("after_header")
         if path or "after" in diff:
             items.append({"setting": str(path or task_name),
                           "expected": _short(diff.get("after")), "actual": _short(diff.get("before"))})

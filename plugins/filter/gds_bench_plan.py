@@ -62,6 +62,8 @@ def gds_bench_plan(arrays, profile):
                 "duration": int(template.get("duration", profile.get("duration", 30))),
                 "thresholds": thresholds.get(template["name"], {}),
                 "expect_path": profile.get("expect_path") if gpu_xfer else None,
+                # processes instead of threads pay off for large cuFile reads only (bench/RESULTS.md)
+                "procs": int(template.get("procs", 1)) if gpu_xfer else 1,
             }
             spec = drive_spec.get(template["name"])
             if spec:

@@ -1,0 +1,41 @@
+"""The gds_bench_plan filter: jobs per array, the non-affine pair, skips without a GPU."""
+import os
+import sys
+
+from conftest import ROOT
+
+sys.path.insert(0, os.path.join(ROOT, "plugins", "filter"))
+from gds_bench_plan import gds_bench_plan  # noqa: E402
+
+ARRAYS = [{"mount": "/raid1", "gpus": [0, 1], "members": ["nvme0n1", "nvme1n1"]},
+          {"mount": "/raid3", "gpus": [4, 5], "members": ["nvme6n1", "nvme7n1"]}]
+PROFILE = {
+    "templates": [{"name": "seq_read", "io_type": "read", "procs": 8},
+                  {"name": "seq_write", "io_type": "write"}],
+    "thresholds": {"seq_read": {"throughput_gib_s": [10, -0.1, None]}},
+    "drive_spec": {"seq_read": ["throughput_gib_s", 6.5]},
+    "affinity_gain": [1.3, -0.1, None], "expect_path": "nvfs", "xfer_type": 0,
+    "gpu_indices": [0, 1, 2, 3, 4, 5, 6, 7], "numa_of_gpu": {0: 0, 1: 0, 2: 0, 3: 0, 4: 1, 5: 1, 6: 1, 7: 1},
+}
+
+
+def test_writes_first_then_reads_then_the_farthest_non_affine_gpu():
+    jobs = gds_bench_plan(ARRAYS, PROFILE)
+    assert [j["name"] for j in jobs[:3]] == ["raid1 seq_write", "raid1 seq_read", "raid1 seq_read non-affine gpu4"]
+    optimal, far = jobs[1], jobs[2]
+    assert optimal["gpu"] == 0 and optimal["numa"] == 0 and optimal["procs"] == 8
+    assert optimal["spec"] == {"metric": "throughput_gib_s", "value": 13.0}
+    assert optimal["compare"]["job"] == far["name"] and far["gpu"] == 4 and far["thresholds"] == {}
+    assert jobs[4]["name"] == "raid3 seq_read" and jobs[5]["gpu"] == 0  # raid3's far GPU is on NUMA 0
+
+
+def test_without_a_gpu_the_cpu_type_runs_and_the_pair_is_skipped():
+    jobs = gds_bench_plan(ARRAYS[:1], dict(PROFILE, xfer_type=1))
+    assert all(j.get("gpu") is None for j in jobs if "skip" not in j)
+    assert jobs[1]["procs"] == 1 and jobs[1]["expect_path"] is None
+    assert "CPU transfer type" in jobs[2]["skip"]
+
+
+def test_unusable_gpu_skips_gpu_jobs_with_the_reason():
+    jobs = gds_bench_plan(ARRAYS[:1], dict(PROFILE, run_gpu=False, skip_reason="no driver"))
+    assert all(j["skip"] == "no driver" for j in jobs)
