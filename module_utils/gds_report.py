@@ -155,7 +155,9 @@ def bar_chart(checks, width=640):
         scale_max = max(bounds) * 1.25 or 1.0
         x_of = lambda v: label_w + bar_w * max(0.0, min(1.0, float(v) / scale_max))  # noqa: E731
         color = COLORS.get(check["verdict"], "#000")
-        parts.append('<text x="%d" y="%d" class="lbl">%s</text>' % (label_w - 8, y + 14, _e(check["name"][-46:])))
+        label = check["name"][len("bench: "):] if check["name"].startswith("bench: ") else check["name"]
+        label = label if len(label) <= 46 else "\u2026" + label[-45:]
+        parts.append('<text x="%d" y="%d" class="lbl">%s</text>' % (label_w - 8, y + 14, _e(label)))
         parts.append('<rect x="%d" y="%d" width="%d" height="16" fill="#eceff1"/>' % (label_w, y + 2, bar_w))
         parts.append('<rect x="%d" y="%d" width="%.1f" height="16" fill="%s"><title>%s</title></rect>'
                      % (label_w, y + 2, x_of(check["actual"]) - label_w, color, _e("%s: %s %s (expected %s)" % (

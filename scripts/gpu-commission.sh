@@ -40,8 +40,8 @@ say "data directory $DATA on $(findmnt -no SOURCE -T "$DATA") ($FST, $MM)"
 
 say "1. GPU facts"
 nvidia-smi --query-gpu=index,pci.bus_id,name,driver_version --format=csv | tee "$OUT/nvidia-smi.csv"
-ANSIBLE_STDOUT_CALLBACK=ansible.builtin.json ansible all -i localhost, -c local -m gds_topology > "$OUT/topology.json"
-ANSIBLE_STDOUT_CALLBACK=ansible.builtin.json ansible all -i localhost, -c local -m gds_platform > "$OUT/platform.json"
+ANSIBLE_LOAD_CALLBACK_PLUGINS=1 ANSIBLE_STDOUT_CALLBACK=ansible.builtin.json ansible all -i localhost, -c local -m gds_topology > "$OUT/topology.json"
+ANSIBLE_LOAD_CALLBACK_PLUGINS=1 ANSIBLE_STDOUT_CALLBACK=ansible.builtin.json ansible all -i localhost, -c local -m gds_platform > "$OUT/platform.json"
 python3 - "$OUT" <<'PY'
 import csv, json, sys
 out = sys.argv[1]

@@ -44,6 +44,10 @@ def gds_bench_plan(arrays, profile):
     all_gpus = list(profile.get("gpu_indices") or [])
     numa_of_gpu = {int(k): v for k, v in (profile.get("numa_of_gpu") or {}).items()}
     skip_gpu = None if profile.get("run_gpu", True) else (profile.get("skip_reason") or "no usable GPU")
+    # -D reads use the per-thread files of the write job (gdsbench.<thread>, as gdsio does): a
+    # read with more threads than the write made shares one file instead (-f).
+    writers = [int(t.get("threads", 8)) for t in templates if t.get("io_type") in ("write", "randwrite")]
+    files = max(writers) if writers else 0
     jobs = []
     for array in arrays:
         label = array["mount"].rstrip("/").split("/")[-1] or "array"
@@ -65,6 +69,8 @@ def gds_bench_plan(arrays, profile):
                 # processes instead of threads pay off for large cuFile reads only (bench/RESULTS.md)
                 "procs": int(template.get("procs", 1)) if gpu_xfer else 1,
             }
+            if job["io_type"] in ("read", "randread") and job["threads"] > files:
+                job["file"] = target + "/gdsbench.0"
             spec = drive_spec.get(template["name"])
             if spec:
                 job["spec"] = {"metric": spec[0], "value": float(spec[1]) * members}

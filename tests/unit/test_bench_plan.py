@@ -39,3 +39,10 @@ def test_without_a_gpu_the_cpu_type_runs_and_the_pair_is_skipped():
 def test_unusable_gpu_skips_gpu_jobs_with_the_reason():
     jobs = gds_bench_plan(ARRAYS[:1], dict(PROFILE, run_gpu=False, skip_reason="no driver"))
     assert all(j["skip"] == "no driver" for j in jobs)
+
+
+def test_reads_with_more_threads_than_files_share_one_file():
+    profile = dict(PROFILE, templates=[{"name": "seq_write", "io_type": "write", "threads": 8},
+                                       {"name": "rand_read", "io_type": "randread", "threads": 32}])
+    jobs = gds_bench_plan(ARRAYS[:1], profile)
+    assert "file" not in jobs[0] and jobs[1]["file"] == "/raid1/gds-bench/gdsbench.0"
