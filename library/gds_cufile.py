@@ -141,7 +141,8 @@ def main():
                   "actual": "(absent)" if fmt == "absent" else "(not valid JSON)"}]
         changed = True
     else:
-        drift = differences(previous, config)
+        # name the file too: an SRE reading drift.json sees which cufile.json and which key
+        drift = [dict(item, setting="%s: %s" % (path, item["setting"])) for item in differences(previous, config)]
         changed = canonical(previous) != canonical(config)
 
     result = dict(changed=changed, path=path, drift=drift, previous_format=fmt)

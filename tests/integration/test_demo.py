@@ -85,6 +85,17 @@ def test_commission_then_no_drift_then_drift_found(demo):
     assert items and all("0000:39:02.0" in item["setting"] for item in items), items
     assert open(config, "rb").read() == before  # check mode changed nothing
 
+    # Edit one key of sim-a100's cufile.json: drift names that file and that key, nothing else.
+    cufile = demo["sim"] / "sim-a100" / "etc" / "cufile.json"
+    doc = json.loads(cufile.read_text())
+    doc["properties"]["max_direct_io_size_kb"] = 8192
+    cufile.write_text(json.dumps(doc, indent=2))
+    rc, out = demo["play"]("drift.yml")
+    assert rc != 0
+    items = json.loads(latest(demo["reports"], "drift.json"))["hosts"]["sim-a100"]["items"]
+    assert items == [{"setting": "%s: properties.max_direct_io_size_kb" % cufile,
+                      "expected": "16384", "actual": "8192"}], items
+
 
 def test_unreachable_host_still_gets_a_report(demo):
     inventory = demo["tmp"] / "hosts.yml"

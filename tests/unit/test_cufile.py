@@ -191,9 +191,10 @@ def test_module_check_mode_diff_and_drift_on_vendor_file(module_runner, tmp_path
     assert rc == 0 and result["changed"] is True and result["previous_format"] == "commented"
     assert path.read_text() == VENDOR  # check mode changes nothing
     assert result["diff"]["before"] == VENDOR and json.loads(result["diff"]["after"]) == config
-    settings = {d["setting"]: d for d in result["drift"]}
+    settings = {d["setting"].split(": ", 1)[1]: d for d in result["drift"]}
+    assert all(d["setting"].startswith(str(path) + ": ") for d in result["drift"])
     assert settings["properties.allow_compat_mode"] == {
-        "setting": "properties.allow_compat_mode", "expected": False, "actual": True}
+        "setting": "%s: properties.allow_compat_mode" % path, "expected": False, "actual": True}
     assert settings["blacklist.drivers"]["expected"] == "(absent)"
 
 
