@@ -182,6 +182,7 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gds_files import listdir
 from ansible.module_utils.gds_procfs import (
     ProcfsError, base_disk, mounted_disks, read_mdstat, read_mounts, read_swaps, system_disks,
 )
@@ -201,11 +202,7 @@ def _is_live(procfs_root):
     return os.path.realpath(procfs_root) == "/proc"
 
 
-def _listdir(path):
-    try:
-        return sorted(os.listdir(path))
-    except OSError:
-        return []
+_listdir = listdir
 
 
 class Runner(object):

@@ -10,28 +10,22 @@ or a NIC is and which of them belong together; modules and roles take its output
 from __future__ import annotations
 
 import os
-import re
 
+from ansible.module_utils.gds_files import listdir, read_text
 from ansible.module_utils.gds_pci import (
-    CLASS_3D, CLASS_NVME, CLASS_VGA, LINK_CLASSES, NVIDIA_VENDOR, PciTree, bdf_key,
+    CLASS_3D, CLASS_VGA, LINK_CLASSES, NVIDIA_VENDOR, PciTree, bdf_key,
     natural_key, normalize_bdf, _CLASS_RANK, _NAMESPACE, _PATH_DEVICE,
 )
 from ansible.module_utils.gds_procfs import ProcfsError, system_disks
 
 
 def _read_text(path):
-    try:
-        with open(path, "r") as handle:
-            return handle.read().strip()
-    except (OSError, UnicodeDecodeError):
-        return None
+    text = read_text(path)
+    return text.strip() if text is not None else None
 
 
 def _listdir(path):
-    try:
-        return sorted(os.listdir(path), key=natural_key)
-    except OSError:
-        return []
+    return listdir(path, key=natural_key)
 
 
 def _pci_device_of(tree, class_dir_entry):

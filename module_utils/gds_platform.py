@@ -19,6 +19,7 @@ import os
 import platform
 import re
 
+from ansible.module_utils.gds_files import listdir, read_text
 from ansible.module_utils.gds_acs import lockdown_state, vfio_devices
 from ansible.module_utils.gds_nvml import NvmlUnavailable, nvml_gpus
 from ansible.module_utils.gds_procfs import ProcfsError, base_disk, read_mdstat
@@ -36,19 +37,8 @@ MODULE_NAMES = ("nvidia", "nvidia_fs", "nvidia_peermem", "nv_peer_mem", "nvme_co
                 "vfio_pci", "md_mod", "raid0")
 
 
-def _read(path, limit=1 << 20):
-    try:
-        with open(path, "r") as handle:
-            return handle.read(limit)
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-def _listdir(path):
-    try:
-        return sorted(os.listdir(path))
-    except OSError:
-        return []
+_read = read_text
+_listdir = listdir
 
 
 def version_tuple(release):

@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import re
 
+from ansible.module_utils.gds_files import listdir
+
 # Mount points whose backing drives are "system": the contract names /, /boot and swap; /boot/efi,
 # /usr and /var are the same thing split out by some installers.
 SYSTEM_MOUNTPOINTS = ("/", "/boot", "/boot/efi", "/usr", "/var")
@@ -168,11 +170,7 @@ def _device_name(source, sysfs_root):
     return name
 
 
-def _listdir(path):
-    try:
-        return sorted(os.listdir(path))
-    except OSError:
-        return []
+_listdir = listdir
 
 
 def _underlying_disks(name, sysfs_root, mdstat, seen=None):

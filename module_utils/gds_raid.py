@@ -314,7 +314,6 @@ def plan(desired, existing, system=(), disk_mounts=None, mounts=None, signatures
         # 2. create (fresh drives) or regroup (stop the arrays that hold the drives first)
         reasons = []
         needs_destroy, needs_unmount = [], []
-        comp_disks = {d for p in planned for d in p["members"]}
         for e in present:
             sys_members = [d for d in e["members"] if d in system]
             if sys_members:

@@ -2,8 +2,6 @@
 check mode that changes nothing, and the refusals (vfio-pci, lockdown, a write the kernel refuses)."""
 import copy
 import errno
-import glob
-import hashlib
 import io
 import json
 import os
@@ -29,18 +27,6 @@ def fixture(name, **changes):
     for key, value in changes.items():
         data[key] = value
     return data
-
-
-def tree_hashes(root):
-    """sha256 of every regular file below root (the config files among them)."""
-    result = {}
-    for dirpath, _, files in os.walk(root):
-        for name in files:
-            path = os.path.join(dirpath, name)
-            if not os.path.islink(path):
-                with open(path, "rb") as handle:
-                    result[os.path.relpath(path, root)] = hashlib.sha256(handle.read()).hexdigest()
-    return result
 
 
 def ctrl_in_file(root, bdf):
@@ -154,10 +140,10 @@ def test_refusal_reasons():
 # --------------------------------------------------------------------------------------------
 def test_check_mode_changes_nothing_and_reports_every_bridge(sim_node, module_runner):
     root = sim_node("dgx-a100")
-    before = tree_hashes(root)
+    before = simtree.file_hashes(root)
     rc, result = module_runner("pcie_acs", args_for(root), check_mode=True)
     assert rc == 0, result
-    assert tree_hashes(root) == before
+    assert simtree.file_hashes(root) == before
     scope = acs_bridges(root)
     assert result["changed"] is True and len(scope) >= 20
     assert [b["bdf"] for b in result["bridges"]] == scope
@@ -171,12 +157,12 @@ def test_check_mode_changes_nothing_and_reports_every_bridge(sim_node, module_ru
 def test_disable_writes_config_files_and_is_idempotent(sim_node, module_runner):
     root = sim_node("dgx-a100")
     scope = acs_bridges(root)
-    before = tree_hashes(root)
+    before = simtree.file_hashes(root)
     rc, result = module_runner("pcie_acs", args_for(root))
     assert rc == 0 and result["changed"] is True, result
     assert result["written"] == scope
     assert all(ctrl_in_file(root, bdf) == 0 for bdf in scope)
-    changed_files = {k for k, v in tree_hashes(root).items() if before.get(k) != v}
+    changed_files = {k for k, v in simtree.file_hashes(root).items() if before.get(k) != v}
     assert changed_files == {os.path.relpath(os.path.realpath(os.path.join(
         root, "sys", "bus", "pci", "devices", bdf, "config")), root) for bdf in scope}
     rc, again = module_runner("pcie_acs", args_for(root))
@@ -198,10 +184,10 @@ def test_only_the_drifted_bridge_on_the_h100(sim_node, module_runner):
 
 def test_query_reports_without_drift(sim_node, module_runner):
     root = sim_node("dgx-a100")
-    before = tree_hashes(root)
+    before = simtree.file_hashes(root)
     rc, result = module_runner("pcie_acs", args_for(root, state="query"))
     assert rc == 0 and result["changed"] is False and result["drift"] == []
-    assert tree_hashes(root) == before
+    assert simtree.file_hashes(root) == before
     assert all(b["before"] == b["after"] == "0x001d" for b in result["bridges"])
 
 
@@ -254,14 +240,14 @@ def test_vfio_bound_device_refuses_and_changes_nothing(sim_node, module_runner):
     data = fixture("dgx-a100")
     data["nics"] = [dict(n, driver="vfio-pci") if n["rdma"] == "mlx5_1" else n for n in data["nics"]]
     root = sim_node(data)
-    before = tree_hashes(root)
+    before = simtree.file_hashes(root)
     for check_mode in (True, False):
         rc, result = module_runner("pcie_acs", args_for(root), check_mode=check_mode)
         assert rc != 0 and result["failed"]
         assert "vfio-pci (0000:12:00.0)" in result["msg"] and "allow_with_vfio" in result["msg"]
         assert result["changed"] is False and result["vfio_devices"] == ["0000:12:00.0"]
         assert result["drift"], "the refusal still says what differs"
-    assert tree_hashes(root) == before
+    assert simtree.file_hashes(root) == before
     rc, result = module_runner("pcie_acs", args_for(root, allow_with_vfio=True))
     assert rc == 0 and result["changed"] is True
 
@@ -279,12 +265,12 @@ def test_lockdown_refuses_before_writing(sim_node, module_runner):
     data = fixture("dgx-a100")
     data["files"] = dict(data["files"], **{"sys/kernel/security/lockdown": "none [integrity] confidentiality\n"})
     root = sim_node(data)
-    before = tree_hashes(root)
+    before = simtree.file_hashes(root)
     rc, result = module_runner("pcie_acs", args_for(root))
     assert rc != 0 and result["lockdown"] == "integrity"
     assert "kernel lockdown is 'integrity'" in result["msg"] and "0000:04:10.0" in result["msg"]
     assert "pci=config_acs=" in result["msg"]
-    assert tree_hashes(root) == before
+    assert simtree.file_hashes(root) == before
 
 
 def _run_in_process(module, args, monkeypatch, capsys):

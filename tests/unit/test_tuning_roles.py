@@ -4,7 +4,6 @@ built from the fixtures: refusals, bad variable values, platform variants, check
 One ansible-playbook run covers many hosts (each a case); the JSON callback says, per host, which
 task failed with which message, and a last play prints the checks each host recorded."""
 import copy
-import hashlib
 import json
 import os
 import subprocess
@@ -98,17 +97,6 @@ def run_playbook(tmp_path, hosts, extra_args=(), check=False):
                     results[host]["checks"] = {c["name"]: c for c in res["msg"]["checks"]}
                     results[host]["reboot"] = res["msg"]["reboot"]
     return proc.returncode, results, roots
-
-
-def tree_hashes(root):
-    out = {}
-    for dirpath, _, files in os.walk(root):
-        for name in files:
-            path = os.path.join(dirpath, name)
-            if not os.path.islink(path):
-                with open(path, "rb") as handle:
-                    out[os.path.relpath(path, root)] = hashlib.sha256(handle.read()).hexdigest()
-    return out
 
 
 def read(root, rel):
@@ -265,8 +253,8 @@ def test_dgx_package_node_is_left_alone_but_verified(good_run):
     _, results, roots = good_run
     root, checks = roots["dgx-package"], results["dgx-package"]["checks"]
     assert not os.path.exists(os.path.join(root, "etc/systemd/system/gds-acs-disable.service"))
-    fresh = tree_hashes(simtree.build(GOOD["dgx-package"][0], os.path.join(os.path.dirname(root), "fresh")))
-    now = tree_hashes(root)
+    fresh = simtree.file_hashes(simtree.build(GOOD["dgx-package"][0], os.path.join(os.path.dirname(root), "fresh")))
+    now = simtree.file_hashes(root)
     configs = [k for k in fresh if k.endswith("/config")]
     assert configs and all(fresh[k] == now[k] for k in configs)  # no bridge written
     assert checks["acs: disabled on GPU/NVMe/NIC bridges"]["verdict"] == "FAIL"  # verified: still on
@@ -309,7 +297,7 @@ def test_check_mode_changes_nothing_and_reports_the_drift(tmp_path):
         handle.write("GRUB_CMDLINE_LINUX=\"${GRUB_CMDLINE_LINUX} intel_iommu=off\"\n")
     with open(os.path.join(root, "sys/module/nvidia_fs/parameters/rw_stats_enabled"), "w") as handle:
         handle.write("0\n")
-    before = {host: tree_hashes(r) for host, r in roots.items()}
+    before = {host: simtree.file_hashes(r) for host, r in roots.items()}
     # the same trees, now in check mode (run_playbook rebuilds trees: reuse the inventory instead)
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
                ANSIBLE_CACHE_PLUGIN="memory", PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
@@ -318,7 +306,7 @@ def test_check_mode_changes_nothing_and_reports_the_drift(tmp_path):
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:]
     data = json.loads(proc.stdout[proc.stdout.index("{"):])
-    assert {host: tree_hashes(r) for host, r in roots.items()} == before
+    assert {host: simtree.file_hashes(r) for host, r in roots.items()} == before
     changed = {}
     drift = []
     for play in data["plays"]:

@@ -3,7 +3,6 @@ on a drifted node that changes nothing and reports the difference.
 
 testinfra runs once per inventory host (sim-a100, sim-h100; connection local). The nodes' trees
 are under $GDS_SIM_ROOT/<host> (molecule.yml points it at the scenario's ephemeral directory)."""
-import hashlib
 import json
 import os
 import struct
@@ -23,6 +22,9 @@ import ansible.module_utils  # noqa: E402
 if os.path.join(PROJECT, "module_utils") not in ansible.module_utils.__path__:
     ansible.module_utils.__path__.append(os.path.join(PROJECT, "module_utils"))
 from ansible.module_utils.gds_affinity import discover  # noqa: E402
+
+sys.path.insert(0, os.path.join(PROJECT, "tests", "fixtures"))
+import simtree  # noqa: E402
 
 EXPECTED = {
     "sim-a100": {"iommu": "amd_iommu=off", "bridges": 42, "untouched": ["0000:20:03.2", "0000:20:03.3"]},
@@ -87,17 +89,6 @@ def test_module_options_and_load_lists(host):
                                   "rw_stats_enabled")).content_string == "1\n"
 
 
-def _hashes(root):
-    out = {}
-    for dirpath, _, files in os.walk(root):
-        for name in files:
-            path = os.path.join(dirpath, name)
-            if not os.path.islink(path):
-                with open(path, "rb") as handle:
-                    out[os.path.relpath(path, root)] = hashlib.sha256(handle.read()).hexdigest()
-    return out
-
-
 def test_check_mode_on_a_drifted_node_changes_nothing_and_reports_it():
     """Runs once (no host fixture): drift sim-h100, then the tune playbook with --check --diff."""
     root = os.path.join(SIM_ROOT, "sim-h100")
@@ -108,7 +99,7 @@ def test_check_mode_on_a_drifted_node_changes_nothing_and_reports_it():
     os.remove(os.path.join(root, "etc", "systemd", "system", "gds-acs-disable.service"))
     with open(os.path.join(root, "etc", "modprobe.d", "nvidia_fs.conf"), "w") as handle:
         handle.write("options nvidia_fs rw_stats_enabled=0\n")
-    before = {host: _hashes(os.path.join(SIM_ROOT, host)) for host in EXPECTED}
+    before = {host: simtree.file_hashes(os.path.join(SIM_ROOT, host)) for host in EXPECTED}
 
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_NOCOLOR="1")
     env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
@@ -117,7 +108,7 @@ def test_check_mode_on_a_drifted_node_changes_nothing_and_reports_it():
     proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", inventory,
                            playbook, "--check", "--diff"], env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert {host: _hashes(os.path.join(SIM_ROOT, host)) for host in EXPECTED} == before
+    assert {host: simtree.file_hashes(os.path.join(SIM_ROOT, host)) for host in EXPECTED} == before
 
     result = json.loads(proc.stdout[proc.stdout.index("{"):])
     changed, drift, diffs = {}, [], []
