@@ -299,7 +299,8 @@ def start(run_dir: Path, image_dir: str | None = None, port: int = 0, wait: floa
             # The IOMMU must come before the PCI devices it translates for.
             "-device", "intel-iommu,intremap=on",
             "-netdev", f"user,id=net0,hostfwd=tcp:127.0.0.1:{port}-:22",
-            "-device", "virtio-net-pci,netdev=net0,addr=0x2",
+            # romfile=: no PXE option ROM, the kernel is loaded directly
+            "-device", "virtio-net-pci,netdev=net0,addr=0x2,romfile=",
             *qemu_device_args(),
         ]
         (run_dir / "qemu.args").write_text(" ".join(args) + "\n")

@@ -61,7 +61,8 @@ def test_acs_boot_unit_cleared_acs(guest, topo, prepared):
 
 
 def test_module_options_persisted(guest):
-    """Every `options MOD key=value` the product wrote in modprobe.d is what the loaded module has."""
+    """Every `options MOD key=value` in modprobe.d (the product's and the distribution's) is what
+    the loaded module has after the boot; options of modules not loaded here (nvidia_fs) are skipped."""
     lines = guest.out("grep -h '^options' /etc/modprobe.d/*.conf 2>/dev/null || true").splitlines()
     checked = 0
     for line in lines:
