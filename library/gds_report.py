@@ -155,7 +155,8 @@ def main():
             run_dir = write_run(p["reports_dir"], p["run_id"], files)
         except OSError as exc:
             module.fail_json(msg="cannot write the report under %s: %s" % (p["reports_dir"], exc))
-    module.exit_json(changed=not module.check_mode, run_dir=run_dir, **result)
+    # a report on the controller is the run's output, not state of a node: never "changed"
+    module.exit_json(changed=False, run_dir=run_dir, **result)
 
 
 if __name__ == "__main__":
