@@ -178,3 +178,31 @@ gdsv_table() {
 		done <"$ROWS"
 	} | tee "$OUT/table.txt"
 }
+
+
+# KvikIO's own benchmark as a cuFile peer, when its wheels are carried in .whl/ (8 threads);
+# one table row per read/write line it prints. Args: API (cufile-mfma) BYTES (8GiB) TIMEOUT_S.
+gdsv_kvikio() {
+	local api=${1:-cufile-mfma} bytes=${2:-8GiB} limit=${3:-150}
+	ls "$ROOT"/.whl/kvikio*.whl >/dev/null 2>&1 || return 0
+	say "KvikIO single_node_io ($api through libcufile; $bytes, 8 threads)"
+	local whl
+	whl=$(ls "$ROOT"/.whl/*kvikio*.whl "$ROOT"/.whl/rapids_logger*.whl "$ROOT"/.whl/dask-*.whl \
+		"$ROOT"/.whl/partd-*.whl "$ROOT"/.whl/locket-*.whl 2>/dev/null)
+	# shellcheck disable=SC2086
+	python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/kvsite $whl \
+		&& mkdir -p "$DATA/kvikio" \
+		&& KVIKIO_COMPAT_MODE=${GDSV_KVIKIO_COMPAT:-OFF} PYTHONPATH=/tmp/kvsite timeout "$limit" \
+			python3 -m kvikio.benchmarks.single_node_io -n "$bytes" -t 8 -d "$DATA/kvikio" --api "$api" --nruns 1 2>&1 \
+			| tee "$OUT/kvikio.txt" \
+		&& python3 - "$OUT/kvikio.txt" >>"$ROWS" <<'PY'
+import re, sys
+for line in open(sys.argv[1]):
+    m = re.match(r"\s*(\S+)\s+(read|write)\s*\|\s*([\d.]+)\s*(\w+)/s", line)
+    if m:
+        api, op, v, unit = m.groups()
+        mult = {"GiB": 1, "MiB": 1/1024, "TiB": 1024, "KiB": 1/2**20}.get(unit, float("nan"))
+        print(f"kvikio-{api}-{op}\tkvikio {api}\t{float(v)*mult:.3f}\t-\t-\t-\t-\t{line.strip()[:100]}")
+PY
+	rm -rf "$DATA/kvikio"
+}

@@ -101,26 +101,7 @@ gds "rand-x0" -f "$F0" -d "$GPU" -w 32 -i 4K -x 0 -I 2 -T "$T"
 gds "rand-x0-P$NP" -f "$F0" -d "$GPU" -w 32 -i 4K -x 0 -I 2 -T "$T" -P "$NP"
 fio_rand "rand-fio-cufile-thread" "${CUFILE[@]}" --thread
 
-if [ "${GDSV_KVIKIO:-1}" = 1 ] && ls "$ROOT"/.whl/kvikio*.whl >/dev/null 2>&1; then
-	say "KvikIO single_node_io (cufile-mfma through libcufile; 8 GiB, 8 threads)"
-	WHL=$(ls "$ROOT"/.whl/*kvikio*.whl "$ROOT"/.whl/rapids_logger*.whl "$ROOT"/.whl/dask-*.whl \
-		"$ROOT"/.whl/partd-*.whl "$ROOT"/.whl/locket-*.whl 2>/dev/null)
-	# shellcheck disable=SC2086
-	python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/kvsite $WHL \
-		&& mkdir -p "$DATA/kvikio" \
-		&& KVIKIO_COMPAT_MODE=OFF PYTHONPATH=/tmp/kvsite timeout 120 python3 -m kvikio.benchmarks.single_node_io -n 8GiB -t 8 \
-			-d "$DATA/kvikio" --api cufile-mfma --nruns 1 2>&1 | tee "$OUT/kvikio.txt" \
-		&& python3 - "$OUT/kvikio.txt" >>"$ROWS" <<'EOF'
-import re, sys
-for line in open(sys.argv[1]):
-    m = re.match(r"\s*(\S+)\s+(read|write)\s*\|\s*([\d.]+)\s*(\w+)/s", line)
-    if m:
-        api, op, v, unit = m.groups()
-        mult = {"GiB": 1, "MiB": 1/1024, "TiB": 1024, "KiB": 1/2**20}.get(unit, float("nan"))
-        print(f"kvikio-{api}-{op}\tkvikio {api}\t{float(v)*mult:.3f}\t-\t-\t-\t-\t{line.strip()[:100]}")
-EOF
-	rm -rf "$DATA/kvikio"
-fi
+[ "${GDSV_KVIKIO:-1}" = 1 ] && gdsv_kvikio cufile-mfma 8GiB 120
 
 gdsv_table
 say "summary per variant (GiB/s for seq, IOPS for rand; runs in time order)"

@@ -131,24 +131,7 @@ if [ "${GDSV_SWEEP:-0}" = 1 ]; then
 	gds "sweep-rand-x0-nostats" -f "$F0" -d "$GPU" -w 32 -i 4K -x 0 -I 2 -T "${GDSV_SWEEP_T:-4}" --cufile-stats 0
 fi
 
-if [ "${GDSV_PEERS:-1}" = 1 ] && ls "$ROOT"/.whl/kvikio*.whl >/dev/null 2>&1; then
-	say "KvikIO single_node_io (cufile; 8 GiB, 8 threads)"
-	python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/kvsite "$ROOT"/.whl/*.whl \
-		&& (PYTHONPATH=/tmp/kvsite python3 -c "import kvikio, kvikio.defaults as d; print('kvikio', kvikio.__version__, 'compat_mode', d.get('compat_mode') if hasattr(d, 'get') else d.compat_mode())" 2>&1 | tail -1) \
-		&& mkdir -p "$DATA/kvikio" \
-		&& KVIKIO_COMPAT_MODE=${GDSV_KVIKIO_COMPAT:-OFF} PYTHONPATH=/tmp/kvsite timeout 150 python3 -m kvikio.benchmarks.single_node_io -n "${GDSV_KVIKIO_BYTES:-8GiB}" -t 8 \
-			-d "$DATA/kvikio" --api ${GDSV_KVIKIO_API:-cufile-mfma} --nruns 1 2>&1 | tee "$OUT/kvikio.txt" \
-		&& python3 - "$OUT/kvikio.txt" >>"$ROWS" <<'EOF'
-import re, sys
-for line in open(sys.argv[1]):
-    m = re.match(r"\s*(\S+)\s+(read|write)\s*\|\s*([\d.]+)\s*(\w+)/s", line)
-    if m:
-        api, op, v, unit = m.groups()
-        mult = {"GiB": 1, "MiB": 1/1024, "TiB": 1024, "KiB": 1/2**20}.get(unit, float("nan"))
-        print(f"kvikio-{api}-{op}\tkvikio {api}\t{float(v)*mult:.3f}\t-\t-\t-\t-\t{line.strip()[:100]}")
-EOF
-	rm -rf "$DATA/kvikio"
-fi
+[ "${GDSV_PEERS:-1}" = 1 ] && gdsv_kvikio "${GDSV_KVIKIO_API:-cufile-mfma}" "${GDSV_KVIKIO_BYTES:-8GiB}" 150
 
 gdsv_table
 rm -rf "$JSONDIR"
