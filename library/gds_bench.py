@@ -24,16 +24,17 @@ options:
   jobs:
     description:
       - The jobs, run in order (a read job in directory mode needs the files a write job made).
-      - Keys C(name) (required), C(target) (directory, required unless C(skip)), C(gpu), C(numa),
-        C(xfer_type) (gdsio numbering, default 0), C(io_type) (read, write, randread, randwrite),
-        C(size) (per-thread file size, default 1G), C(io_size) (default 1M), C(threads)
-        (default 8), C(procs) (worker processes, gdsbench C(-P)), C(duration) (seconds, 0 = one
-        pass), C(verify), C(seed),
-        C(thresholds) (metric -> [reference, lower, upper, unit]), C(expect_path),
-        C(compare) (C({job, metric, as, threshold}): a ratio to another job's metric),
-        C(spec) (C({metric, value}): the array's summed drive spec, giving the metric
-        C(fraction_of_spec)) and
-        C(skip) (a reason: the job is not run and its checks SKIP).
+      - Keys C(name) (required); C(target), a directory with one file per thread, or C(file), one
+        shared file (one of them unless C(skip)); C(gpu); C(numa); C(xfer_type) (gdsio numbering,
+        default 0); C(io_type) (read, write, randread, randwrite); C(size) (per-thread file size,
+        default 1G); C(io_size) (default 1M); C(threads) (default 8); C(procs) (worker processes,
+        gdsbench C(-P)); C(duration) (seconds, 0 = one pass); C(verify); C(seed).
+      - C(thresholds) maps a metric to [reference, lower, upper, unit]; C(expect_path) is the I/O
+        path GPU-direct jobs must take.
+      - C(compare) is C({job, metric, as, threshold}), a ratio of this job's metric to another
+        job's; C(spec) is C({metric, value}), the array's summed drive spec, which gives the metric
+        C(fraction_of_spec).
+      - C(skip) is a reason; the job is not run and its checks SKIP.
     type: list
     elements: dict
     required: true
@@ -51,7 +52,7 @@ options:
   udev_root:
     description:
       - Where the udev database lives. Before a GPU-direct job the module checks that the block
-        device under its target has a record there (C(data/b<major>:<minor>)): without it cuFile
+        device under its target has a record there, C(data/b<major>:<minor>); without it cuFile
         cannot register the file and fails or falls back. Empty skips the check.
     type: str
     default: /run/udev
@@ -112,7 +113,7 @@ results:
       type: list
       elements: dict
 checks:
-  description: All jobs' checks, named C(bench: <job>: <metric>).
+  description: All jobs' checks, each named after its job and metric, C(bench) first.
   returned: always
   type: list
   elements: dict
