@@ -180,6 +180,18 @@ gdsv_table() {
 }
 
 
+# fio's libcufile engine (or psync) on 4 KiB random reads of $F0 by 32 jobs, as a peer row.
+fio_rand() {
+	local name=$1; shift
+	[ -n "$FIO" ] || return 0
+	echo "+ fio $name $*"
+	timeout -k 5 "$(( ${T%.*} + 90 ))" "$FIO" --name="$name" --filename="$F0" --size="$BIG" --bs=4k --rw=randread --numjobs=32 --direct=1 \
+		--time_based --runtime="$T" --group_reporting --output-format=json --randrepeat=0 \
+		"$@" >"$JSONDIR/$name.json" 2>"$JSONDIR/$name.err"
+	fio_row "$name" "$JSONDIR/$name.json" $?
+	cat "$JSONDIR/$name.err"
+}
+
 # KvikIO's own benchmark as a cuFile peer, when its wheels are carried in .whl/ (8 threads);
 # one table row per read/write line it prints. Args: API (cufile-mfma) BYTES (8GiB) TIMEOUT_S.
 gdsv_kvikio() {

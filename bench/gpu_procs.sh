@@ -67,16 +67,6 @@ fio_seq() {	# fio_seq NAME ENGINE-ARGS... (one file per job, like gdsbench -D)
 	cat "$JSONDIR/$name.err"
 }
 F0=$DATA/big/gdsbench.0
-fio_rand() {
-	local name=$1; shift
-	[ -n "$FIO" ] || return 0
-	echo "+ fio $name $*"
-	timeout -k 5 "$(( ${T%.*} + 90 ))" "$FIO" --name="$name" --filename="$F0" --size="$BIG" --bs=4k --rw=randread --numjobs=32 --direct=1 \
-		--time_based --runtime="$T" --group_reporting --output-format=json --randrepeat=0 \
-		"$@" >"$JSONDIR/$name.json" 2>"$JSONDIR/$name.err"
-	fio_row "$name" "$JSONDIR/$name.json" $?
-	cat "$JSONDIR/$name.err"
-}
 SEQ=(-D "$DATA/big" -d "$GPU" -w 8 -i 1M -I 0 -T "$T")
 CUFILE=(--ioengine=libcufile --cuda_io=cufile --gpu_dev_ids="$GPU")
 variant() {	# variant INDEX ROUND

@@ -98,15 +98,6 @@ gds "seq-x2" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 2 -I 0 -T "$T"
 
 say "random 4 KiB reads, 32 threads over $DATA/big/gdsbench.0 ($BIG), ${T}s each"
 F0=$DATA/big/gdsbench.0
-fio_rand() {
-	local name=$1; shift
-	[ -n "$FIO" ] || return 0
-	echo "+ fio $name $*"
-	timeout -k 5 "$(( ${T%.*} + 90 ))" "$FIO" --name="$name" --filename="$F0" --size="$BIG" --bs=4k --rw=randread --numjobs=32 --direct=1 \
-		--time_based --runtime="$T" --group_reporting --output-format=json --randrepeat=0 \
-		"$@" >"$JSONDIR/$name.json" 2>"$JSONDIR/$name.err"
-	fio_row "$name" "$JSONDIR/$name.json" $?
-}
 for round in $(seq 1 "$ROUNDS"); do
 	gds "rand-x1-r$round" -f "$F0" -w 32 -i 4K -x 1 -I 2 -T "$T" -k "$round"
 	fio_rand "rand-fio-psync-r$round" --ioengine=psync

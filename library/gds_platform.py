@@ -42,10 +42,10 @@ options:
     description:
       - Block devices that hold GDS data (C(nvme0n1)); their udev entries are checked, and those
         of the md arrays built on them (C(md1)).
-      - Empty means the data NVMe drives of the topology.
+      - Left out, the data NVMe drives of the topology (read from sysfs); an empty list means
+        the node has none.
     type: list
     elements: str
-    default: []
   gpu_source:
     description:
       - Where GPU facts come from. C(nvml) requires NVML and fails without it; C(none) skips GPU
@@ -190,7 +190,7 @@ def main():
             sysfs_root=dict(type="path", default="/sys"),
             procfs_root=dict(type="path", default="/proc"),
             root=dict(type="path", default="/"),
-            block_devices=dict(type="list", elements="str", default=[]),
+            block_devices=dict(type="list", elements="str"),
             gpu_source=dict(type="str", default="auto", choices=["auto", "nvml", "none"]),
         ),
         supports_check_mode=True,
@@ -200,7 +200,9 @@ def main():
         if not os.path.isdir(params[key]):
             module.fail_json(msg="%s: %s does not exist or is not a directory" % (key, params[key]))
     block_devices = params["block_devices"]
-    if not block_devices:
+    # the roles pass the data drives from the gds_topology facts (an empty list means none);
+    # only a standalone call without the option reads the topology itself
+    if block_devices is None:
         try:
             block_devices = default_block_devices(params["sysfs_root"], params["procfs_root"])
         except (TopologyError, ProcfsError) as exc:

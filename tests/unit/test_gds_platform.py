@@ -363,3 +363,11 @@ def test_malformed_mdstat_is_a_warning_not_a_traceback(sim_node, module_runner):
     rc, result = module_runner("gds_platform", args_for(root, block_devices=["nvme0n1"]))
     assert rc == 0, result
     assert any("mdstat" in w for w in result.get("warnings", []))
+
+
+def test_block_devices_from_the_caller_or_the_topology(sim_node, module_runner):
+    root = sim_node("dgx-a100")
+    rc, result = module_runner("gds_platform", args_for(root))  # left out: the topology's data drives
+    assert rc == 0 and result["ansible_facts"]["gds_platform"]["udev"]["devices"]
+    rc, result = module_runner("gds_platform", args_for(root, block_devices=[]))  # the facts said: none
+    assert rc == 0 and result["ansible_facts"]["gds_platform"]["udev"]["devices"] == []
