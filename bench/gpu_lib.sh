@@ -76,7 +76,7 @@ gdsv_data_dir() {
 	df -h "$DATA" | tail -1
 }
 
-# ---- the udev record cuFile needs (DESIGN.md section 6) ----
+# ---- the udev record cuFile needs (docs/testing.md, the GPU machine) ----
 udev_entry() {
 	local f=/run/udev/data/b$1
 	if [ -e "$f" ]; then

@@ -1,4 +1,4 @@
-/* Output: the gdsio text line and the JSON record (DESIGN.md section 5). */
+/* Output: the gdsio text line and the JSON record (docs/benchmark.md). */
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>

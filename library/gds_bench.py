@@ -103,7 +103,7 @@ results:
       type: list
       elements: str
     record:
-      description: The benchmark's JSON record (DESIGN.md section 5 keys).
+      description: The benchmark's JSON record (docs/benchmark.md keys).
       type: dict
     path:
       description: The I/O path actually taken (nvfs, p2pdma, compat, posix), null when skipped.

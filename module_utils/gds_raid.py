@@ -14,7 +14,7 @@ planned arrays in order (group id order for affinity grouping; first drive for s
 so on a node where every group has drives N is the affinity group id. Named arrays keep their
 ``/dev/md/`` name across reboots and renumbering, which ``/dev/mdN`` numbers do not.
 
-Safety rules (DESIGN.md section 7), applied per *component*: the planned arrays and the existing
+Safety rules (docs/architecture.md, safety), applied per *component*: the planned arrays and the existing
 arrays that share drives with them, since stopping one existing array affects every planned array
 that takes one of its drives. A component is refused, with the reason, when an existing array in it
 holds a system drive, holds a drive that no planned array uses, is used by another block layer

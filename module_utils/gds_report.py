@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gds-commission contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The commissioning and drift reports (DESIGN.md section 3): summary.json, HOST.json,
+"""The commissioning and drift reports (docs/reports.md): summary.json, HOST.json,
 junit.xml, report.html and drift.json, built from what each host recorded.
 
 Pure functions from plain data to documents, plus one writer that puts a run directory in

@@ -5,7 +5,7 @@
 #   3. commission with the record present (profile gpu_compat: compat path expected, can PASS);
 #   4. benchmark + report again with a profile that expects nvidia-fs (FAILs, with the evidence).
 # ansible-core and the collections come carried in .whl/ when the machine has no package index
-# (see the device notes in README.md). Outputs go to $OUT (default build/gpu-commission).
+# (docs/testing.md, the GPU machine). Outputs go to $OUT (default build/gpu-commission).
 #   scripts/gpu-commission.sh [DATA_DIR]
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

@@ -1,4 +1,4 @@
-"""Tests of bench/gdsbench (DESIGN.md section 5): builds (with and without CUDA,
+"""Tests of bench/gdsbench (docs/benchmark.md): builds (with and without CUDA,
 ASan/UBSan), every CPU transfer/I/O type, verify, the JSON contract, the gdsio
 text line, config files, and bad arguments (exit 2, never a crash).
 
