@@ -91,6 +91,7 @@ struct result {
 	double cpu_s;			/* worker threads' CPU seconds in the timed window */
 	struct hist hist;
 	struct path_info path;
+	char error[400];		/* the first worker error of the job ("" = none) */
 };
 
 /* One job: the command line, or one [jobN] section of a gdsio config file. */
@@ -181,8 +182,9 @@ void path_merge(struct path_info *out, const struct path_info *in, int n, int np
 /* output (report.c) */
 const char *io_type_name(int t);
 void report_line(FILE *out, struct job *jobs, int njobs, struct result *agg);
-int report_json(const char *dest, struct job *jobs, int njobs, struct result *agg, double cpu_s,
-		int exit_code, char *err, size_t errlen);
+/* "error" (a string) is written when error is non-empty: the reason of a failed run */
+int report_json(const char *dest, struct job *jobs, int njobs, struct result *agg, double cpu_s, int nprocs,
+		int exit_code, const char *error, char *err, size_t errlen);
 
 /* gdsio config files (config.c) */
 int config_parse(const char *path, struct job *jobs, int max, int *njobs, char *err, size_t errlen);

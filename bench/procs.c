@@ -319,12 +319,18 @@ int run_procs(struct job *jobs, int njobs, int nprocs, double *cpu_s, char *err,
 			continue;
 		}
 		if (!atomic_load(&o->done)) {
+			char msg[200];
+
 			if (WIFSIGNALED(status[p]))
-				fprintf(stderr, "gdsbench: worker process %d (pid %d) was killed by signal %d (%s)\n", p,
-					(int)pids[p], WTERMSIG(status[p]), strsignal(WTERMSIG(status[p])));
+				snprintf(msg, sizeof(msg), "worker process %d (pid %d) was killed by signal %d (%s)", p,
+					 (int)pids[p], WTERMSIG(status[p]), strsignal(WTERMSIG(status[p])));
 			else
-				fprintf(stderr, "gdsbench: worker process %d (pid %d) exited with status %d before reporting\n",
-					p, (int)pids[p], WIFEXITED(status[p]) ? WEXITSTATUS(status[p]) : -1);
+				snprintf(msg, sizeof(msg), "worker process %d (pid %d) exited with status %d before reporting",
+					 p, (int)pids[p], WIFEXITED(status[p]) ? WEXITSTATUS(status[p]) : -1);
+			if (!err[0])
+				snprintf(err, errlen, "%s", msg);	/* printed by the caller */
+			else
+				fprintf(stderr, "gdsbench: %s\n", msg);
 			rc = -1;
 			continue;
 		}
@@ -351,6 +357,8 @@ int run_procs(struct job *jobs, int njobs, int nprocs, double *cpu_s, char *err,
 			r->cpu_s += s->cpu_s;
 			if (s->t_end > r->t_end)
 				r->t_end = s->t_end;
+			if (s->error[0] && !r->error[0])
+				snprintf(r->error, sizeof(r->error), "%s", s->error);
 			if (o->depth[i] > jobs[i].depth)
 				jobs[i].depth = o->depth[i];
 		}

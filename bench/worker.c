@@ -192,11 +192,15 @@ static int open_file(struct worker *w)
 		flags |= O_DIRECT;
 	w->fd = open(w->path, flags | O_CLOEXEC, 0644);
 	if (w->fd < 0) {
-		if (errno == EINVAL && (flags & O_DIRECT))
+		int e = errno;
+
+		if (e == EINVAL && (flags & O_DIRECT) && stat(w->path, &st) == 0 && !S_ISREG(st.st_mode))
+			werr(w, "open %s with O_DIRECT: %s (not a regular file)", w->path, strerror(e));
+		else if (e == EINVAL && (flags & O_DIRECT))
 			werr(w, "open %s with O_DIRECT: %s (the file system does not support O_DIRECT, e.g. tmpfs)",
-			     w->path, strerror(errno));
+			     w->path, strerror(e));
 		else
-			werr(w, "open %s: %s", w->path, strerror(errno));
+			werr(w, "open %s: %s", w->path, strerror(e));
 		return -1;
 	}
 	if (fstat(w->fd, &st) != 0) {
@@ -504,6 +508,7 @@ static void *worker_main(void *arg)
 	}
 	if (!ok) {
 		w->failed = 1;
+		w->errors++;	/* a worker that could not set up is an error of the run */
 		atomic_store(&g_abort, 1);
 	}
 
@@ -658,6 +663,8 @@ int run_jobs(struct job *jobs, int njobs, char *err, size_t errlen)
 		r->cpu_s += (double)w->cpu_ns / 1e9;
 		if (w->t_end > r->t_end)
 			r->t_end = w->t_end;
+		if (w->err[0] && !r->error[0])
+			snprintf(r->error, sizeof(r->error), "%s", w->err);
 		if (w->err[0])
 			fprintf(stderr, "gdsbench: %s%s%s\n", w->job->name[0] ? w->job->name : "",
 				w->job->name[0] ? ": " : "", w->err);

@@ -1,4 +1,4 @@
-"""Tests of bench/gdsbench (DESIGN.md section 5): builds (with and without CUDA,
+"""Tests of bench/gdsbench (its command line and JSON record, bench/README.md): builds (with and without CUDA,
 ASan/UBSan), every CPU transfer/I/O type, verify, the JSON contract, the gdsio
 text line, config files, and bad arguments (exit 2, never a crash).
 
@@ -207,7 +207,7 @@ def test_verify_detects_corrupted_and_misplaced_blocks(gdsbench, data_dir, tmp_p
     f1 = os.path.join(str(data_dir), "gdsbench.1")
     corrupt(f1, 5 * SECTOR + 1000)                       # flipped bytes in one sector
     j, p = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 1, "-I", 0, "-w", 2, "-i", "64K", "-V", expect=1)
-    assert j["verify_errors"] == 1 and j["exit_code"] == 1
+    assert j["verify_errors"] == 1 and j["exit_code"] == 1 and j["error"].startswith("verify FAILED: 1 bad")
     assert "gdsbench.1" in p.stderr and str(5 * SECTOR) in p.stderr
     assert LINE_RE.match(p.stdout.strip())               # the line is still printed
     # a whole, intact sector written at the wrong place: only the offset stamp betrays it
@@ -218,6 +218,25 @@ def test_verify_detects_corrupted_and_misplaced_blocks(gdsbench, data_dir, tmp_p
         f.write(good)
     j, _ = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 1, "-I", 0, "-w", 2, "-i", "64K", "-V", expect=1)
     assert j["verify_errors"] == 2
+
+
+@pytest.mark.parametrize("extra", [["-I", 1], ["-I", 3, "-T", "0.2"], ["-I", 1, "-w", 2, "-P", 2]],
+                         ids=["write", "randwrite", "procs"])
+def test_open_failure_counts_as_an_error(gdsbench, data_dir, tmp_path, extra):
+    """A target that cannot be opened (a FIFO refuses O_DIRECT) fails the run: the JSON counts it
+    and says why, never errors 0 with exit code 1."""
+    fifo = os.path.join(str(data_dir), "gdsbench.0")
+    os.mkfifo(fifo)
+    j, p = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 1, "-s", "1M", "-i", "64K", *extra, expect=1)
+    check_record(j)
+    assert j["exit_code"] == 1 and j["errors"] >= 1 and j["ops"] == 0
+    assert fifo in j["error"] and "O_DIRECT" in j["error"] and "not a regular file" in j["error"]
+    assert fifo in p.stderr
+
+
+def test_successful_run_has_no_error_field(gdsbench, data_dir, tmp_path):
+    j, _ = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 1, "-I", 1, "-s", "1M", "-i", "64K")
+    assert j["exit_code"] == 0 and j["errors"] == 0 and "error" not in j
 
 
 def test_verify_of_writes_reads_back(gdsbench, data_dir, tmp_path):
