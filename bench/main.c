@@ -372,11 +372,12 @@ int main(int argc, char **argv)
 			return EXIT_RUNTIME;	/* an engine could not start: nothing ran */
 		}
 	} else {
-		if (run_here(jobs, njobs, &rc, err, sizeof(err)) != 0) {
+		struct run_place alone = { 1, 0, NULL, NULL };
+
+		if (run_here(jobs, njobs, &alone, &rc, &cpu_s, err, sizeof(err)) != 0) {
 			fprintf(stderr, "gdsbench: %s\n", err);
 			return EXIT_RUNTIME;
 		}
-		cpu_s = g_process_cpu_s;
 	}
 	if (rc != 0 && err[0] && strcmp(err, RUN_ERRORS_SEE_ABOVE) != 0)
 		fprintf(stderr, "gdsbench: %s\n", err);
