@@ -7,7 +7,7 @@
 #
 # Environment: THREADS (default 4), SIZE per file (1G), T seconds per run (10),
 # ROUNDS (3), RAND_THREADS (THREADS), STRICT=1 to exit 1 when a criterion is
-# missed. Criteria (issue 5): throughput and IOPS ratio gdsbench/fio >= 1.0,
+# missed. Criteria: throughput and IOPS ratio gdsbench/fio >= 1.0,
 # average latency within 5 % of fio's. Results: a table on stdout and
 # $DIR/compare.json (medians and every run).
 set -eu -o pipefail
