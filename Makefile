@@ -13,7 +13,7 @@ DEBS_BASE := python3-venv gcc make libc6-dev fio mdadm pciutils e2fsprogs
 DEBS_BROWSER := chromium
 DEBS_VM := qemu-system-x86 qemu-utils debootstrap openssh-client e2fsprogs
 
-.PHONY: help setup debs test unit lint bench demo sim drift report vm-test molecule clean
+.PHONY: help setup debs test unit lint bench demo sim drift report vm-test molecule wheels clean
 help:
 	@echo "make demo     commission the bundled simulated nodes and write reports/latest/"
 	@echo "make test     unit tests, benchmark tests, lint, molecule default (and vm when qemu is usable)"
@@ -21,6 +21,7 @@ help:
 	@echo "make bench    build bench/gdsbench and compare it with fio"
 	@echo "make vm-test  molecule vm scenario: a QEMU guest with NVMe behind PCIe switches"
 	@echo "make setup    create .venv/ with the pinned controller dependencies"
+	@echo "make wheels   the wheels and collections tarball a GPU machine without an index needs (.whl/)"
 
 debs:
 	@scripts/ensure-debs.sh $(DEBS_BASE)
@@ -73,6 +74,11 @@ test: setup
 	@if scripts/ensure-debs.sh $(DEBS_VM) && [ -e /dev/kvm -o -x /usr/bin/qemu-system-x86_64 ]; then \
 	  $(MAKE) vm-test; \
 	else echo "SKIP vm-test: qemu-system-x86 could not be installed on this machine"; fi
+
+# Wheels for CPython 3.12 manylinux x86_64 listed in scripts/carried-wheels.txt, and
+# .whl/collections.tgz: what scripts/gpu-commission.sh and bench/gpu_*.sh install on a GPU machine.
+wheels: setup
+	PYTHON=$(BIN)/python scripts/carry-wheels.sh download
 
 clean:
 	rm -rf build reports

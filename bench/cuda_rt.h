@@ -73,7 +73,7 @@ void cufile_deregister_fd(struct worker *w);
 int cufile_register_buf(struct worker *w);
 void cufile_deregister_buf(struct worker *w);
 
-/* the host-bounce engine (engine_cpugpu.c), reused by engine_cached.c */
+/* the host bounce of xfer 2 and 4: the engines differ only in the open mode */
 int bounce_global_init(char *err, size_t errlen);
 int bounce_thread_init(struct worker *w);
 void bounce_thread_exit(struct worker *w);
@@ -84,9 +84,6 @@ const char *bounce_strerror(ssize_t res, char *buf, size_t len);
 int cufile_param_add(const char *spec, char *err, size_t errlen);
 size_t cufile_queue_limit(void);
 void cufile_param_evidence(struct path_info *pi);
-
-/* path.mode evidence from libcufile (pathmode.c) */
-void cufile_path_probe(struct path_info *pi);
 
 #endif
 #endif

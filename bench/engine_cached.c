@@ -1,6 +1,7 @@
 /* xfer_type 4, page cache then GPU: buffered (no O_DIRECT) pread into pinned
  * host memory, then cudaMemcpyAsync (gdsio XFER_CPU_CACHED_GPU, two copies).
- * The bounce mechanics are engine_cpugpu.c's; only the open mode differs. */
+ * The bounce mechanics are cuda_rt.c's (shared with -x 2); this file opens
+ * without O_DIRECT. */
 #ifdef HAVE_CUDA
 #include "cuda_rt.h"
 

@@ -91,6 +91,7 @@ struct result {
 	double cpu_s;			/* worker threads' CPU seconds in the timed window */
 	struct hist hist;
 	struct path_info path;
+	char error[512];		/* the first worker error of the job ("" = none) */
 };
 
 /* One job: the command line, or one [jobN] section of a gdsio config file. */
@@ -139,9 +140,8 @@ struct worker {
 	int failed;
 };
 
+/* shared by every layer (util.c) */
 extern atomic_int g_stop;	/* SIGINT/SIGTERM: finish the ops in flight and report */
-extern double g_process_cpu_s;	/* whole process, timed window of the last run_jobs() */
-
 uint64_t now_ns(void);
 void werr(struct worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -151,24 +151,36 @@ void pattern_fill(void *buf, size_t len, uint64_t off);
 void pattern_stamp(void *buf, size_t len, uint64_t off);
 uint64_t pattern_check(const void *buf, size_t len, uint64_t off, uint64_t *first_bad);
 
-/* the run (worker.c) */
-#define RUN_ERRORS_SEE_ABOVE "the run had errors (see above)"
-int run_jobs(struct job *jobs, int njobs, char *err, size_t errlen);
-void job_file_path(const struct job *j, int idx, char *out, size_t len);
-int numa_node_cpus(int node, void *cpu_set);
+/* Where the workers of a run execute. Worker k (counted over all jobs) runs
+ * in this process when nprocs <= 1 or k % nprocs == index. With nprocs > 1,
+ * the run calls gate(ctx, ok, &t_start) once this process's threads are set
+ * up (ok: all of them): it waits for the common start of all processes, sets
+ * t_start, and returns -1 when another process failed (nobody starts I/O).
+ * The I/O loop knows nothing else of -P: procs.c supplies the gate. */
+struct run_place {
+	int nprocs;
+	int index;
+	int (*gate)(void *ctx, int ok, uint64_t *t_start);
+	void *ctx;
+};
 
-/* the run in this process, and -P worker processes (procs.c) */
-extern int g_nprocs;		/* -P: worker processes of the run (1: the threads run here) */
-extern int g_proc_index;	/* this worker process (0 when g_nprocs == 1) */
-int worker_runs_here(int k);	/* worker k, counted over all jobs, runs in this process */
+/* the run: threads, the I/O loop, verify (worker.c) */
+#define RUN_ERRORS_SEE_ABOVE "the run had errors (see above)"
+int run_worker_here(const struct run_place *pl, int k);
+/* 0, or -1 with err (worker errors already printed: RUN_ERRORS_SEE_ABOVE);
+ * *cpu_s: this process's CPU seconds in the timed window */
+int run_jobs(struct job *jobs, int njobs, const struct run_place *pl, double *cpu_s, char *err, size_t errlen);
+void job_file_path(const struct job *j, int idx, char *out, size_t len);
+
+/* the run in this process with its engines, and -P worker processes (procs.c) */
 /* engines' global setup, the run, path evidence, teardown. Returns -1 with err
- * when an engine could not start (nothing ran); else 0 with *run_rc from
- * run_jobs (err: its message) */
-int run_here(struct job *jobs, int njobs, int *run_rc, char *err, size_t errlen);
+ * when an engine could not start (nothing ran); else 0 with *run_rc and
+ * *cpu_s from run_jobs (err: its message) */
+int run_here(struct job *jobs, int njobs, const struct run_place *pl, int *run_rc, double *cpu_s, char *err,
+	     size_t errlen);
 /* the run over nprocs forked processes, results merged into jobs[].res;
  * 0 ok, -1 run errors, -2 an engine could not start (messages printed) */
 int run_procs(struct job *jobs, int njobs, int nprocs, double *cpu_s, char *err, size_t errlen);
-int procs_gate(int ok, uint64_t *t_start);
 
 /* path.mode / path.evidence (pathmode.c) */
 void path_begin(struct job *jobs, int njobs);
@@ -181,8 +193,9 @@ void path_merge(struct path_info *out, const struct path_info *in, int n, int np
 /* output (report.c) */
 const char *io_type_name(int t);
 void report_line(FILE *out, struct job *jobs, int njobs, struct result *agg);
-int report_json(const char *dest, struct job *jobs, int njobs, struct result *agg, double cpu_s,
-		int exit_code, char *err, size_t errlen);
+/* "error" (a string) is written when error is non-empty: the reason of a failed run */
+int report_json(const char *dest, struct job *jobs, int njobs, struct result *agg, double cpu_s, int nprocs,
+		int exit_code, const char *error, char *err, size_t errlen);
 
 /* gdsio config files (config.c) */
 int config_parse(const char *path, struct job *jobs, int max, int *njobs, char *err, size_t errlen);

@@ -1,17 +1,24 @@
 # shellcheck shell=bash
 # Sourced (not run) by bench/gpu_validate.sh and bench/gpu_procs.sh: the steps
-# every GPU measurement shares. The caller sets HERE ROOT OUT T BIG GPU
-# CUDA_HOME first; gdsv_init sets up the rest (JSONDIR, ROWS, RECS, the log).
+# every GPU measurement shares (scripts/gpu-commission.sh uses udev_record).
+# The caller sets HERE ROOT OUT T BIG GPU CUDA_HOME first; gdsv_init sets up
+# the rest (JSONDIR, ROWS, RECS, the log).
 #
 #   gdsv_init             result files under $OUT, log to $OUT/log.txt
 #   gdsv_environment      machine, driver, GDS, nvidia-fs, cufile.json
+#   gdsv_modules [FILE]   nvidia_fs / nvidia / nvme from /proc/modules (no lsmod needed)
 #   gdsv_build            bench/gdsbench against $CUDA_HOME -> $GDS
 #   gdsv_data_dir [DIR]   a directory on ext4/xfs on a /dev block device -> $DATA
 #   gdsv_udev             the udev record cuFile needs for $DATA's block device
+#   udev_record MM FST    create that record only when it is missing
 #   gdsv_find_fio         fio with the libcufile engine (.peers/carry) -> $FIO
-#   gds NAME ARGS...      one gdsbench run with a JSON record and a table row
+#   fio_build SRC DIR LOG build it from source; a failure names the step, log tail
+#   gds NAME ARGS...      one gdsbench run that must pass (JSON record, table row)
+#   gds_diag NAME ARGS... a diagnostic run expected to fail: labelled, never fails the script
+#   gds_must_fail NAME .. a run that must fail (corrupted data): passing is a failure
 #   fio_row NAME JSON RC  a table row from fio's JSON output
 #   gdsv_table            the rows as one table ($OUT/table.txt)
+#   gdsv_verdict SCRIPT   names every failed run; returns 1 when there is one
 
 say() { printf '\n== %s\n' "$*"; }
 
@@ -33,17 +40,40 @@ gdsv_environment() {
 	ls "$CUDA_HOME"/lib64/libcufile.so* 2>&1 | head -3
 	grep -m1 -i "version" "$CUDA_HOME"/gds/README 2>/dev/null || true
 	ls /proc/driver/nvidia-fs 2>&1 | head -2
-	lsmod 2>/dev/null | grep -E "nvidia_fs|nvme" || echo "(no nvidia_fs / nvme modules listed)"
+	gdsv_modules /proc/modules
 	ls -la /etc/cufile.json 2>&1
 	# the settings that shape compat mode (threads, queue, bounce pools)
 	grep -E '"(max_io_threads|max_io_queue_depth|parallel_io|max_request_parallelism|min_io_threshold_size_kb|max_device_cache_size_kb|per_buffer_cache_size_kb|allow_compat_mode|posix_pool_slab_size_kb|posix_pool_slab_count|use_poll_mode)"' \
 		/etc/cufile.json 2>/dev/null | sed -e 's/^[[:space:]]*/  cufile.json: /' || true
 }
 
+# The modules that decide the path, read from /proc/modules (what lsmod formats;
+# some nodes have no lsmod).
+gdsv_modules() {
+	local f=${1:-/proc/modules} others
+	if [ ! -r "$f" ]; then
+		echo "modules: $f is not readable"
+		return 0
+	fi
+	if awk '$1 == "nvidia_fs" {found = 1} END {exit !found}' "$f"; then
+		echo "nvidia_fs: loaded ($f)"
+	else
+		echo "nvidia_fs: not loaded ($f): cuFile can only use P2PDMA or its compat path"
+	fi
+	others=$(awk '$1 ~ /^(nvidia|nvidia_peermem|nvme|nvme_core|nvme_rdma)$/ {printf "%s%s", sep, $1; sep = " "}' "$f")
+	echo "also loaded: ${others:-none of nvidia, nvidia_peermem, nvme}"
+}
+
 gdsv_build() {
+	local log=$OUT/build.log
 	say "build against $CUDA_HOME"
 	make -C "$HERE" clean >/dev/null
-	if ! make -C "$HERE" -j"$(nproc)" CUDA_HOME="$CUDA_HOME" 2>&1 | grep -E "warning|error|gdsbench$" ; then :; fi
+	if ! make -C "$HERE" -j"$(nproc)" CUDA_HOME="$CUDA_HOME" >"$log" 2>&1; then
+		echo "FATAL: make -C bench failed; last lines of $log:"
+		tail -n 25 "$log" | sed 's/^/  | /'
+		exit 1
+	fi
+	grep -E "warning|error" "$log" || true
 	make -C "$HERE" info CUDA_HOME="$CUDA_HOME"
 	GDS=$HERE/gdsbench
 	"$GDS" --version || { echo "FATAL: no gdsbench"; exit 1; }
@@ -76,14 +106,28 @@ gdsv_data_dir() {
 	df -h "$DATA" | tail -1
 }
 
-# ---- the udev record cuFile needs (docs/testing.md, the GPU machine) ----
-udev_entry() {
-	local f=/run/udev/data/b$1
+# ---- the udev record cuFile needs ----
+# cuFile registers a file only when the udev database has a record of its block
+# device (/run/udev/data/b<major>:<minor>); a node without udevd has none.
+# udev_record MAJ:MIN FSTYPE creates the record only when it is missing: an
+# existing one (udevd's own) is never overwritten or deleted, and the output
+# says which it was. UDEV_DATA overrides /run/udev/data.
+udev_record() {
+	local dir=${UDEV_DATA:-/run/udev/data}
+	local f=$dir/b$1
 	if [ -e "$f" ]; then
-		echo "present: $f ($(tr '\n' ' ' <"$f" | cut -c1-120))"
+		echo "udev record present, left as it is (never overwritten or deleted): $f ($(tr '\n' ' ' <"$f" | cut -c1-120))"
+		return 0
+	fi
+	mkdir -p "$dir" || return 1
+	# noclobber: a record that appeared meanwhile is not overwritten either
+	if ( set -o noclobber; printf 'E:ID_FS_USAGE=filesystem\nE:ID_FS_TYPE=%s\n' "$2" >"$f" ) 2>/dev/null; then
+		echo "udev record CREATED (it was missing): $f (E:ID_FS_USAGE=filesystem, E:ID_FS_TYPE=$2) for block device $1"
+	elif [ -e "$f" ]; then
+		echo "udev record present, left as it is (it appeared meanwhile): $f"
 	else
-		mkdir -p /run/udev/data
-		printf 'E:ID_FS_USAGE=filesystem\nE:ID_FS_TYPE=%s\n' "$2" >"$f" && echo "CREATED: $f (E:ID_FS_USAGE=filesystem, E:ID_FS_TYPE=$2) for block device $1"
+		echo "udev record: could not create $f"
+		return 1
 	fi
 }
 
@@ -93,11 +137,11 @@ gdsv_udev() {
 	mm=$(findmnt -no MAJ:MIN -T "$DATA" | tr -d ' ')
 	fst=$(findmnt -no FSTYPE -T "$DATA")
 	if [ -n "$mm" ]; then
-		udev_entry "$mm" "$fst"
+		udev_record "$mm" "$fst"
 		# a partition: cuFile may look the whole disk up as well
 		if [ -e "/sys/dev/block/$mm/partition" ]; then
 			parent=$(cat "$(dirname "$(readlink -f "/sys/dev/block/$mm")")/dev" 2>/dev/null)
-			[ -n "$parent" ] && udev_entry "$parent" "$fst"
+			[ -n "$parent" ] && udev_record "$parent" "$fst"
 		fi
 	else
 		echo "could not read MAJ:MIN of $DATA"
@@ -107,29 +151,87 @@ gdsv_udev() {
 # ---- rows ----
 row() { printf '%s\n' "$*" >>"$ROWS"; }
 
-# gds NAME args... : run gdsbench with a JSON record, add a table row
-gds() {
-	local name=$1; shift
-	local js=$JSONDIR/$name.json rc
+# ---- gdsbench runs and their verdicts ----
+GDSV_FAILED=()	# "NAME (why)" of every run that did not do what it had to
+
+gds() { gds_run must-pass "$@"; }		# gds NAME ARGS...: a run that must pass
+gds_diag() {					# a diagnostic that is expected to fail
+	if [ "${GDSV_DIAG:-1}" = 0 ]; then
+		echo "DIAGNOSTIC (expected to fail): $1 skipped (GDSV_DIAG=0)"
+		return 0
+	fi
+	gds_run diagnostic "$@"
+}
+gds_must_fail() { gds_run must-fail "$@"; }	# a run that must fail (corrupted data)
+
+# gds_run KIND NAME ARGS...: run gdsbench with a JSON record, add a table row, judge it
+gds_run() {
+	local kind=$1 name=$2; shift 2
+	local js=$JSONDIR/$name.json rc label=""
+	[ "$kind" = diagnostic ] && label="DIAGNOSTIC (expected to fail) "
 	echo "+ gdsbench $*"
 	timeout -k 5 "$(( ${T%.*} + 90 ))" "$GDS" "$@" --json "$js"
 	rc=$?
-	python3 - "$name" "$js" "$rc" "$RECS" >>"$ROWS" <<'EOF'
+	python3 - "$name" "$js" "$rc" "$RECS" "$label" >>"$ROWS" <<'EOF'
 import json, sys
-name, path, rc = sys.argv[1], sys.argv[2], sys.argv[3]
+name, path, rc, label = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[5]
 try:
     j = json.load(open(path))
 except Exception as e:
-    print(f"{name}\tgdsbench\t-\t-\t-\t-\t-\tno JSON (rc={rc})"); sys.exit()
+    print(f"{name}\tgdsbench\t-\t-\t-\t-\t-\t{label}no JSON (rc={rc})"); sys.exit()
 j["test"] = name
 with open(sys.argv[4], "a") as f:
     f.write(json.dumps(j) + "\n")
 ev = "; ".join(e for e in j["path"]["evidence"]
               if e.startswith(("verdict", "cuFile per-GPU", "cuFile batch stats", "cuFile op counts summed")))[:200]
 tool = f"gdsbench -x {j['xfer_type']}" + (f" -P {j['procs']}" if j.get("procs", 1) > 1 else "")
-print(f"{name}\t{tool}\t{j['throughput_gib_s']:.3f}\t{j['iops']:.0f}\t{j['lat_us']['mean']:.1f}\t{j['lat_us']['p99']:.1f}\t{j['path']['mode']}\trc={rc} verify_errors={j['verify_errors']} {ev}")
+print(f"{name}\t{tool}\t{j['throughput_gib_s']:.3f}\t{j['iops']:.0f}\t{j['lat_us']['mean']:.1f}\t{j['lat_us']['p99']:.1f}\t{j['path']['mode']}\t{label}rc={rc} verify_errors={j['verify_errors']} {ev}")
 EOF
+	gdsv_judge "$kind" "$name" "$rc" "$js"
 	return $rc
+}
+
+# gdsv_outcome RC JSON: "rc=1, errors=0, verify_errors=50560, error: ..." from the run's record
+gdsv_outcome() {
+	python3 - "$1" "$2" <<'EOF'
+import json, sys
+rc, path = sys.argv[1], sys.argv[2]
+parts = ["rc=%s" % rc]
+try:
+    j = json.load(open(path))
+    parts += ["errors=%s" % j.get("errors"), "verify_errors=%s" % j.get("verify_errors")]
+    if j.get("error"):
+        parts.append("error: %s" % j["error"][:200])
+except Exception:
+    parts.append("no JSON record")
+print(", ".join(parts))
+EOF
+}
+
+# gdsv_judge KIND NAME RC JSON: one labelled line; a run that did not do what its
+# kind requires goes to GDSV_FAILED (diagnostics never do).
+gdsv_judge() {
+	local kind=$1 name=$2 rc=$3 why
+	why=$(gdsv_outcome "$rc" "$4")
+	case "$kind:$rc" in
+	must-pass:0) ;;
+	must-pass:*) echo "FAILED: $name ($why)"; GDSV_FAILED+=("$name ($why)") ;;
+	diagnostic:0) echo "DIAGNOSTIC (expected to fail): $name passed this time ($why)" ;;
+	diagnostic:*) echo "DIAGNOSTIC (expected to fail): $name failed, as known ($why)" ;;
+	must-fail:0) echo "FAILED: $name passed but had to fail"; GDSV_FAILED+=("$name (passed but had to fail)") ;;
+	must-fail:*) echo "ok: $name failed as it had to ($why)" ;;
+	esac
+}
+
+# gdsv_verdict SCRIPT: the last lines of a script's output; returns 1 when a run failed.
+gdsv_verdict() {
+	if [ "${#GDSV_FAILED[@]}" -gt 0 ]; then
+		echo "$1: FAILED: ${#GDSV_FAILED[@]} run(s) did not do what they had to:"
+		printf '  %s\n' "${GDSV_FAILED[@]}"
+		return 1
+	fi
+	echo "$1: OK: every run that had to pass passed (diagnostics are labelled DIAGNOSTIC above)"
+	return 0
 }
 
 fio_row() {
@@ -153,20 +255,57 @@ EOF
 
 # fio with its libcufile engine: the carried binary, else built from the carried source
 gdsv_find_fio() {
+	local carried=$ROOT/.peers/carry/fio-cufile src
 	FIO=""
-	if [ -x "$ROOT/.peers/carry/fio-cufile" ] && "$ROOT/.peers/carry/fio-cufile" --version >/dev/null 2>&1; then
-		FIO=$ROOT/.peers/carry/fio-cufile
-	elif ls "$ROOT"/.peers/carry/fio_*.orig.tar.gz >/dev/null 2>&1; then
-		echo "building fio with libcufile (the carried binary does not start here)"
-		local b=/tmp/fio-build
-		rm -rf $b; mkdir -p $b
-		tar -xzf "$ROOT"/.peers/carry/fio_*.orig.tar.gz -C $b --strip-components=1
-		# fio 3.33's configure takes LDFLAGS from the environment (no --extra-ldflags)
-		( cd $b && export LDFLAGS="-L$CUDA_HOME/lib64 -Wl,-rpath,$CUDA_HOME/lib64" && \
-		  ./configure --enable-libcufile --disable-native --extra-cflags="-I$CUDA_HOME/include" >/dev/null && \
-		  make -j"$(nproc)" >/dev/null 2>&1 ) && FIO=$b/fio
+	if [ -x "$carried" ]; then
+		if "$carried" --version >/dev/null 2>"$OUT/fio-carried.err"; then
+			FIO=$carried
+		else
+			echo "fio: the carried $carried does not start here: $(head -c 300 "$OUT/fio-carried.err")"
+		fi
+	else
+		echo "fio: no carried binary ($carried)"
+	fi
+	if [ -z "$FIO" ]; then
+		src=$(find "$ROOT/.peers/carry" -maxdepth 1 -name 'fio_*.orig.tar.gz' 2>/dev/null | sort | tail -1)
+		if [ -z "$src" ]; then
+			echo "fio: no carried source (.peers/carry/fio_*.orig.tar.gz): no fio rows"
+		elif fio_build "$src" /tmp/fio-build "$OUT/fio-build.log"; then
+			FIO=/tmp/fio-build/fio
+		fi
 	fi
 	echo "fio: ${FIO:-not available}${FIO:+ ($("$FIO" --version))}"
+}
+
+# fio_build SRC.tar.gz DIR LOG: fio with --enable-libcufile against $CUDA_HOME. Every step
+# writes to LOG; a failure names the step and prints the log's last lines.
+fio_build() {
+	local src=$1 b=$2 log=$3 step
+	echo "fio: building with libcufile from $(basename "$src") in $b (log: $log)"
+	if ! { rm -rf "$b" && mkdir -p "$b" && : >"$log"; }; then
+		echo "fio: build FAILED: cannot prepare $b or $log"
+		return 1
+	fi
+	step="unpack: tar -xzf $src"
+	if tar -xzf "$src" -C "$b" --strip-components=1 >>"$log" 2>&1; then
+		# fio 3.33's configure takes LDFLAGS from the environment (no --extra-ldflags)
+		step="./configure --enable-libcufile --extra-cflags=-I$CUDA_HOME/include"
+		if (cd "$b" && LDFLAGS="-L$CUDA_HOME/lib64 -Wl,-rpath,$CUDA_HOME/lib64" \
+			./configure --enable-libcufile --disable-native --extra-cflags="-I$CUDA_HOME/include") >>"$log" 2>&1; then
+			step="./configure: libcufile not enabled (cufile.h or libcufile not found under $CUDA_HOME)"
+			if grep -q "CONFIG_LIBCUFILE" "$b/config-host.h" 2>/dev/null; then
+				step="make -j$(nproc)"
+				if (cd "$b" && make -j"$(nproc)") >>"$log" 2>&1; then
+					[ -x "$b/fio" ] && return 0
+					step="make: no fio binary was produced"
+				fi
+			fi
+		fi
+	fi
+	echo "fio: build FAILED at step: $step"
+	echo "fio: last lines of $log:"
+	tail -n 25 "$log" | sed 's/^/  | /'
+	return 1
 }
 
 gdsv_table() {
@@ -194,15 +333,15 @@ fio_rand() {
 
 # KvikIO's own benchmark as a cuFile peer, when its wheels are carried in .whl/ (8 threads);
 # one table row per read/write line it prints. Args: API (cufile-mfma) BYTES (8GiB) TIMEOUT_S.
+# scripts/carry-wheels.sh installs the kvikio group and names any wheel that is missing.
 gdsv_kvikio() {
 	local api=${1:-cufile-mfma} bytes=${2:-8GiB} limit=${3:-150}
-	ls "$ROOT"/.whl/kvikio*.whl >/dev/null 2>&1 || return 0
+	if ! ls "$ROOT"/.whl/*kvikio*.whl >/dev/null 2>&1; then
+		echo "KvikIO: not carried (no kvikio wheels in $ROOT/.whl; make wheels): no KvikIO rows"
+		return 0
+	fi
 	say "KvikIO single_node_io ($api through libcufile; $bytes, 8 threads)"
-	local whl
-	whl=$(ls "$ROOT"/.whl/*kvikio*.whl "$ROOT"/.whl/rapids_logger*.whl "$ROOT"/.whl/dask-*.whl \
-		"$ROOT"/.whl/partd-*.whl "$ROOT"/.whl/locket-*.whl 2>/dev/null)
-	# shellcheck disable=SC2086
-	python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/kvsite $whl \
+	"$ROOT/scripts/carry-wheels.sh" install kvikio /tmp/kvsite \
 		&& mkdir -p "$DATA/kvikio" \
 		&& KVIKIO_COMPAT_MODE=${GDSV_KVIKIO_COMPAT:-OFF} PYTHONPATH=/tmp/kvsite timeout "$limit" \
 			python3 -m kvikio.benchmarks.single_node_io -n "$bytes" -t 8 -d "$DATA/kvikio" --api "$api" --nruns 1 2>&1 \

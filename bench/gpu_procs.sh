@@ -18,6 +18,9 @@
 # 6. one table of every run (also $OUT/table.txt) and a summary per variant
 #    ($OUT/summary.txt); JSON records in $OUT/records.jsonl.
 #
+# Exit status: 0 when every gdsbench run passed; 1 otherwise, each failed run
+# named at the end.
+#
 # Environment: OUT (default bench/obj/gpu_procs), GDSV_T (seconds per run, 5),
 # GDSV_ROUNDS (4), GDSV_PROCS (8), GDSV_GPU (0), GDSV_KVIKIO=0 (skip), CUDA_HOME.
 set -u -o pipefail
@@ -31,7 +34,7 @@ GPU=${GDSV_GPU:-0}
 NP=${GDSV_PROCS:-8}
 ROUNDS=${GDSV_ROUNDS:-4}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-# shellcheck source=bench/gpu_lib.sh
+# shellcheck source-path=SCRIPTDIR source=gpu_lib.sh
 . "$HERE/gpu_lib.sh"
 gdsv_init
 T0=$(date +%s)
@@ -40,15 +43,14 @@ gdsv_build
 gdsv_data_dir "${1:-}"
 gdsv_udev
 gdsv_find_fio
-FAIL=0
 
 say "-P on the real stack: write then read with -V, 4 processes x 1 thread x 64 MiB"
 mkdir -p "$DATA/small"
 rm -f "$DATA"/small/gdsbench.*
-gds "pverify-x0-write" -D "$DATA/small" -d "$GPU" -w 4 -s 64M -i 1M -x 0 -I 1 -V -P 4 || FAIL=1
-gds "pverify-x0-read" -D "$DATA/small" -d "$GPU" -w 4 -i 1M -x 0 -I 0 -V -P 4 || FAIL=1
-gds "pverify-x6-read" -D "$DATA/small" -d "$GPU" -w 4 -i 1M -x 6 -I 0 -V -P 4 || FAIL=1
-gds "pverify-x0-randread" -D "$DATA/small" -d "$GPU" -w 4 -i 4K -x 0 -I 2 -V -T 1 -P 4 || FAIL=1
+gds "pverify-x0-write" -D "$DATA/small" -d "$GPU" -w 4 -s 64M -i 1M -x 0 -I 1 -V -P 4
+gds "pverify-x0-read" -D "$DATA/small" -d "$GPU" -w 4 -i 1M -x 0 -I 0 -V -P 4
+gds "pverify-x6-read" -D "$DATA/small" -d "$GPU" -w 4 -i 1M -x 6 -I 0 -V -P 4
+gds "pverify-x0-randread" -D "$DATA/small" -d "$GPU" -w 4 -i 4K -x 0 -I 2 -V -T 1 -P 4
 rm -rf "$DATA/small"
 
 say "data set: 8 x $BIG files (sequential O_DIRECT write, 8 threads)"
@@ -122,5 +124,4 @@ for var in [k for k in runs if k.startswith("seq-x") and any(r for r, _, _ in ru
 EOF
 echo "elapsed: $(( $(date +%s) - T0 )) s"
 rm -rf "$JSONDIR" "$DATA/big"
-[ $FAIL = 0 ] && echo "gpu_procs: -P correctness OK" || echo "gpu_procs: -P correctness FAILED"
-exit $FAIL
+gdsv_verdict gpu_procs

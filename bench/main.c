@@ -133,6 +133,28 @@ static void assign_file_bases(struct job *jobs, int n)
 	}
 }
 
+/* The JSON "error" of a failed run: the first worker's error (with its job),
+ * else the run's own message, else the verify summary. */
+static void run_error(char *out, size_t len, const struct job *jobs, int njobs, const struct result *agg,
+		      int exit_code, const char *err)
+{
+	out[0] = 0;
+	if (!exit_code)
+		return;
+	for (int i = 0; i < njobs; i++)
+		if (jobs[i].res.error[0]) {
+			snprintf(out, len, "%s%s%s", njobs > 1 ? jobs[i].name : "", njobs > 1 ? ": " : "",
+				 jobs[i].res.error);
+			return;
+		}
+	if (err[0] && strcmp(err, RUN_ERRORS_SEE_ABOVE) != 0)
+		snprintf(out, len, "%s", err);
+	else if (agg->verify_errors)
+		snprintf(out, len, "verify FAILED: %llu bad 4KiB sector(s)", (unsigned long long)agg->verify_errors);
+	else
+		snprintf(out, len, "%s", err[0] ? err : "the run failed");
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -147,7 +169,7 @@ int main(int argc, char **argv)
 	static struct job jobs[GDS_MAX_JOBS];	/* static: usage-error returns leak nothing */
 	const char *json = NULL, *config = NULL;
 	int njobs = 1, job_opts = 0, c, rc, exit_code = 0, nprocs = 1, total_threads = 0;
-	char err[PATH_MAX + 512] = "";
+	char err[PATH_MAX + 512] = "", error[PATH_MAX + 512] = "";
 	struct result agg;
 	struct sigaction sa;
 	uint64_t u;
@@ -350,11 +372,12 @@ int main(int argc, char **argv)
 			return EXIT_RUNTIME;	/* an engine could not start: nothing ran */
 		}
 	} else {
-		if (run_here(jobs, njobs, &rc, err, sizeof(err)) != 0) {
+		struct run_place alone = { 1, 0, NULL, NULL };
+
+		if (run_here(jobs, njobs, &alone, &rc, &cpu_s, err, sizeof(err)) != 0) {
 			fprintf(stderr, "gdsbench: %s\n", err);
 			return EXIT_RUNTIME;
 		}
-		cpu_s = g_process_cpu_s;
 	}
 	if (rc != 0 && err[0] && strcmp(err, RUN_ERRORS_SEE_ABOVE) != 0)
 		fprintf(stderr, "gdsbench: %s\n", err);
@@ -377,9 +400,15 @@ int main(int argc, char **argv)
 	}
 	if (rc != 0 || agg.errors || agg.verify_errors)
 		exit_code = EXIT_RUNTIME;
+	/* A failure not tied to an op (a thread or worker process that could not
+	 * start or died) still counts: a failed run never reports errors 0
+	 * without verify errors. */
+	if (exit_code && !agg.errors && !agg.verify_errors)
+		agg.errors = 1;
+	run_error(error, sizeof(error), jobs, njobs, &agg, exit_code, err);
 
 	report_line(json && !strcmp(json, "-") ? stderr : stdout, jobs, njobs, &agg);
-	if (json && report_json(json, jobs, njobs, &agg, cpu_s, exit_code, err, sizeof(err)) != 0) {
+	if (json && report_json(json, jobs, njobs, &agg, cpu_s, nprocs, exit_code, error, err, sizeof(err)) != 0) {
 		fprintf(stderr, "gdsbench: %s\n", err);
 		exit_code = EXIT_RUNTIME;
 	}

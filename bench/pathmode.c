@@ -109,7 +109,7 @@ static void nvfs_evidence(struct path_info *pi)
  * number because older cufile.h releases do not name it. */
 #define FEATURE_P2P_BIT 4
 
-void cufile_path_probe(struct path_info *pi)
+static void cufile_path_probe(struct path_info *pi)
 {
 	CUfileDrvProps_t props;
 	int have_props = 0, p2p_cap = 0;

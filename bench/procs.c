@@ -34,32 +34,25 @@
 #include "cuda_rt.h"
 #endif
 
-int g_nprocs = 1;
-int g_proc_index;
-
 /* ---- the run in this process ---- */
 
 #ifdef HAVE_CUDA
 /* Threads of job ji that run in this process. */
-static int job_threads_here(const struct job *jobs, int ji)
+static int job_threads_here(const struct run_place *pl, const struct job *jobs, int ji)
 {
 	int k0 = 0, n = 0;
 
 	for (int i = 0; i < ji; i++)
 		k0 += jobs[i].threads;
 	for (int t = 0; t < jobs[ji].threads; t++)
-		if (worker_runs_here(k0 + t))
+		if (run_worker_here(pl, k0 + t))
 			n++;
 	return n;
 }
 #endif
 
-int worker_runs_here(int k)
-{
-	return g_nprocs <= 1 || k % g_nprocs == g_proc_index;
-}
-
-int run_here(struct job *jobs, int njobs, int *run_rc, char *err, size_t errlen)
+int run_here(struct job *jobs, int njobs, const struct run_place *pl, int *run_rc, double *cpu_s, char *err,
+	     size_t errlen)
 {
 	int inited[7] = { 0 };
 	char msg[PATH_MAX + 256];
@@ -84,7 +77,7 @@ int run_here(struct job *jobs, int njobs, int *run_rc, char *err, size_t errlen)
 
 		for (int i = 0; i < njobs; i++)
 			if (jobs[i].xfer == 6) {
-				size_t here = (size_t)job_threads_here(jobs, i);
+				size_t here = (size_t)job_threads_here(pl, jobs, i);
 
 				total += here * (size_t)jobs[i].depth;
 				threads += here;
@@ -94,10 +87,10 @@ int run_here(struct job *jobs, int njobs, int *run_rc, char *err, size_t errlen)
 
 			if (d < 2)
 				d = 2;
-			if (g_proc_index == 0)
+			if (pl->index == 0)
 				fprintf(stderr, "gdsbench: -B lowered to %d per thread: %zu batch entries in flight%s would "
 					"exceed cuFile's max_io_queue_depth (%zu)\n", d, total,
-					g_nprocs > 1 ? " per process" : "", limit);
+					pl->nprocs > 1 ? " per process" : "", limit);
 			for (int i = 0; i < njobs; i++)
 				if (jobs[i].xfer == 6 && jobs[i].depth > d)
 					jobs[i].depth = d;
@@ -107,7 +100,7 @@ int run_here(struct job *jobs, int njobs, int *run_rc, char *err, size_t errlen)
 	pattern_init();
 	path_begin(jobs, njobs);
 	err[0] = 0;
-	*run_rc = run_jobs(jobs, njobs, err, errlen);
+	*run_rc = run_jobs(jobs, njobs, pl, cpu_s, err, errlen);
 	path_finish(jobs, njobs);
 	for (int x = 0; x <= 6; x++) {
 		const struct engine *e = engine_get(x);
@@ -136,8 +129,11 @@ struct proc_out {
 	char err[PATH_MAX + 512];
 };
 
-static struct procs_ctl *g_ctl;
-static struct proc_out *g_out;
+/* What the gate of worker process p needs: the shared control block and its own slot. */
+struct gate_ctx {
+	struct procs_ctl *ctl;
+	struct proc_out *out;
+};
 
 #define ALIGN_UP(x) (((x) + 63) & ~(size_t)63)
 
@@ -153,17 +149,20 @@ static void futex_wake_all(atomic_int *addr)
 	syscall(SYS_futex, (int *)addr, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
 }
 
-/* Called by run_jobs in a worker process once its threads are set up: report,
- * wait for the common start. Returns -1 when any process failed its setup. */
-int procs_gate(int ok, uint64_t *t_start)
+/* The run's gate (struct run_place) in a worker process, called once its
+ * threads are set up: report, wait for the common start. Returns -1 when any
+ * process failed its setup. */
+static int procs_gate(void *ctx, int ok, uint64_t *t_start)
 {
+	struct gate_ctx *g = ctx;
+
 	if (!ok)
-		atomic_store(&g_ctl->failed, 1);
-	atomic_store(&g_out[g_proc_index].at_gate, 1);
-	while (!atomic_load(&g_ctl->go))
-		futex_wait(&g_ctl->go, 0, 100000000L);
-	*t_start = g_ctl->t_start;
-	return atomic_load(&g_ctl->failed) ? -1 : 0;
+		atomic_store(&g->ctl->failed, 1);
+	atomic_store(&g->out->at_gate, 1);
+	while (!atomic_load(&g->ctl->go))
+		futex_wait(&g->ctl->go, 0, 100000000L);
+	*t_start = g->ctl->t_start;
+	return atomic_load(&g->ctl->failed) ? -1 : 0;
 }
 
 static void sleep_ns(long ns)
@@ -180,25 +179,27 @@ static void signal_children(const pid_t *pids, const int *alive, int n, int sig)
 			kill(pids[p], sig);
 }
 
-static void child_main(int p, pid_t parent, struct job *jobs, int njobs, struct result *res)
+static void child_main(int p, int nprocs, pid_t parent, struct procs_ctl *ctl, struct proc_out *o,
+		       struct job *jobs, int njobs, struct result *res)
 {
-	struct proc_out *o = &g_out[p];
+	struct gate_ctx gc = { ctl, o };
+	struct run_place pl = { nprocs, p, procs_gate, &gc };
 	int run_rc = 0;
+	double cpu_s = 0;
 
-	g_proc_index = p;
 	/* a worker process must not outlive the run that waits for it */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != parent)
 		_exit(EXIT_RUNTIME);
-	if (run_here(jobs, njobs, &run_rc, o->err, sizeof(o->err)) != 0) {
+	if (run_here(jobs, njobs, &pl, &run_rc, &cpu_s, o->err, sizeof(o->err)) != 0) {
 		o->init_failed = 1;
-		atomic_store(&g_ctl->failed, 1);
+		atomic_store(&ctl->failed, 1);
 		atomic_store(&o->at_gate, 1);
 		fflush(NULL);
 		_exit(EXIT_RUNTIME);
 	}
 	o->rc = run_rc;	/* o->err: run_jobs' message, printed once by the parent */
-	o->cpu_s = g_process_cpu_s;
+	o->cpu_s = cpu_s;
 	for (int i = 0; i < njobs; i++) {
 		res[(size_t)p * (size_t)njobs + (size_t)i] = jobs[i].res;
 		o->depth[i] = jobs[i].depth;
@@ -217,6 +218,8 @@ int run_procs(struct job *jobs, int njobs, int nprocs, double *cpu_s, char *err,
 	pid_t *pids = calloc((size_t)nprocs, sizeof(*pids)), parent = getpid();
 	int *alive = calloc((size_t)nprocs, sizeof(*alive)), *status = calloc((size_t)nprocs, sizeof(*status));
 	int started = 0, rc = 0, init_failed = 0, forwarded = 0;
+	struct procs_ctl *ctl;
+	struct proc_out *out;
 	struct path_info *pis = calloc((size_t)nprocs, sizeof(*pis));
 	void *m;
 
@@ -231,20 +234,19 @@ int run_procs(struct job *jobs, int njobs, int nprocs, double *cpu_s, char *err,
 		free(pis);
 		return -2;
 	}
-	g_ctl = m;
-	g_out = (struct proc_out *)((char *)m + off_out);
+	ctl = m;
+	out = (struct proc_out *)((char *)m + off_out);
 	res = (struct result *)((char *)m + off_res);
-	g_nprocs = nprocs;
 
 	fflush(NULL);
 	for (int p = 0; p < nprocs; p++) {
 		pid_t pid = fork();
 
 		if (pid == 0)
-			child_main(p, parent, jobs, njobs, res);	/* does not return */
+			child_main(p, nprocs, parent, ctl, &out[p], jobs, njobs, res);	/* does not return */
 		if (pid < 0) {
 			snprintf(err, errlen, "-P %d: fork of worker process %d failed: %s", nprocs, p, strerror(errno));
-			atomic_store(&g_ctl->failed, 1);
+			atomic_store(&ctl->failed, 1);
 			rc = -1;
 			break;
 		}
@@ -260,24 +262,24 @@ int run_procs(struct job *jobs, int njobs, int nprocs, double *cpu_s, char *err,
 		for (int p = 0; p < started; p++) {
 			if (alive[p] && waitpid(pids[p], &status[p], WNOHANG) == pids[p])
 				alive[p] = 0;
-			if (atomic_load(&g_out[p].at_gate))
+			if (atomic_load(&out[p].at_gate))
 				n++;
 			else if (!alive[p]) {
-				atomic_store(&g_ctl->failed, 1);	/* died in its setup */
+				atomic_store(&ctl->failed, 1);	/* died in its setup */
 				n++;
 			}
 		}
 		if (n == started)
 			break;
 		if (atomic_load(&g_stop)) {
-			atomic_store(&g_ctl->failed, 1);
+			atomic_store(&ctl->failed, 1);
 			break;
 		}
 		sleep_ns(1000000L);
 	}
-	g_ctl->t_start = now_ns();
-	atomic_store(&g_ctl->go, 1);
-	futex_wake_all(&g_ctl->go);
+	ctl->t_start = now_ns();
+	atomic_store(&ctl->go, 1);
+	futex_wake_all(&ctl->go);
 
 	for (int p = 0; p < started; p++) {
 		while (alive[p]) {
@@ -302,29 +304,35 @@ int run_procs(struct job *jobs, int njobs, int nprocs, double *cpu_s, char *err,
 
 		memset(r, 0, sizeof(*r));
 		hist_init(&r->hist);
-		r->t_start = r->t_end = g_ctl->t_start;
+		r->t_start = r->t_end = ctl->t_start;
 	}
 	for (int p = 0; p < started; p++) {
-		struct proc_out *o = &g_out[p];
+		struct proc_out *o = &out[p];
 
 		if (o->init_failed) {
 			int dup = 0;
 
 			init_failed = 1;
 			for (int q = 0; q < p; q++)
-				if (g_out[q].init_failed && !strcmp(g_out[q].err, o->err))
+				if (out[q].init_failed && !strcmp(out[q].err, o->err))
 					dup = 1;
 			if (!dup)
 				fprintf(stderr, "gdsbench: %s\n", o->err);
 			continue;
 		}
 		if (!atomic_load(&o->done)) {
+			char msg[200];
+
 			if (WIFSIGNALED(status[p]))
-				fprintf(stderr, "gdsbench: worker process %d (pid %d) was killed by signal %d (%s)\n", p,
-					(int)pids[p], WTERMSIG(status[p]), strsignal(WTERMSIG(status[p])));
+				snprintf(msg, sizeof(msg), "worker process %d (pid %d) was killed by signal %d (%s)", p,
+					 (int)pids[p], WTERMSIG(status[p]), strsignal(WTERMSIG(status[p])));
 			else
-				fprintf(stderr, "gdsbench: worker process %d (pid %d) exited with status %d before reporting\n",
-					p, (int)pids[p], WIFEXITED(status[p]) ? WEXITSTATUS(status[p]) : -1);
+				snprintf(msg, sizeof(msg), "worker process %d (pid %d) exited with status %d before reporting",
+					 p, (int)pids[p], WIFEXITED(status[p]) ? WEXITSTATUS(status[p]) : -1);
+			if (!err[0])
+				snprintf(err, errlen, "%s", msg);	/* printed by the caller */
+			else
+				fprintf(stderr, "gdsbench: %s\n", msg);
 			rc = -1;
 			continue;
 		}
@@ -332,7 +340,7 @@ int run_procs(struct job *jobs, int njobs, int nprocs, double *cpu_s, char *err,
 			int dup = !o->err[0] || !strcmp(o->err, RUN_ERRORS_SEE_ABOVE);
 
 			for (int q = 0; q < p && !dup; q++)
-				if (atomic_load(&g_out[q].done) && !strcmp(g_out[q].err, o->err))
+				if (atomic_load(&out[q].done) && !strcmp(out[q].err, o->err))
 					dup = 1;
 			if (!dup)
 				fprintf(stderr, "gdsbench: %s\n", o->err);
@@ -351,6 +359,8 @@ int run_procs(struct job *jobs, int njobs, int nprocs, double *cpu_s, char *err,
 			r->cpu_s += s->cpu_s;
 			if (s->t_end > r->t_end)
 				r->t_end = s->t_end;
+			if (s->error[0] && !r->error[0])
+				snprintf(r->error, sizeof(r->error), "%s", s->error);
 			if (o->depth[i] > jobs[i].depth)
 				jobs[i].depth = o->depth[i];
 		}
@@ -360,7 +370,7 @@ int run_procs(struct job *jobs, int njobs, int nprocs, double *cpu_s, char *err,
 		int n = 0;
 
 		for (int p = 0; p < started; p++)
-			if (atomic_load(&g_out[p].done))
+			if (atomic_load(&out[p].done))
 				pis[n++] = res[(size_t)p * (size_t)njobs + (size_t)i].path;
 		if (n)
 			path_merge(&jobs[i].res.path, pis, n, started);
@@ -372,8 +382,6 @@ int run_procs(struct job *jobs, int njobs, int nprocs, double *cpu_s, char *err,
 	else if (rc != 0 && !err[0])
 		snprintf(err, errlen, "%s", RUN_ERRORS_SEE_ABOVE);
 	munmap(m, len);
-	g_ctl = NULL;
-	g_out = NULL;
 	free(pids);
 	free(alive);
 	free(status);

@@ -183,8 +183,8 @@ static void json_job_extras(FILE *f, const char *ind, const struct job *j)
 		fprintf(f, ",\n%s\"iodepth\": %d", ind, j->depth);
 }
 
-int report_json(const char *dest, struct job *jobs, int njobs, struct result *agg, double cpu_s,
-		int exit_code, char *err, size_t errlen)
+int report_json(const char *dest, struct job *jobs, int njobs, struct result *agg, double cpu_s, int nprocs,
+		int exit_code, const char *error, char *err, size_t errlen)
 {
 	FILE *f;
 	int to_stdout = strcmp(dest, "-") == 0;
@@ -241,7 +241,12 @@ int report_json(const char *dest, struct job *jobs, int njobs, struct result *ag
 		}
 		fputs("]", f);
 	}
-	fprintf(f, ",\n  \"procs\": %d,\n  \"exit_code\": %d\n}\n", g_nprocs, exit_code);
+	fprintf(f, ",\n  \"procs\": %d,\n  \"exit_code\": %d", nprocs, exit_code);
+	if (error && error[0]) {
+		fputs(",\n  \"error\": ", f);
+		jstr(f, error);
+	}
+	fputs("\n}\n", f);
 	if (to_stdout) {
 		fflush(f);
 	} else if (fclose(f) != 0) {

@@ -1,10 +1,11 @@
-/* The common I/O loop, shared by every transfer engine: offsets, timing,
- * latency histogram, deadline, verify. Engines only move bytes. */
+/* The common I/O loop, shared by every transfer engine: threads, offsets,
+ * timing, latency histogram, deadline, verify. Engines only move bytes, through
+ * the operations table; where the workers run (-P) and when they start comes
+ * in as struct run_place, so this file calls nothing above it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -14,9 +15,6 @@
 #include <unistd.h>
 
 #include "gdsbench.h"
-
-atomic_int g_stop;
-double g_process_cpu_s;
 
 /* A two-phase gate instead of barriers, so that a run where some threads
  * could not be created still finishes cleanly: phase 1 = go, 2 = may tear down. */
@@ -51,14 +49,6 @@ static void gate_open(int phase)
 	pthread_mutex_unlock(&g_mu);
 }
 
-uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t thread_cpu_ns(void)
 {
 	struct timespec ts;
@@ -74,17 +64,6 @@ static double process_cpu_s(void)
 	getrusage(RUSAGE_SELF, &ru);
 	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
 	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
-void werr(struct worker *w, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (w->err[0])
-		return;		/* keep the first (root) cause */
-	va_start(ap, fmt);
-	vsnprintf(w->err, sizeof(w->err), fmt, ap);
-	va_end(ap);
 }
 
 static uint64_t rng_next(uint64_t *s)
@@ -135,9 +114,8 @@ static int parse_cpulist(const char *s, cpu_set_t *set)
 	return CPU_COUNT(set) ? 0 : -1;
 }
 
-int numa_node_cpus(int node, void *cpu_set)
+static int numa_node_cpus(int node, cpu_set_t *set)
 {
-	cpu_set_t *set = cpu_set;
 	char path[128], buf[4096];
 	FILE *f;
 	int rc;
@@ -192,11 +170,15 @@ static int open_file(struct worker *w)
 		flags |= O_DIRECT;
 	w->fd = open(w->path, flags | O_CLOEXEC, 0644);
 	if (w->fd < 0) {
-		if (errno == EINVAL && (flags & O_DIRECT))
+		int e = errno;
+
+		if (e == EINVAL && (flags & O_DIRECT) && stat(w->path, &st) == 0 && !S_ISREG(st.st_mode))
+			werr(w, "open %s with O_DIRECT: %s (not a regular file)", w->path, strerror(e));
+		else if (e == EINVAL && (flags & O_DIRECT))
 			werr(w, "open %s with O_DIRECT: %s (the file system does not support O_DIRECT, e.g. tmpfs)",
-			     w->path, strerror(errno));
+			     w->path, strerror(e));
 		else
-			werr(w, "open %s: %s", w->path, strerror(errno));
+			werr(w, "open %s: %s", w->path, strerror(e));
 		return -1;
 	}
 	if (fstat(w->fd, &st) != 0) {
@@ -504,6 +486,7 @@ static void *worker_main(void *arg)
 	}
 	if (!ok) {
 		w->failed = 1;
+		w->errors++;	/* a worker that could not set up is an error of the run */
 		atomic_store(&g_abort, 1);
 	}
 
@@ -553,7 +536,12 @@ static void setup_regions(struct job *j, struct worker *w)
 		 ((uint64_t)j->file_base << 32);
 }
 
-int run_jobs(struct job *jobs, int njobs, char *err, size_t errlen)
+int run_worker_here(const struct run_place *pl, int k)
+{
+	return pl->nprocs <= 1 || k % pl->nprocs == pl->index;
+}
+
+int run_jobs(struct job *jobs, int njobs, const struct run_place *pl, double *cpu_s, char *err, size_t errlen)
 {
 	int total = 0, made = 0, rc = 0;
 	struct worker *ws;
@@ -563,7 +551,7 @@ int run_jobs(struct job *jobs, int njobs, char *err, size_t errlen)
 
 	for (int i = 0, k = 0; i < njobs; i++)
 		for (int t = 0; t < jobs[i].threads; t++, k++)
-			if (worker_runs_here(k))
+			if (run_worker_here(pl, k))
 				total++;
 	ws = calloc((size_t)total, sizeof(*ws));
 	tids = calloc((size_t)total, sizeof(*tids));
@@ -583,7 +571,7 @@ int run_jobs(struct job *jobs, int njobs, char *err, size_t errlen)
 		for (int t = 0; t < j->threads; t++, g++) {
 			struct worker *w;
 
-			if (!worker_runs_here(g))
+			if (!run_worker_here(pl, g))
 				continue;
 			w = &ws[k++];
 			w->job = j;
@@ -611,11 +599,11 @@ int run_jobs(struct job *jobs, int njobs, char *err, size_t errlen)
 	}
 
 	gate_wait_all(&g_ready, made);
-	if (g_nprocs > 1) {
+	if (pl->nprocs > 1 && pl->gate) {
 		/* worker processes start together, at the parent's t_start */
 		int ok = made == total && !atomic_load(&g_abort);
 
-		if (procs_gate(ok, &t_start) != 0) {
+		if (pl->gate(pl->ctx, ok, &t_start) != 0) {
 			atomic_store(&g_abort, 1);
 			if (ok) {
 				snprintf(err, errlen, "no I/O was started: another worker process failed its setup "
@@ -658,6 +646,8 @@ int run_jobs(struct job *jobs, int njobs, char *err, size_t errlen)
 		r->cpu_s += (double)w->cpu_ns / 1e9;
 		if (w->t_end > r->t_end)
 			r->t_end = w->t_end;
+		if (w->err[0] && !r->error[0])
+			snprintf(r->error, sizeof(r->error), "%s", w->err);
 		if (w->err[0])
 			fprintf(stderr, "gdsbench: %s%s%s\n", w->job->name[0] ? w->job->name : "",
 				w->job->name[0] ? ": " : "", w->err);
@@ -668,7 +658,7 @@ int run_jobs(struct job *jobs, int njobs, char *err, size_t errlen)
 				w->path, (unsigned long long)w->verify_errors,
 				(unsigned long long)w->first_bad_off);
 	}
-	g_process_cpu_s = cpu1 - cpu0;
+	*cpu_s = cpu1 - cpu0;
 	if (rc != 0 && !err[0])
 		snprintf(err, errlen, "%s", RUN_ERRORS_SEE_ABOVE);
 	free(ws);

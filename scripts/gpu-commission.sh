@@ -1,26 +1,33 @@
 #!/usr/bin/env bash
 # Commission the GPU machine this runs on, against itself (connection local, inventory/gpu-local):
 #   1. GPU facts: gds_topology and gds_platform against nvidia-smi;
-#   2. commission with the udev record of the data file system missing (the preflight finding);
-#   3. commission with the record present (profile gpu_compat: compat path expected, can PASS);
+#   2. commission with the udev record of the data file system missing (the preflight finding),
+#      only when the record is absent on this machine: an existing record (udevd's) is never
+#      deleted or overwritten, and the step says it was skipped;
+#   3. commission with the record present (created only when it was missing; profile
+#      gpu_compat: compat path expected, can PASS);
 #   4. benchmark + report again with a profile that expects nvidia-fs (FAILs, with the evidence).
-# ansible-core and the collections come carried in .whl/ when the machine has no package index
-# (docs/testing.md, the GPU machine). Outputs go to $OUT (default build/gpu-commission).
+# ansible-core and the collections come carried in .whl/ when the machine has no package index:
+# make them with `make wheels` (scripts/carry-wheels.sh); a missing wheel is named.
+# Outputs go to $OUT (default build/gpu-commission). UDEV_DATA overrides /run/udev/data.
 #   scripts/gpu-commission.sh [DATA_DIR]
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-cd "$ROOT"
+cd "$ROOT" || exit 1
 OUT=${OUT:-$ROOT/build/gpu-commission}
 mkdir -p "$OUT"
+# shellcheck source-path=SCRIPTDIR source=../bench/gpu_lib.sh
+. "$ROOT/bench/gpu_lib.sh"	# udev_record
 say() { printf '\n==== %s\n' "$*"; }
 
 if ! command -v ansible-playbook >/dev/null 2>&1; then
-	python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/gds-site \
-		.whl/ansible_core-*.whl .whl/resolvelib-*.whl .whl/cryptography-*.whl .whl/cffi-*.whl .whl/pycparser-*.whl || exit 1
+	echo "ansible-playbook not found: installing the carried wheels from .whl/"
+	scripts/carry-wheels.sh install ansible /tmp/gds-site || exit 1
+	scripts/carry-wheels.sh install collections /tmp/gds-collections || exit 1
 	export PYTHONPATH=/tmp/gds-site${PYTHONPATH:+:$PYTHONPATH} PATH=/tmp/gds-site/bin:$PATH
-fi
-if [ -f .whl/collections.tgz ]; then
-	mkdir -p /tmp/gds-collections && tar xzf .whl/collections.tgz -C /tmp/gds-collections
+	export ANSIBLE_COLLECTIONS_PATH=/tmp/gds-collections
+elif [ -f .whl/collections.tgz ]; then
+	scripts/carry-wheels.sh install collections /tmp/gds-collections || exit 1
 	export ANSIBLE_COLLECTIONS_PATH=/tmp/gds-collections
 fi
 export ANSIBLE_CONFIG=$ROOT/ansible.cfg GDS_REPORTS_DIR=$OUT/reports ANSIBLE_FORCE_COLOR=0
@@ -34,8 +41,9 @@ if [ -z "$DATA" ]; then
 fi
 mkdir -p "$DATA"
 MM=$(findmnt -no MAJ:MIN -T "$DATA" | tr -d ' ')
+[ -n "$MM" ] || { echo "cannot read the block device (MAJ:MIN) of $DATA"; exit 1; }
 FST=$(findmnt -no FSTYPE -T "$DATA")
-RECORD=/run/udev/data/b$MM
+RECORD=${UDEV_DATA:-/run/udev/data}/b$MM
 say "data directory $DATA on $(findmnt -no SOURCE -T "$DATA") ($FST, $MM)"
 
 say "1. GPU facts"
@@ -61,13 +69,18 @@ print("nvme:", [(d["name"], d["bdf"], d["system"]) for d in topo["nvme"]])
 print("platform:", json.dumps({k: plat.get(k) for k in ("kernel", "arch", "iommu", "nvidia", "gpus", "nvidia_fs", "p2pdma", "udev", "lockdown")}, default=str)[:3000])
 PY
 
-say "2. commission with $RECORD missing"
-rm -f "$RECORD"
-ansible-playbook -i inventory/gpu-local playbooks/commission.yml -e gds_bench_target_dir="$DATA" -e gds_bench_duration=5 > "$OUT/commission-no-udev.log" 2>&1
-echo "exit $?"; grep -E "udev|msg: 'gpu-local" "$OUT/commission-no-udev.log" | head -12
+if [ -e "$RECORD" ]; then
+	say "2. commission with $RECORD missing: SKIPPED"
+	echo "$RECORD is present (written by udevd or an earlier run): a live udev record is never deleted,"
+	echo "so the run without it is skipped; the product's preflight reports a missing record on its own."
+else
+	say "2. commission with $RECORD missing (it is absent on this machine)"
+	ansible-playbook -i inventory/gpu-local playbooks/commission.yml -e gds_bench_target_dir="$DATA" -e gds_bench_duration=5 > "$OUT/commission-no-udev.log" 2>&1
+	echo "exit $?"; grep -E "udev|msg: 'gpu-local" "$OUT/commission-no-udev.log" | head -12
+fi
 
 say "3. commission with the udev record"
-mkdir -p /run/udev/data && printf 'E:ID_FS_USAGE=filesystem\nE:ID_FS_TYPE=%s\n' "$FST" > "$RECORD"
+udev_record "$MM" "$FST" || exit 1
 ansible-playbook -i inventory/gpu-local playbooks/commission.yml -e gds_bench_target_dir="$DATA" > "$OUT/commission.log" 2>&1
 echo "exit $?"; grep -E "msg: 'gpu-local|^ *- ?'?group|PLAY RECAP" -A1 "$OUT/commission.log" | head -20
 python3 - "$OUT/reports/latest/summary.json" <<'PY'

@@ -207,7 +207,7 @@ def test_verify_detects_corrupted_and_misplaced_blocks(gdsbench, data_dir, tmp_p
     f1 = os.path.join(str(data_dir), "gdsbench.1")
     corrupt(f1, 5 * SECTOR + 1000)                       # flipped bytes in one sector
     j, p = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 1, "-I", 0, "-w", 2, "-i", "64K", "-V", expect=1)
-    assert j["verify_errors"] == 1 and j["exit_code"] == 1
+    assert j["verify_errors"] == 1 and j["exit_code"] == 1 and j["error"].startswith("verify FAILED: 1 bad")
     assert "gdsbench.1" in p.stderr and str(5 * SECTOR) in p.stderr
     assert LINE_RE.match(p.stdout.strip())               # the line is still printed
     # a whole, intact sector written at the wrong place: only the offset stamp betrays it
@@ -218,6 +218,25 @@ def test_verify_detects_corrupted_and_misplaced_blocks(gdsbench, data_dir, tmp_p
         f.write(good)
     j, _ = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 1, "-I", 0, "-w", 2, "-i", "64K", "-V", expect=1)
     assert j["verify_errors"] == 2
+
+
+@pytest.mark.parametrize("extra", [["-I", 1], ["-I", 3, "-T", "0.2"], ["-I", 1, "-w", 2, "-P", 2]],
+                         ids=["write", "randwrite", "procs"])
+def test_open_failure_counts_as_an_error(gdsbench, data_dir, tmp_path, extra):
+    """A target that cannot be opened (a FIFO refuses O_DIRECT) fails the run: the JSON counts it
+    and says why, never errors 0 with exit code 1."""
+    fifo = os.path.join(str(data_dir), "gdsbench.0")
+    os.mkfifo(fifo)
+    j, p = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 1, "-s", "1M", "-i", "64K", *extra, expect=1)
+    check_record(j)
+    assert j["exit_code"] == 1 and j["errors"] >= 1 and j["ops"] == 0
+    assert fifo in j["error"] and "O_DIRECT" in j["error"] and "not a regular file" in j["error"]
+    assert fifo in p.stderr
+
+
+def test_successful_run_has_no_error_field(gdsbench, data_dir, tmp_path):
+    j, _ = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 1, "-I", 1, "-s", "1M", "-i", "64K")
+    assert j["exit_code"] == 0 and j["errors"] == 0 and "error" not in j
 
 
 def test_verify_of_writes_reads_back(gdsbench, data_dir, tmp_path):
@@ -516,3 +535,59 @@ def test_procs_missing_gpu_is_one_clear_error(gdsbench, mock_cuda, data_dir):
     p = run(gdsbench, "-D", data_dir, "-x", 0, "-I", 0, "-w", 4, "-i", "64K", "-P", 2,
             env=dict(mock_cuda, MOCK_REGISTER_FAIL="1"))
     assert p.returncode == 1 and "cuFileHandleRegister" in p.stderr
+
+
+# ---------------------------------------------------------------- source layering
+
+def object_symbols(objdir):
+    """{object: (defined global symbols, undefined symbols)} of the objects of bench/*.c."""
+    syms = {}
+    for name in sorted(os.listdir(objdir)):
+        if not name.endswith(".o") or not os.path.exists(os.path.join(BENCH, name[:-2] + ".c")):
+            continue
+        out = subprocess.run(["nm", os.path.join(objdir, name)], capture_output=True, text=True,
+                             check=True).stdout
+        defined, undefined = set(), set()
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == "U":
+                undefined.add(parts[1])
+            elif len(parts) == 3 and parts[1] in "TDBRCVW":
+                defined.add(parts[2])
+        syms[name[:-2]] = (defined, undefined)
+    return syms
+
+
+def test_bench_sources_have_no_dependency_cycle(gdsbench):
+    """Each file of bench/ calls only into files below it: no two files call each other, directly
+    or around a loop (the run does not call back into -P's process code, the GPU helpers do not
+    call into the I/O loop)."""
+    syms = object_symbols(os.path.join(BENCH, "obj", "rel"))
+    owner = {s: f for f, (defined, _) in syms.items() for s in defined}
+    edges = {f: sorted({owner[s] for s in undefined if s in owner} - {f}) for f, (_, undefined) in syms.items()}
+    state, cycles = {}, []
+
+    def visit(node, stack):
+        state[node] = "open"
+        for nxt in edges[node]:
+            if state.get(nxt) == "open":
+                cycles.append(" -> ".join(stack[stack.index(nxt):] + [node, nxt]) if nxt in stack
+                              else "%s -> %s" % (node, nxt))
+            elif nxt not in state:
+                visit(nxt, stack + [node])
+        state[node] = "done"
+
+    for f in sorted(edges):
+        if f not in state:
+            visit(f, [])
+    assert "main" in edges and "worker" in edges
+    assert not cycles, "dependency cycles between bench/ sources: %s\nedges: %s" % (cycles, edges)
+
+
+def test_engine_files_export_only_their_table(gdsbench):
+    """One file per I/O path behind the operations table: an engine's helpers are private to it."""
+    syms = object_symbols(os.path.join(BENCH, "obj", "rel"))
+    engines = {f: d for f, (d, _) in syms.items() if f.startswith("engine_")}
+    assert "engine_posix" in engines
+    for f, defined in engines.items():
+        assert defined == {f}, "%s.c exports %s besides its operations table" % (f, sorted(defined - {f}))

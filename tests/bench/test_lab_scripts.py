@@ -1,0 +1,329 @@
+"""Tests of the GPU lab scripts' logic that runs without a GPU: bench/gpu_lib.sh (udev record,
+run verdicts, /proc/modules, the fio build), scripts/gpu-commission.sh (with stand-ins for
+ansible, nvidia-smi and findmnt) and scripts/carry-wheels.sh (the carried wheels)."""
+import json
+import os
+import re
+import stat
+import subprocess
+import tarfile
+import textwrap
+import zipfile
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LIB = os.path.join(ROOT, "bench", "gpu_lib.sh")
+CARRY = os.path.join(ROOT, "scripts", "carry-wheels.sh")
+MANIFEST = os.path.join(ROOT, "scripts", "carried-wheels.txt")
+
+
+def lib(script, env=None, cwd=None):
+    """Run bash with bench/gpu_lib.sh sourced, then SCRIPT."""
+    proc = subprocess.run(["bash", "-c", '. "$LIB"\n' + script], capture_output=True, text=True,
+                          env=dict(os.environ, LIB=LIB, ROOT=ROOT, **(env or {})), cwd=cwd, timeout=60)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def executable(path, body):
+    path.write_text(body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+# ---------------------------------------------------------------- udev record
+
+UDEVD_RECORD = "S:disk/by-uuid/1234\nE:ID_FS_UUID=1234\nE:ID_FS_TYPE=ext4\nE:ID_FS_USAGE=filesystem\n"
+
+
+def test_udev_record_is_created_only_when_missing(tmp_path):
+    data = tmp_path / "udev" / "data"
+    rc, out = lib("udev_record 254:0 ext4", env={"UDEV_DATA": str(data)})
+    assert rc == 0 and "CREATED (it was missing)" in out
+    assert (data / "b254:0").read_text() == "E:ID_FS_USAGE=filesystem\nE:ID_FS_TYPE=ext4\n"
+    (data / "b259:1").write_text(UDEVD_RECORD)
+    rc, out = lib("udev_record 259:1 xfs", env={"UDEV_DATA": str(data)})
+    assert rc == 0 and "present, left as it is" in out and "CREATED" not in out
+    assert (data / "b259:1").read_text() == UDEVD_RECORD
+
+
+@pytest.fixture
+def commission_env(tmp_path):
+    """Stand-ins on PATH for what scripts/gpu-commission.sh calls; each ansible-playbook call
+    logs whether the udev record existed at that moment."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    udev = tmp_path / "udev"
+    calls = tmp_path / "playbook-calls.txt"
+    executable(bin_dir / "findmnt", textwrap.dedent("""\
+        #!/bin/sh
+        case "$2" in MAJ:MIN) echo " 254:0" ;; FSTYPE) echo ext4 ;; SOURCE) echo /dev/vda ;; esac
+        """))
+    executable(bin_dir / "nvidia-smi", "#!/bin/sh\necho 'index, pci.bus_id, name, driver_version'\n")
+    facts = {"gds_topology": {"gpus": [], "groups": [], "nvme": []}, "gds_platform": {}}
+    doc = {"plays": [{"tasks": [{"hosts": {"localhost": {"ansible_facts": facts}}}]}]}
+    executable(bin_dir / "ansible", "#!/bin/sh\necho '%s'\n" % json.dumps(doc))
+    executable(bin_dir / "ansible-playbook", textwrap.dedent("""\
+        #!/bin/sh
+        [ "$1" = --version ] && { echo "ansible-playbook [core 2.19.14]"; exit 0; }
+        if [ -e "$UDEV_DATA/b254:0" ]; then echo present >>"$CALLS"; else echo missing >>"$CALLS"; fi
+        mkdir -p "$GDS_REPORTS_DIR/latest" && echo '{"hosts": {}}' >"$GDS_REPORTS_DIR/latest/summary.json"
+        """))
+    env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]), UDEV_DATA=str(udev),
+               CALLS=str(calls), OUT=str(tmp_path / "out"))
+    data = tmp_path / "data"
+    data.mkdir()
+
+    def run():
+        proc = subprocess.run([os.path.join(ROOT, "scripts", "gpu-commission.sh"), str(data)], capture_output=True,
+                              text=True, env=env, timeout=120)
+        return proc.stdout + proc.stderr, calls.read_text().split() if calls.exists() else []
+    return udev, run
+
+
+def test_gpu_commission_never_deletes_a_live_udev_record(commission_env):
+    udev, run = commission_env
+    udev.mkdir()
+    (udev / "b254:0").write_text(UDEVD_RECORD)
+    out, calls = run()
+    assert (udev / "b254:0").read_text() == UDEVD_RECORD, out
+    assert "missing: SKIPPED" in out and "never deleted" in out and "present, left as it is" in out
+    assert calls and set(calls) == {"present"}, calls
+
+
+def test_gpu_commission_runs_without_the_record_only_when_it_is_absent(commission_env):
+    udev, run = commission_env
+    out, calls = run()
+    assert calls[0] == "missing" and set(calls[1:]) == {"present"}, (calls, out)
+    assert "CREATED (it was missing)" in out
+    assert (udev / "b254:0").read_text().startswith("E:ID_FS_USAGE=filesystem")
+
+
+# ---------------------------------------------------------------- run verdicts
+
+FAKE_GDS = """#!/usr/bin/env python3
+import json, sys
+a = sys.argv[1:]
+rc, verr = int(a[a.index("--rc") + 1]), int(a[a.index("--verr") + 1])
+rec = {"xfer_type": 5, "throughput_gib_s": 1.0, "iops": 10, "lat_us": {"mean": 1, "p99": 2},
+       "path": {"mode": "compat", "evidence": ["verdict: x"]}, "errors": 0, "verify_errors": verr,
+       "exit_code": rc}
+if verr:
+    rec["error"] = "verify FAILED: %d bad 4KiB sector(s)" % verr
+json.dump(rec, open(a[a.index("--json") + 1], "w"))
+sys.exit(rc)
+"""
+
+
+@pytest.fixture
+def gds_env(tmp_path):
+    gds = executable(tmp_path / "fake-gdsbench", FAKE_GDS)
+    jsondir = tmp_path / "json"
+    jsondir.mkdir()
+    return {"GDS": str(gds), "T": "1", "JSONDIR": str(jsondir), "ROWS": str(tmp_path / "rows.tsv"),
+            "RECS": str(tmp_path / "recs.jsonl")}
+
+
+def test_expected_diagnostic_failure_is_labelled_and_does_not_fail(gds_env):
+    rc, out = lib("""
+        gds verify-x5-read --rc 0 --verr 0
+        gds_diag x5diag-region-read --rc 1 --verr 50560
+        gds_must_fail verify-x0-corrupt --rc 1 --verr 1
+        gdsv_verdict gpu_validate""", env=gds_env)
+    assert rc == 0, out
+    assert "DIAGNOSTIC (expected to fail): x5diag-region-read failed" in out and "verify_errors=50560" in out
+    assert "ok: verify-x0-corrupt failed as it had to" in out
+    assert out.strip().splitlines()[-1].startswith("gpu_validate: OK")
+    rows = open(gds_env["ROWS"]).read()
+    assert re.search(r"^x5diag-region-read\t.*DIAGNOSTIC \(expected to fail\) rc=1", rows, re.M), rows
+
+
+def test_any_other_verify_failure_fails_the_script_and_names_the_run(gds_env):
+    rc, out = lib("""
+        gds x5diag-slot-read --rc 1 --verr 50560
+        gds_diag x5diag-region-read --rc 1 --verr 7
+        gds seq-x0 --rc 0 --verr 0
+        gds_must_fail verify-x0-corrupt --rc 0 --verr 0
+        gdsv_verdict gpu_validate""", env=gds_env)
+    assert rc == 1, out
+    assert "correctness OK" not in out and "gpu_validate: OK" not in out
+    tail = out[out.index("gpu_validate: FAILED: 2 run(s)"):]
+    assert "x5diag-slot-read (rc=1, errors=0, verify_errors=50560, error: verify FAILED" in tail
+    assert "verify-x0-corrupt (passed but had to fail)" in tail
+    assert "x5diag-region-read" not in tail and "seq-x0" not in tail
+
+
+def test_gpu_scripts_end_with_the_verdict():
+    for name in ("gpu_validate.sh", "gpu_procs.sh"):
+        text = open(os.path.join(ROOT, "bench", name)).read()
+        assert text.rstrip().splitlines()[-1].startswith("gdsv_verdict "), name
+        assert "correctness OK" not in text
+    text = open(os.path.join(ROOT, "bench", "gpu_validate.sh")).read()
+    assert 'GDSBENCH_ASYNC_BUF=$m gds_diag "$name"' in text  # region runs are the diagnostics
+
+
+def test_bash_syntax_of_the_lab_scripts():
+    for path in ("bench/gpu_lib.sh", "bench/gpu_validate.sh", "bench/gpu_procs.sh", "scripts/gpu-commission.sh",
+                 "scripts/carry-wheels.sh"):
+        subprocess.run(["bash", "-n", os.path.join(ROOT, path)], check=True)
+
+
+# ---------------------------------------------------------------- modules, fio build
+
+def test_modules_come_from_proc_modules(tmp_path):
+    mods = tmp_path / "modules"
+    mods.write_text("nvme 61440 2 - Live 0x0\nnvidia 11370496 4 nvidia_uvm, Live 0x0\n")
+    rc, out = lib('gdsv_modules "%s"' % mods, env={"PATH": "/usr/bin:/bin"})
+    assert rc == 0 and "nvidia_fs: not loaded" in out and "also loaded: nvme nvidia" in out
+    mods.write_text("nvidia_fs 270336 0 - Live 0x0\nnvme_core 200704 3 nvme, Live 0x0\n")
+    rc, out = lib('gdsv_modules "%s"' % mods)
+    assert "nvidia_fs: loaded" in out and "also loaded: nvme_core" in out
+
+
+def fio_source(tmp_path, configure, make_rule):
+    src = tmp_path / "src" / "fio-3.33"
+    src.mkdir(parents=True)
+    executable(src / "configure", configure)
+    (src / "Makefile").write_text("all:\n\t%s\n" % make_rule)
+    tgz = tmp_path / "fio_3.33.orig.tar.gz"
+    with tarfile.open(str(tgz), "w:gz") as tar:
+        tar.add(str(src), arcname="fio-3.33")
+    return tgz
+
+
+@pytest.mark.parametrize("configure,make_rule,step,line", [
+    ("#!/bin/sh\necho 'ERROR: compiler check failed'\nexit 1\n", "true", "./configure --enable-libcufile",
+     "ERROR: compiler check failed"),
+    ("#!/bin/sh\necho 'libcufile                     no'\n: > config-host.h\n", "true",
+     "./configure: libcufile not enabled", "libcufile                     no"),
+    ("#!/bin/sh\necho '#define CONFIG_LIBCUFILE' > config-host.h\n", "echo 'engines/libcufile.c:12: error: boom'; exit 2",
+     "make -j", "engines/libcufile.c:12: error: boom"),
+])
+def test_fio_build_failure_names_the_step_and_shows_the_log(tmp_path, configure, make_rule, step, line):
+    tgz = fio_source(tmp_path, configure, make_rule)
+    log = tmp_path / "fio-build.log"
+    rc, out = lib('fio_build "%s" "%s" "%s"' % (tgz, tmp_path / "build", log), env={"CUDA_HOME": "/usr/local/cuda"})
+    assert rc == 1, out
+    assert "build FAILED at step: " + step in out, out
+    assert "  | " + line in out and line in log.read_text()
+
+
+def test_fio_build_success(tmp_path):
+    tgz = fio_source(tmp_path, "#!/bin/sh\necho '#define CONFIG_LIBCUFILE' > config-host.h\n",
+                     "printf '#!/bin/sh\\necho fio-3.33\\n' > fio && chmod +x fio")
+    rc, out = lib('fio_build "%s" "%s" "%s"' % (tgz, tmp_path / "build", tmp_path / "log"),
+                  env={"CUDA_HOME": "/usr/local/cuda"})
+    assert rc == 0 and "FAILED" not in out and (tmp_path / "build" / "fio").exists()
+
+
+# ---------------------------------------------------------------- carried wheels
+
+def manifest(kind):
+    with open(MANIFEST) as f:
+        return [line.split()[1] for line in f if line.split() and line.split()[0] == kind]
+
+
+def wheel_name(req):
+    name, version = req.split("==")
+    return "%s-%s-py3-none-any.whl" % (re.sub(r"[-_.]+", "_", name).lower(), version)
+
+
+def carry(*args, env=None):
+    proc = subprocess.run([CARRY, *args], capture_output=True, text=True, env=dict(os.environ, **(env or {})),
+                          timeout=120)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_manifest_lists_what_the_lab_needs_and_follows_requirements():
+    names = {r.split("==")[0].lower() for r in manifest("ansible")}
+    assert {"ansible-core", "resolvelib", "cryptography", "cffi", "pycparser", "pyyaml", "jinja2", "markupsafe",
+            "packaging", "nvidia-ml-py"} <= names
+    assert {"kvikio-cu13", "libkvikio-cu13", "rapids-logger"} <= {r.split("==")[0] for r in manifest("kvikio")}
+    assert set(manifest("collection")) == {"community.general", "ansible.posix"}
+    with open(os.path.join(ROOT, "requirements.txt")) as f:
+        pins = dict(line.strip().split("==") for line in f if "==" in line and not line.startswith("#"))
+    carried = dict(r.split("==") for r in manifest("ansible") + manifest("collections"))
+    for name in ("ansible", "PyYAML", "nvidia-ml-py"):
+        assert carried[name] == pins[name], name
+    assert carried["ansible-core"].startswith("2.19.")
+
+
+def test_a_missing_wheel_names_itself(tmp_path):
+    wanted = manifest("ansible")
+    for req in wanted[1:]:
+        (tmp_path / wheel_name(req)).write_text("")
+    (tmp_path / "ansible_core-2.18.0-py3-none-any.whl").write_text("")
+    rc, out = carry("check", "ansible", env={"WHEEL_DIR": str(tmp_path)})
+    assert rc == 1
+    missing = re.findall(r"^missing wheel: (\S+)", out, re.M)
+    assert missing == [wanted[0]], out
+    assert "found only ansible_core-2.18.0" in out and "make wheels" in out
+    rc, out = carry("install", "ansible", str(tmp_path / "site"), env={"WHEEL_DIR": str(tmp_path)})
+    assert rc == 1 and "missing wheel: " + wanted[0] in out and not (tmp_path / "site").exists()
+    (tmp_path / wheel_name(wanted[0])).write_text("")
+    assert carry("check", "ansible", env={"WHEEL_DIR": str(tmp_path)})[0] == 0
+    rc, out = carry("check", "collections", env={"WHEEL_DIR": str(tmp_path)})
+    assert rc == 1 and "collections.tgz" in out
+
+
+def fake_ansible_wheel(path, collections=("community/general", "ansible/posix", "amazon/aws")):
+    with zipfile.ZipFile(str(path), "w") as z:
+        for c in collections:
+            z.writestr("ansible_collections/%s/MANIFEST.json" % c, '{"collection_info": {}}')
+            z.writestr("ansible_collections/%s/plugins/modules/m.py" % c, "# module\n")
+        z.writestr("ansible-12.3.0.dist-info/METADATA", "Name: ansible\n")
+
+
+def test_collections_tarball_holds_the_listed_collections(tmp_path):
+    whl = tmp_path / "ansible-12.3.0-py3-none-any.whl"
+    fake_ansible_wheel(whl)
+    env = {"WHEEL_DIR": str(tmp_path / "whl")}
+    rc, out = carry("collections", str(whl), env=env)
+    assert rc == 0, out
+    with tarfile.open(str(tmp_path / "whl" / "collections.tgz")) as tar:
+        names = tar.getnames()
+    assert "ansible_collections/community/general/MANIFEST.json" in names
+    assert "ansible_collections/ansible/posix/plugins/modules/m.py" in names
+    assert not any("amazon" in n or "dist-info" in n for n in names)
+    rc, out = carry("install", "collections", str(tmp_path / "colls"), env=env)
+    assert rc == 0 and (tmp_path / "colls" / "ansible_collections" / "ansible" / "posix" / "MANIFEST.json").exists()
+    fake_ansible_wheel(whl, collections=("community/general",))
+    rc, out = carry("collections", str(whl), env=env)
+    assert rc == 1 and "no collection ansible.posix" in out
+
+
+FAKE_PIP = """#!/usr/bin/env python3
+import os, sys, zipfile
+a = sys.argv[1:]
+if a[:2] != ["-m", "pip"]:  # the tarball step runs Python itself
+    os.execvp("python3", ["python3"] + a)
+assert a[2] == "download", a
+open(os.environ["PIP_LOG"], "a").write(" ".join(a) + "\\n")
+dest, req = a[a.index("-d") + 1], a[-1]
+name, version = req.split("==")
+path = os.path.join(dest, "%s-%s-py3-none-any.whl" % (name.replace("-", "_").lower(), version))
+with zipfile.ZipFile(path, "w") as z:
+    for c in ("community/general", "ansible/posix"):
+        z.writestr("ansible_collections/%s/MANIFEST.json" % c, "{}")
+"""
+
+
+def test_download_fetches_every_listed_wheel_for_python_312(tmp_path):
+    pip = executable(tmp_path / "python", FAKE_PIP)
+    whl = tmp_path / "whl"
+    whl.mkdir()
+    (whl / "dask-2024.1.0-py3-none-any.whl").write_text("")   # an older version: replaced
+    env = {"WHEEL_DIR": str(whl), "CACHE_DIR": str(tmp_path / "cache"), "PYTHON": str(pip),
+           "PIP_LOG": str(tmp_path / "pip.log")}
+    rc, out = carry("download", env=env)
+    assert rc == 0, out
+    assert carry("check", "ansible", "kvikio", "collections", env=env)[0] == 0
+    assert not (whl / "dask-2024.1.0-py3-none-any.whl").exists()
+    assert not any(n.startswith("ansible-") for n in os.listdir(str(whl)))  # the big wheel stays behind
+    calls = open(env["PIP_LOG"]).read().splitlines()
+    assert len(calls) == len(manifest("ansible")) + len(manifest("kvikio")) + 1
+    for call in calls:
+        assert "--no-deps" in call and "--only-binary=:all:" in call and "--python-version 3.12" in call
+        assert "--platform manylinux2014_x86_64" in call and "--platform manylinux_2_28_x86_64" in call
+    rc, out = carry("download", env=env)                        # a second run fetches nothing
+    assert rc == 0 and len(open(env["PIP_LOG"]).read().splitlines()) == len(calls)
