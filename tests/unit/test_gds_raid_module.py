@@ -9,7 +9,7 @@ from contextlib import redirect_stdout
 import pytest
 import simtree
 
-from ansible.module_utils import basic
+from ansible.module_utils import basic, gds_raid_host
 from ansible.module_utils.gds_affinity import discover
 from ansible.module_utils.testing import patch_module_args
 
@@ -131,8 +131,8 @@ class FakeSystem(object):
 
 
 def run_in_process(mod, args, fake, monkeypatch, check_mode=False):
-    monkeypatch.setattr(mod, "_is_live", lambda _root: True)
-    monkeypatch.setattr(mod, "DEV_MD", "/nonexistent-dev-md")
+    monkeypatch.setattr(gds_raid_host, "_is_live", lambda _root: True)
+    monkeypatch.setattr(gds_raid_host, "DEV_MD", "/nonexistent-dev-md")
     monkeypatch.setattr(basic.AnsibleModule, "run_command",
                         lambda self, args, **kw: fake.run_command(args, **kw))
     tools = {"mdadm", "blkid", "wipefs", "udevadm", "update-initramfs", "umount", "mkfs.ext4"}
@@ -227,8 +227,8 @@ def test_partition_held_by_device_mapper_refuses_its_drive(module_runner, sim_no
 def test_missing_mdadm_is_a_clear_failure_before_anything_runs(a100, tmp_path, monkeypatch):
     fake = FakeSystem()
     mod = load_module()
-    monkeypatch.setattr(mod, "_is_live", lambda _root: True)
-    monkeypatch.setattr(mod, "DEV_MD", "/nonexistent-dev-md")
+    monkeypatch.setattr(gds_raid_host, "_is_live", lambda _root: True)
+    monkeypatch.setattr(gds_raid_host, "DEV_MD", "/nonexistent-dev-md")
     monkeypatch.setattr(basic.AnsibleModule, "run_command",
                         lambda self, args, **kw: fake.run_command(args, **kw))
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path",
