@@ -746,13 +746,14 @@ def plan_text(the_plan):
                      + [a.get("text") or describe(a) for a in the_plan.get("actions") or []])
 
 
-def raid_checks(the_plan, arrays, group_by="affinity", run_mode="apply", changed=False,
-                p2pdma=False, refused_verdict="WARN"):
+def raid_checks(the_plan, md_data_arrays=(), group_by="affinity", run_mode="apply",
+                changed=False, p2pdma=False, refused_verdict="WARN"):
     """The report checks: ``raid: plan`` (or ``raid: md RAID with P2PDMA``) and one per array.
 
-    ``arrays`` are the module's arrays after this run (``status`` kept, created, planned,
-    existing). ``p2pdma``: the node uses GDS through PCI P2PDMA, which NVIDIA does not support on
-    md RAID, so arrays are only planned and any md data array is a FAIL.
+    ``md_data_arrays``: the devices of the md arrays on the node that hold data drives (what
+    exists, since with P2PDMA nothing is applied). ``p2pdma``: the node uses GDS through PCI
+    P2PDMA, which NVIDIA does not support on md RAID, so arrays are only planned and any md data
+    array is a FAIL.
     """
     if run_mode not in RUN_MODES:
         raise RaidError("run mode must be one of %s, got %r" % (", ".join(RUN_MODES), run_mode))
@@ -767,7 +768,7 @@ def raid_checks(the_plan, arrays, group_by="affinity", run_mode="apply", changed
     pending = bool(the_plan.get("actions"))
     checks = []
     if p2pdma:
-        present = [a["device"] for a in arrays if a.get("status") != "planned"]
+        present = list(md_data_arrays)
         checks.append(check(
             "raid: md RAID with P2PDMA", "FAIL" if present else "SKIP",
             "no md RAID (gds_mode p2pdma)", ",".join(present) or "none",

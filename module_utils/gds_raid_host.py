@@ -98,7 +98,8 @@ class RaidHost(object):
                                      and not (p["plan_only"] or p["p2pdma"]))
         result["mounts"] = self.persistent_mounts(arrays, desired, the_plan, state["mounts"])
         result["arrays"] = arrays
-        result["checks"] = raid_checks(the_plan, arrays, p["group_by"], self.run_mode(),
+        result["checks"] = raid_checks(the_plan, self.md_data_arrays(existing, state["system"]),
+                                       p["group_by"], self.run_mode(),
                                        changed=result["changed"], p2pdma=p["p2pdma"],
                                        refused_verdict=p["refused_verdict"])
         return result
@@ -127,6 +128,13 @@ class RaidHost(object):
         disk_mounts = mounted_disks(p["procfs_root"], p["sysfs_root"], mounts=mounts,
                                     mdstat=mdstat)
         return {"mdstat": mdstat, "mounts": mounts, "system": system, "disk_mounts": disk_mounts}
+
+    def md_data_arrays(self, existing, system):
+        """Devices of the md arrays that hold data drives (topology NVMe, not the OS's)."""
+        data = {d.get("name") for d in self.params["topology"].get("nvme") or []
+                if isinstance(d, dict)} - set(system)
+        return [e["device"] for e in existing
+                if set(e["members"]) & data and not set(e["members"]) & set(system)]
 
     def make_plan(self, desired, state):
         p = self.params
