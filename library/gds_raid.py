@@ -35,8 +35,8 @@ options:
     required: true
   enabled:
     description:
-      - C(false) plans and changes nothing, and returns only a C(raid: plan) SKIP check saying so
-        (the options are still validated).
+      - "C(false) plans and changes nothing, and returns only a C(raid: plan) SKIP check saying so
+        (the options are still validated)."
     type: bool
     default: true
   group_by:
@@ -78,13 +78,13 @@ options:
     default: false
   p2pdma:
     description:
-      - The node uses GDS through PCI P2PDMA, which NVIDIA does not support on md RAID. The arrays
+      - "The node uses GDS through PCI P2PDMA, which NVIDIA does not support on md RAID. The arrays
         are planned but never created, and the check C(raid: md RAID with P2PDMA) FAILs when md
-        data arrays exist.
+        data arrays exist."
     type: bool
     default: false
   refused_verdict:
-    description: Verdict of the C(raid: plan) check when part of the plan is refused.
+    description: "Verdict of the C(raid: plan) check when part of the plan is refused."
     type: str
     choices: [WARN, FAIL]
     default: WARN
@@ -203,10 +203,10 @@ initramfs:
   type: dict
 checks:
   description:
-    - The report checks C({name, verdict, expected, actual, detail?}) - C(raid: plan) (or
+    - "The report checks C({name, verdict, expected, actual, detail?}): C(raid: plan) (or
       C(raid: md RAID with P2PDMA) with O(p2pdma)) and one C(raid: <name> (GPUs ...)) per planned
-      array. Verdicts follow how the module ran (applied, check mode, plan only) and
-      O(refused_verdict).
+      array."
+    - Verdicts follow how the module ran (applied, check mode, plan only) and O(refused_verdict).
   returned: always
   type: list
   elements: dict
