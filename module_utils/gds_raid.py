@@ -403,8 +403,10 @@ class ArrayPlanner(object):
         for planned_idx, present_idx in _components(self.desired, self.existing):
             planned = [dict(self.desired[i]) for i in planned_idx]
             present = [self.existing[j] for j in present_idx]
+            # the OS's own array is never kept as a data array: it is refused below
             if len(planned) == 1 and len(present) == 1 \
-                    and set(planned[0]["members"]) == set(present[0]["members"]):
+                    and set(planned[0]["members"]) == set(present[0]["members"]) \
+                    and not set(present[0]["members"]) & self.system:
                 self.keep(planned[0], present[0])
                 continue
             reasons, free_mounts = self.refusals(planned, present)

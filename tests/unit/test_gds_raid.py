@@ -461,3 +461,17 @@ def test_mkfs_command_refuses_options_that_name_a_device():
     mkfs = ops(run_plan(TWO_GROUPS), "mkfs")[0]
     with pytest.raises(RaidError, match="mkfs_options"):
         command(mkfs, ["/dev/nvme2n1p1"])
+
+
+def test_system_array_matching_a_planned_array_is_not_kept_as_data():
+    """Facts that put exactly the OS array's drives into a group: refused, never "kept" (which
+    would format it when it has no filesystem, mount it and hand it to the benchmark)."""
+    facts = topo({"nvme0n1": "s1", "nvme1n1": "s1"},
+                 groups=[{"id": 1, "gpus": [0], "nvme": ["nvme0n1", "nvme1n1"]}])
+    mdstat = "md0 : active raid1 nvme1n1p2[1] nvme0n1p2[0]\n      100 blocks super 1.2 [2/2] [UU]\n"
+    for mounts, fstypes in (("/dev/md0 / ext4 rw 0 0\n", None), ("", {"/dev/md0": None})):
+        result = run_plan(facts, mdstat, mounts, system={"nvme0n1", "nvme1n1"}, fstypes=fstypes,
+                          allow_destroy=True, allow_unmount=True)
+        assert [a["action"] for a in result["arrays"]] == ["refuse"]
+        assert "md0 holds system drives nvme0n1,nvme1n1" in result["refused"][0]["reason"]
+        assert result["actions"] == [] and result["result"] == []
