@@ -33,6 +33,12 @@ options:
     description: The C(gds_topology) facts (module gds_topology); C(nvme) and C(groups) are used.
     type: dict
     required: true
+  enabled:
+    description:
+      - "C(false) plans and changes nothing, and returns only a C(raid: plan) SKIP check saying so
+        (the options are still validated)."
+    type: bool
+    default: true
   group_by:
     description:
       - C(affinity) plans one array per topology group with data drives.
@@ -42,11 +48,20 @@ options:
     choices: [affinity, switch]
     default: affinity
   mount_prefix:
-    description: Mount points are this prefix followed by the array number (C(/raid1), C(/raid2)...).
-    type: path
+    description:
+      - Mount points are this prefix followed by the array number (C(/raid1), C(/raid2)...).
+      - An absolute, normalised path (no C(.) or C(..) component, no C(//), no spaces or shell
+        characters), not C(/), and not inside a system directory (C(/boot), C(/etc), C(/usr),
+        C(/var), C(/dev), C(/proc), C(/sys), C(/run), C(/root), C(/bin), C(/sbin), C(/lib*),
+        C(/snap)). Anything else fails before anything is read or planned.
+    type: str
     default: /raid
   name_prefix:
-    description: md array names are this prefix followed by the array number (C(/dev/md/raid1)).
+    description:
+      - md array names are this prefix followed by the array number (C(/dev/md/raid1)).
+      - Letters, digits, C(_), C(-) and C(.), starting with a letter or digit, no C(..), not only
+        digits, at most 29 characters (mdadm names have at most 32, the number takes up to 3), so
+        that every array stays a name under C(/dev/md/).
     type: str
     default: raid
   chunk_kb:
@@ -61,6 +76,18 @@ options:
     description: Allow unmounting an array or drive that is regrouped (needs O(allow_destroy) too).
     type: bool
     default: false
+  p2pdma:
+    description:
+      - "The node uses GDS through PCI P2PDMA, which NVIDIA does not support on md RAID. The arrays
+        are planned but never created, and the check C(raid: md RAID with P2PDMA) FAILs when md
+        data arrays exist."
+    type: bool
+    default: false
+  refused_verdict:
+    description: "Verdict of the C(raid: plan) check when part of the plan is refused."
+    type: str
+    choices: [WARN, FAIL]
+    default: WARN
   plan_only:
     description:
       - Only plan; run no command at all, not even read-only probes (simulated nodes, whose procfs
@@ -85,7 +112,11 @@ options:
     type: bool
     default: true
   mkfs_options:
-    description: Extra mkfs.ext4 arguments, placed before the device.
+    description:
+      - Extra mkfs.ext4 arguments, placed before the device, one argument per item (C([-m, "0"])).
+      - Items are single words (no spaces, quotes or shell characters); an item that is not an
+        option must be the value of the mke2fs option before it, so that no item can name another
+        device to format.
     type: list
     elements: str
     default: []
@@ -170,6 +201,15 @@ initramfs:
   description: Whether the initramfs was refreshed, and with which command.
   returned: always
   type: dict
+checks:
+  description:
+    - "The report checks C({name, verdict, expected, actual, detail?}): C(raid: plan) (or
+      C(raid: md RAID with P2PDMA) with O(p2pdma)) and one C(raid: <name> (GPUs ...)) per planned
+      array."
+    - Verdicts follow how the module ran (applied, check mode, plan only) and O(refused_verdict).
+  returned: always
+  type: list
+  elements: dict
 drift:
   description: Differences between the planned and the present arrays that this run would change
     (empty with plan_only).
@@ -178,275 +218,37 @@ drift:
   elements: dict
 """
 
-import os
-import tempfile
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gds_files import listdir
-from ansible.module_utils.gds_procfs import (
-    ProcfsError, base_disk, mounted_disks, read_mdstat, read_mounts, read_swaps, system_disks,
+from ansible.module_utils.gds_procfs import ProcfsError
+from ansible.module_utils.gds_raid import RaidError
+from ansible.module_utils.gds_raid_host import RaidHost
+
+ARGUMENT_SPEC = dict(
+    topology=dict(type="dict", required=True),
+    enabled=dict(type="bool", default=True),
+    group_by=dict(type="str", default="affinity", choices=["affinity", "switch"]),
+    mount_prefix=dict(type="str", default="/raid"),
+    name_prefix=dict(type="str", default="raid"),
+    chunk_kb=dict(type="int", default=512),
+    allow_destroy=dict(type="bool", default=False),
+    allow_unmount=dict(type="bool", default=False),
+    plan_only=dict(type="bool", default=False),
+    p2pdma=dict(type="bool", default=False),
+    refused_verdict=dict(type="str", default="WARN", choices=["WARN", "FAIL"]),
+    procfs_root=dict(type="path", default="/proc"),
+    sysfs_root=dict(type="path", default="/sys"),
+    mdadm_conf=dict(type="path"),
+    update_initramfs=dict(type="bool", default=True),
+    mkfs_options=dict(type="list", elements="str", default=[]),
 )
-from ansible.module_utils.gds_raid import (
-    RaidError, command, describe, desired_arrays, existing_arrays, parse_detail_export, plan,
-    update_mdadm_conf,
-)
-
-EXECUTED_OPS = ("umount", "stop", "zero_superblock", "wipe", "create", "mkfs")
-
-
-DEV_MD = "/dev/md"
-
-
-def _is_live(procfs_root):
-    """True when procfs_root is this system's /proc (commands then act on the devices it shows)."""
-    return os.path.realpath(procfs_root) == "/proc"
-
-
-_listdir = listdir
-
-
-class Runner(object):
-    def __init__(self, module):
-        self.module = module
-        self.executed = []
-
-    def probe(self, argv):
-        """A read-only command; returns (rc, stdout)."""
-        rc, out, _err = self.module.run_command(argv, check_rc=False)
-        return rc, out
-
-    def run(self, argv, **extra):
-        rc, out, err = self.module.run_command(argv, check_rc=False)
-        self.executed.append(argv)
-        if rc != 0:
-            self.module.fail_json(msg="%s failed (rc=%d): %s" % (" ".join(argv), rc,
-                                                                (err or out).strip()),
-                                  cmd=argv, rc=rc, stdout=out, stderr=err,
-                                  executed=self.executed, **extra)
-        return out
-
-
-def _probe_inputs(runner, mdstat, candidates):
-    """Details of each array, /dev/md/<name> aliases, signatures of free drives, array fstypes."""
-    mdadm = runner.module.get_bin_path("mdadm")
-    details, aliases, fstypes, signatures = {}, {}, {}, {}
-    for name in mdstat:
-        if mdadm:
-            rc, out = runner.probe([mdadm, "--detail", "--export", "/dev/" + name])
-            if rc == 0:
-                details[name] = parse_detail_export(out)
-    for entry in _listdir(DEV_MD):
-        real = os.path.realpath(os.path.join(DEV_MD, entry))
-        aliases["/dev/md/" + entry] = os.path.basename(real)
-    blkid = runner.module.get_bin_path("blkid")
-    for name in mdstat:
-        devname = details.get(name, {}).get("MD_DEVNAME")
-        device = "/dev/md/" + devname if devname else "/dev/" + name
-        fstypes[device] = None
-        if blkid:
-            rc, out = runner.probe([blkid, "-p", "-o", "value", "-s", "TYPE", "/dev/" + name])
-            fstypes[device] = (out.strip() or None) if rc == 0 else None
-    wipefs = runner.module.get_bin_path("wipefs", required=True)
-    for disk in candidates:
-        rc, out = runner.probe([wipefs, "--noheadings", "--output", "TYPE", "/dev/" + disk])
-        if rc != 0:
-            runner.module.fail_json(msg="cannot probe /dev/%s for signatures (wipefs rc=%d)"
-                                    % (disk, rc))
-        signatures[disk] = sorted({t.strip() for t in out.splitlines() if t.strip()})
-    return details, aliases, fstypes, signatures
-
-
-def _fs_uuid(runner, device):
-    blkid = runner.module.get_bin_path("blkid")
-    if not blkid:
-        return None
-    rc, out = runner.probe([blkid, "-p", "-o", "value", "-s", "UUID", device])
-    return (out.strip() or None) if rc == 0 else None
-
-
-def _default_mdadm_conf():
-    return "/etc/mdadm/mdadm.conf" if os.path.isdir("/etc/mdadm") else "/etc/mdadm.conf"
-
-
-def _persist(module, runner, conf_path, created, stops):
-    """mdadm.conf entries for created arrays, none for stopped ones. Returns changed."""
-    try:
-        with open(conf_path) as handle:
-            before = handle.read()
-    except FileNotFoundError:
-        before = ""
-    except OSError as exc:
-        module.fail_json(msg="cannot read %s: %s" % (conf_path, exc), executed=runner.executed)
-    lines = []
-    for device in created:
-        out = runner.run(["mdadm", "--detail", "--brief", device])
-        lines.extend(l for l in out.splitlines() if l.startswith("ARRAY"))
-    after = update_mdadm_conf(before, [s["uuid"] for s in stops], lines)
-    if after == before:
-        return False
-    if before and os.path.exists(conf_path):
-        module.backup_local(conf_path)
-    directory = os.path.dirname(conf_path) or "."
-    if not os.path.isdir(directory):
-        os.makedirs(directory)
-    fd, tmp = tempfile.mkstemp(prefix=".mdadm.conf.", dir=directory)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(after)
-    os.chmod(tmp, 0o644)
-    module.atomic_move(tmp, conf_path)
-    return True
-
-
-def _drift(the_plan, existing):
-    by_disk = {d: e for e in existing for d in e["members"]}
-    items = []
-    for entry in the_plan["arrays"]:
-        if entry["action"] == "refuse":
-            continue
-        members = ",".join(entry["members"])
-        if entry["action"] == "create":
-            holders = {by_disk[d]["name"] for d in entry["members"] if d in by_disk}
-            actual = "; ".join("%s: %s" % (e["name"], ",".join(e["members"]))
-                               for e in existing if e["name"] in holders) or "no array"
-            items.append({"setting": "raid: %s members" % entry["name"],
-                          "expected": "%s at %s" % (members, entry["mount"]), "actual": actual})
-    for action in the_plan["actions"]:
-        if action["op"] == "mount" and not any(a["op"] == "create" and a["device"] == action["device"]
-                                               for a in the_plan["actions"]):
-            items.append({"setting": "raid: %s mount" % action["device"],
-                          "expected": action["path"], "actual": "not mounted"})
-    return items
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            topology=dict(type="dict", required=True),
-            group_by=dict(type="str", default="affinity", choices=["affinity", "switch"]),
-            mount_prefix=dict(type="path", default="/raid"),
-            name_prefix=dict(type="str", default="raid"),
-            chunk_kb=dict(type="int", default=512),
-            allow_destroy=dict(type="bool", default=False),
-            allow_unmount=dict(type="bool", default=False),
-            plan_only=dict(type="bool", default=False),
-            procfs_root=dict(type="path", default="/proc"),
-            sysfs_root=dict(type="path", default="/sys"),
-            mdadm_conf=dict(type="path"),
-            update_initramfs=dict(type="bool", default=True),
-            mkfs_options=dict(type="list", elements="str", default=[]),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
-    live = _is_live(p["procfs_root"])
-    if not live and not p["plan_only"] and not module.check_mode:
-        module.fail_json(msg="procfs_root %s is not this system's /proc: commands would act on the "
-                             "controller's own devices, not on that tree; use plan_only=true"
-                             % p["procfs_root"])
-    probing = live and not p["plan_only"]
-    runner = Runner(module)
-    topology = p["topology"]
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     try:
-        mdstat = read_mdstat(p["procfs_root"])
-        mounts = read_mounts(p["procfs_root"])
-        swaps = read_swaps(p["procfs_root"])
-        system = system_disks(p["procfs_root"], p["sysfs_root"], mounts=mounts, swaps=swaps,
-                              mdstat=mdstat)
-        disk_mounts = mounted_disks(p["procfs_root"], p["sysfs_root"], mounts=mounts, mdstat=mdstat)
-    except ProcfsError as exc:
+        result = RaidHost(module).run()
+    except (RaidError, ProcfsError) as exc:
         module.fail_json(msg=str(exc))
-    system |= {d.get("name") for d in topology.get("nvme") or [] if isinstance(d, dict)
-               and d.get("system")}
-    try:
-        desired = desired_arrays(topology, p["group_by"], p["mount_prefix"], p["name_prefix"])
-    except RaidError as exc:
-        module.fail_json(msg=str(exc))
-    planned_disks = sorted({d for a in desired for d in a["members"]})
-    in_arrays = {base_disk(m["device"]) for info in mdstat.values() for m in info["members"]}
-    details = aliases = fstypes = signatures = None
-    if probing:
-        details, aliases, fstypes, signatures = _probe_inputs(
-            runner, mdstat, [d for d in planned_disks if d not in in_arrays])
-    holders = {}
-    for name in list(mdstat) + planned_disks:
-        block = os.path.join(p["sysfs_root"], "block", name)
-        holders[name] = _listdir(os.path.join(block, "holders"))
-        for part in _listdir(block):  # partitions: LVM or dm on nvme0n1p1 holds nvme0n1 too
-            if part.startswith(name):
-                holders[name] += _listdir(os.path.join(block, part, "holders"))
-    existing = existing_arrays(mdstat, mounts, details=details, aliases=aliases,
-                               disk_mounts=disk_mounts, holders=holders)
-    try:
-        the_plan = plan(desired, existing, system=system, disk_mounts=disk_mounts, mounts=mounts,
-                        signatures=signatures, disk_holders=holders, fstypes=fstypes,
-                        allow_destroy=p["allow_destroy"], allow_unmount=p["allow_unmount"],
-                        chunk_kb=p["chunk_kb"], topology=topology)
-    except RaidError as exc:
-        module.fail_json(msg=str(exc))
-    conf_path = p["mdadm_conf"] or _default_mdadm_conf()
-    if any(a["op"] in ("create", "stop") for a in the_plan["actions"]):
-        the_plan["actions"].append({"op": "persist", "path": conf_path})
-    for action in the_plan["actions"]:
-        action["text"] = describe(action) if action["op"] != "persist" else (
-            "record the arrays in %s and refresh the initramfs%s" % (
-                conf_path, "" if p["update_initramfs"] else " (disabled)"))
-        action["cmd"] = command(action, p["mkfs_options"])
-    the_plan["group_by"] = p["group_by"]
-    pending = [a for a in the_plan["actions"] if a["op"] in EXECUTED_OPS]
-    mount_actions = [a for a in the_plan["actions"] if a["op"] == "mount"]
-    result = dict(changed=False, plan=the_plan, existing=existing, executed=runner.executed,
-                  fstab_remove=[a["path"] for a in the_plan["actions"] if a["op"] == "fstab_remove"],
-                  mdadm_conf={"path": conf_path, "changed": False},
-                  initramfs={"needed": False, "ran": None},
-                  drift=[] if p["plan_only"] else _drift(the_plan, existing))
-    arrays = [dict(a) for a in the_plan["result"]]
-    applying = not (module.check_mode or p["plan_only"])
-    if not applying:
-        for array in arrays:
-            if array["status"] == "created":
-                array["status"] = "planned"
-        result["changed"] = bool(module.check_mode and (pending or mount_actions)
-                                 and not p["plan_only"])
-    else:
-        for tool in sorted({a["cmd"][0] for a in pending}):
-            if not module.get_bin_path(tool):
-                module.fail_json(msg="%s is not installed on this node; the plan needs it (%s)"
-                                 % (tool, "; ".join(the_plan["summary"])), plan=the_plan)
-        settle = module.get_bin_path("udevadm")
-        for action in pending:
-            runner.run(action["cmd"])
-            if action["op"] == "create" and settle:
-                runner.run([settle, "settle"])
-        created = [a["device"] for a in pending if a["op"] == "create"]
-        if created or the_plan["stops"]:
-            conf_changed = _persist(module, runner, conf_path, created, the_plan["stops"])
-            result["mdadm_conf"]["changed"] = conf_changed
-            if conf_changed and p["update_initramfs"]:
-                tool = module.get_bin_path("update-initramfs")
-                argv = [tool, "-u"] if tool else None
-                if not argv and module.get_bin_path("dracut"):
-                    argv = [module.get_bin_path("dracut"), "-f"]
-                result["initramfs"] = {"needed": True, "ran": argv}
-                if argv:
-                    runner.run(argv)
-                else:
-                    module.warn("mdadm.conf changed but neither update-initramfs nor dracut was "
-                                "found: refresh the initramfs by hand")
-        result["changed"] = bool(runner.executed)
-    # persistent mounts: the arrays mounted at the planned mount point (new or ours from before)
-    planned_mounts = {a["mount"] for a in desired}
-    mounts_out = []
-    for array in arrays:
-        if array["status"] == "existing" or array["mount"] not in planned_mounts:
-            continue
-        uuid = _fs_uuid(runner, array["device"]) if probing and array["status"] != "planned" else None
-        fstype = next((a["fstype"] for a in mount_actions if a["device"] == array["device"]),
-                      None) or next((m["fstype"] for m in mounts if m["target"] == array["mount"]),
-                                    "ext4")
-        mounts_out.append({"path": array["mount"], "src": "UUID=" + uuid if uuid else array["device"],
-                           "fstype": fstype, "device": array["device"], "name": array["name"]})
-    result["mounts"] = mounts_out
-    result["arrays"] = arrays
     module.exit_json(**result)
 
 

@@ -5,8 +5,14 @@
 
 Everything here is a pure function of plain data (the ``gds_topology`` facts, parsed
 /proc/mdstat and /proc/mounts, optional ``mdadm --detail --export`` and ``wipefs`` probes), so
-that the planning can be tested on the guide's systems without a kernel. ``library/gds_raid.py``
-reads the inputs, calls :func:`plan`, and runs :func:`command` for each action it executes.
+that the planning can be tested on the guide's systems without a kernel.
+``gds_raid_host.RaidHost`` reads the inputs on the node, calls :func:`plan`, runs :func:`command`
+for each action it executes and turns the outcome into report checks (:func:`raid_checks`).
+
+Names and paths that come from variables are validated before anything is planned
+(:func:`validate_options`): md names are plain names that stay under /dev/md/, mount points are
+absolute, normalised and outside the OS's directories, mkfs options are separate words that
+cannot name another device.
 
 Naming: a created array is ``/dev/md/<name_prefix>N`` (``--name=<name_prefix>N`` in the
 superblock), mounted at ``<mount_prefix>N`` (the guide's Table 5: /raid1 ... /raid4). N counts the
@@ -14,7 +20,7 @@ planned arrays in order (group id order for affinity grouping; first drive for s
 so on a node where every group has drives N is the affinity group id. Named arrays keep their
 ``/dev/md/`` name across reboots and renumbering, which ``/dev/mdN`` numbers do not.
 
-Safety rules (docs/architecture.md, safety), applied per *component*: the planned arrays and the existing
+Safety rules, applied per *component*: the planned arrays and the existing
 arrays that share drives with them, since stopping one existing array affects every planned array
 that takes one of its drives. A component is refused, with the reason, when an existing array in it
 holds a system drive, holds a drive that no planned array uses, is used by another block layer
@@ -24,8 +30,10 @@ false. An existing array whose members equal a planned array is kept as it is.
 """
 from __future__ import annotations
 
+import os
 import re
 
+from ansible.module_utils.gds_checks import check
 from ansible.module_utils.gds_procfs import base_disk
 
 DEFAULT_CHUNK_KB = 512          # DGX OS creates its data RAID0 with 512 KiB chunks
@@ -36,6 +44,17 @@ _NATURAL = re.compile(r"(\d+)")
 
 class RaidError(Exception):
     """Invalid planning input; the message names the offending option or fact."""
+
+
+# the nvme_raid role's variable behind each module flag, named in refusals so that the reason
+# says what to set whichever way the module was called
+ROLE_FLAGS = {"allow_destroy": "gds_raid_allow_destroy", "allow_unmount": "gds_raid_allow_unmount"}
+
+
+def flag_hint(flag, value=None):
+    """``allow_destroy is false (role variable gds_raid_allow_destroy)``, or without the value."""
+    text = flag if value is None else "%s is %s" % (flag, str(value).lower())
+    return "%s (role variable %s)" % (text, ROLE_FLAGS[flag])
 
 
 def natural_key(text):
@@ -67,6 +86,113 @@ def stripe_geometry(chunk_kb, ndisks, block_bytes=FS_BLOCK_BYTES):
     return {"stride": stride, "stripe_width": stride * ndisks}
 
 
+# --------------------------------------------------------------------------------------------
+# Names and paths from variables: they end up in device paths, mount points and command lines
+# --------------------------------------------------------------------------------------------
+NAME_MAX = 32                   # mdadm refuses longer array names
+NAME_PREFIX_MAX = NAME_MAX - 3  # room for the array number (up to 999 arrays)
+DEV_MD = "/dev/md"
+# mdadm's portable names; a leading "-" or "." would read as an option or a hidden file
+_NAME_PREFIX = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# kernel block device names as they appear under /sys/block (nvme0n1, sda, vdb)
+_DISK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+# no whitespace (fstab separates its fields with it) and nothing a shell or fstab would read
+_MOUNT_PATH = re.compile(r"^/[A-Za-z0-9_.+@:,/-]*$")
+# where a data array must never be mounted: the OS's own trees
+SYSTEM_DIRS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc",
+               "/root", "/run", "/sbin", "/snap", "/sys", "/usr", "/var")
+# one mkfs argument: option letters, values such as stride=8,^has_journal or a file path
+_MKFS_WORD = re.compile(r"^[A-Za-z0-9_.,:=+%^@/-]+$")
+# mke2fs options that take the next argument as their value (its getopt string)
+MKFS_OPTIONS_WITH_VALUE = "bdegilmorstCEGIJLMNORTUz"
+
+
+def validate_name_prefix(prefix):
+    """``name_prefix`` makes ``/dev/md/<prefix>N`` and ``--name=<prefix>N``: a plain name."""
+    if not isinstance(prefix, str) or not prefix:
+        raise RaidError("name_prefix must be a non-empty string, got %r" % (prefix,))
+    if ".." in prefix or "/" in prefix or not _NAME_PREFIX.match(prefix):
+        raise RaidError("name_prefix %r: an md array name takes letters, digits, '_', '-' and '.' "
+                        "(starting with a letter or digit, no '..', no '/')" % (prefix,))
+    if prefix.isdigit():
+        raise RaidError("name_prefix %r: a numeric md name means /dev/md<N>, the kernel's own "
+                        "numbering; start it with a letter" % (prefix,))
+    if len(prefix) > NAME_PREFIX_MAX:
+        raise RaidError("name_prefix %r is %d characters: mdadm takes names of at most %d, and the "
+                        "array number needs 3" % (prefix, len(prefix), NAME_MAX))
+    return prefix
+
+
+def validate_mount_prefix(prefix):
+    """``mount_prefix`` makes ``<prefix>N``: absolute, normalised, outside the OS's trees.
+
+    Returns the prefix without trailing slashes (``/data/gds/`` -> ``/data/gds``)."""
+    if not isinstance(prefix, str) or not prefix.startswith("/"):
+        raise RaidError("mount_prefix must be an absolute path, got %r" % (prefix,))
+    stripped = prefix.rstrip("/")
+    if not stripped:
+        raise RaidError("mount_prefix %r: the arrays cannot be mounted at the root directory"
+                        % (prefix,))
+    if not _MOUNT_PATH.match(stripped):
+        raise RaidError("mount_prefix %r: a mount point takes letters, digits and _ . + @ : , - / "
+                        "only (no spaces, quotes or shell characters)" % (prefix,))
+    parts = stripped.split("/")[1:]
+    if any(part in ("", ".", "..") for part in parts):
+        raise RaidError("mount_prefix %r is not a normalised path (no '.', '..' or '//')"
+                        % (prefix,))
+    first = stripped + "1"
+    for system in SYSTEM_DIRS:
+        if first == system or first.startswith(system + "/"):
+            raise RaidError("mount_prefix %r: %s is in the system directory %s, which a data "
+                            "array must not cover" % (prefix, first, system))
+    return stripped
+
+
+def validate_mkfs_options(options):
+    """``mkfs_options``: separate arguments for mkfs.ext4 that cannot name another device.
+
+    Every argument is one word; a word that is not an option must be the value of the option
+    before it (``-m 0``), so that the array stays mkfs's only device argument."""
+    if not isinstance(options, (list, tuple)):
+        raise RaidError("mkfs_options must be a list of strings, got %r" % (options,))
+    previous = None
+    for index, word in enumerate(options):
+        where = "mkfs_options[%d] %r" % (index, word)
+        if not isinstance(word, str) or not word:
+            raise RaidError("%s: each argument must be a non-empty string" % where)
+        if not _MKFS_WORD.match(word):
+            raise RaidError("%s: one argument per item, without spaces, quotes or shell "
+                            "characters" % where)
+        if word.startswith("-"):
+            previous = word
+            continue
+        takes_value = previous is not None and len(previous) == 2 \
+            and previous[1] in MKFS_OPTIONS_WITH_VALUE
+        if not takes_value:
+            raise RaidError("%s is not the value of an option: mkfs.ext4 would take it as the "
+                            "device to format" % where)
+        if word.startswith("/dev/"):
+            raise RaidError("%s: a device path has no place in mkfs options" % where)
+        previous = None
+    return list(options)
+
+
+def validate_disk_name(name, where):
+    """A drive name from the facts: it becomes ``/dev/<name>`` in commands."""
+    if not isinstance(name, str) or ".." in name or not _DISK_NAME.match(name):
+        raise RaidError("%s: %r is not a block device name (such as nvme0n1)" % (where, name))
+    return name
+
+
+def validate_options(name_prefix="raid", mount_prefix="/raid", mkfs_options=(),
+                     chunk_kb=DEFAULT_CHUNK_KB):
+    """Every name and path option at once, before anything is probed or planned."""
+    validate_name_prefix(name_prefix)
+    validate_mount_prefix(mount_prefix)
+    validate_mkfs_options(list(mkfs_options))
+    validate_chunk(chunk_kb)
+
+
 def desired_arrays(topology, group_by="affinity", mount_prefix="/raid", name_prefix="raid"):
     """The arrays the node should have: [{index, name, device, mount, members, gpus, group}].
 
@@ -81,11 +207,13 @@ def desired_arrays(topology, group_by="affinity", mount_prefix="/raid", name_pre
         if not isinstance(topology.get(key), list):
             raise RaidError("topology.%s is missing or not a list: pass ansible_facts['gds_topology']"
                             % key)
+    validate_name_prefix(name_prefix)
+    mount_base = validate_mount_prefix(mount_prefix)
     drives = {}
-    for drive in topology["nvme"]:
+    for index, drive in enumerate(topology["nvme"]):
         if not isinstance(drive, dict) or "name" not in drive:
             raise RaidError("topology.nvme entries need a name: %r" % (drive,))
-        drives[drive["name"]] = drive
+        drives[validate_disk_name(drive["name"], "topology.nvme[%d].name" % index)] = drive
     data = {name for name, d in drives.items() if not d.get("system")}
     gpus_of_drive = {}
     for group in topology["groups"]:
@@ -112,13 +240,17 @@ def desired_arrays(topology, group_by="affinity", mount_prefix="/raid", name_pre
     else:
         raise RaidError("group_by must be 'affinity' or 'switch', got %r" % (group_by,))
 
-    prefix = mount_prefix.rstrip("/") or "/raid"
     result = []
     for index, (group, members, gpus) in enumerate(sets, start=1):
         name = "%s%d" % (name_prefix, index)
-        result.append({"index": index, "name": name, "device": "/dev/md/" + name,
-                       "mount": "%s%d" % (prefix, index), "members": members, "gpus": gpus,
-                       "group": group})
+        device, mount = DEV_MD + "/" + name, "%s%d" % (mount_base, index)
+        # what the validation above promises, checked on the result
+        if os.path.dirname(os.path.normpath(device)) != DEV_MD or len(name) > NAME_MAX \
+                or os.path.dirname(os.path.normpath(mount)) != os.path.dirname(mount_base):
+            raise RaidError("name_prefix %r / mount_prefix %r give %s at %s, outside %s or the "
+                            "mount base" % (name_prefix, mount_prefix, device, mount, DEV_MD))
+        result.append({"index": index, "name": name, "device": device, "mount": mount,
+                       "members": members, "gpus": gpus, "group": group})
     return result
 
 
@@ -236,6 +368,239 @@ def _switch_count(drives, disks):
     return len(switches - {None})
 
 
+def _plural(count, word, suffix="s"):
+    return "%d %s%s" % (count, word, suffix if count != 1 else "")
+
+
+class ArrayPlanner(object):
+    """Builds the plan one component at a time (see the module docstring for the rules).
+
+    A component whose single planned array equals its single existing array is kept
+    (:meth:`keep`); any other is checked for reasons to refuse (:meth:`refusals`) and then either
+    refused as a whole (:meth:`refuse`) or regrouped (:meth:`regroup`)."""
+
+    def __init__(self, desired, existing, system=(), disk_mounts=None, mounts=None,
+                 signatures=None, disk_holders=None, fstypes=None, allow_destroy=False,
+                 allow_unmount=False, chunk_kb=DEFAULT_CHUNK_KB, topology=None, fstype="ext4"):
+        self.desired = desired
+        self.existing = existing
+        self.system = set(system or ())
+        self.disk_mounts = disk_mounts or {}
+        self.disk_holders = disk_holders or {}
+        self.mounts = mounts or []
+        self.signatures = signatures
+        self.fstypes = fstypes
+        self.allow_destroy = allow_destroy
+        self.allow_unmount = allow_unmount
+        self.chunk_kb = validate_chunk(chunk_kb)
+        self.fstype = fstype
+        self.drives = {d["name"]: d for d in (topology or {}).get("nvme", [])}
+        self.planned_disks = {d for arr in desired for d in arr["members"]}
+        self.entries, self.actions, self.refused = [], [], []
+        self.stops, self.summary, self.result = [], [], []
+
+    def plan(self):
+        for planned_idx, present_idx in _components(self.desired, self.existing):
+            planned = [dict(self.desired[i]) for i in planned_idx]
+            present = [self.existing[j] for j in present_idx]
+            # the OS's own array is never kept as a data array: it is refused below
+            if len(planned) == 1 and len(present) == 1 \
+                    and set(planned[0]["members"]) == set(present[0]["members"]) \
+                    and not set(present[0]["members"]) & self.system:
+                self.keep(planned[0], present[0])
+                continue
+            reasons, free_mounts = self.refusals(planned, present)
+            head = self.headline(planned, present)
+            if reasons:
+                self.refuse(planned, present, head, "; ".join(_unique(reasons)))
+            else:
+                self.regroup(planned, present, head, free_mounts)
+        return {"arrays": self.entries, "actions": self.actions, "refused": self.refused,
+                "stops": self.stops, "summary": self.summary, "result": self.result}
+
+    # -- an existing array that already is the planned array ---------------------------------
+    def keep(self, p, e):
+        entry = dict(p, action="keep", device=e["device"], md=e["name"], reason=None,
+                     replaces=[], notes=[])
+        if e["level"] and e["level"] != "raid0":
+            entry["notes"].append("%s is %s, not raid0: kept as found" % (e["name"], e["level"]))
+        members = ",".join(p["members"])
+        if e["mounts"]:
+            entry["mount"] = e["mounts"][0]
+            self.summary.append("keep %s (%s) at %s for GPUs %s"
+                                % (e["name"], members, entry["mount"], _int_list(p["gpus"])))
+        else:
+            fs = self.fstypes.get(e["device"]) if self.fstypes is not None else None
+            unformatted = self.fstypes is not None and not fs
+            if unformatted and not self.allow_destroy:
+                reason = "%s has no filesystem; formatting it needs %s" % (
+                    e["name"], flag_hint("allow_destroy"))
+                self._refuse_entry(entry, p, reason, "keep %s (%s) unmounted; refused: %s"
+                                   % (e["name"], members, reason))
+                return
+            conflict = _mount_conflict(p["mount"], self.mounts, set())
+            if conflict:
+                reason = "%s is already a mount point of %s" % (p["mount"], conflict)
+                self._refuse_entry(entry, p, reason, "keep %s unmounted; refused: %s"
+                                   % (e["name"], reason))
+                return
+            if unformatted:  # only once it is sure to be mounted
+                self.actions.append(_mkfs_action(e["device"], p["name"], len(p["members"]),
+                                                 e.get("chunk_kb") or self.chunk_kb, self.fstype))
+            self.actions.append({"op": "mount", "device": e["device"], "path": p["mount"],
+                                 "fstype": fs or self.fstype})
+            self.summary.append("keep %s (%s) and mount it at %s for GPUs %s"
+                                % (e["name"], members, p["mount"], _int_list(p["gpus"])))
+        self.entries.append(entry)
+        self.result.append({"device": e["device"], "mount": entry["mount"],
+                            "members": p["members"], "gpus": p["gpus"], "name": p["name"],
+                            "md": e["name"], "status": "kept"})
+
+    def _refuse_entry(self, entry, p, reason, line):
+        entry.update(action="refuse", reason=reason)
+        self.refused.append({"array": p["name"], "members": p["members"], "reason": reason})
+        self.summary.append(line)
+        self.entries.append(entry)
+
+    # -- what would stop a regrouping -------------------------------------------------------
+    def refusals(self, planned, present):
+        """Reasons to refuse the component, and the mounted free drives it would unmount."""
+        reasons, needs_destroy, needs_unmount = [], [], []
+        for e in present:
+            reasons += self._array_refusals(e)
+            if e["mounts"]:
+                needs_unmount.append("%s is mounted at %s" % (e["name"], ",".join(e["mounts"])))
+            needs_destroy.append("stopping %s destroys its data" % e["name"])
+        in_arrays = {d for e in present for d in e["members"]}
+        free_mounts = {}
+        for p in planned:
+            for disk in p["members"]:
+                if disk in self.system:
+                    reasons.append("%s is a system drive" % disk)
+                if disk in in_arrays:
+                    continue
+                held = [h for h in self.disk_holders.get(disk, []) if not h.startswith("md")]
+                if held:
+                    reasons.append("%s is in use by %s" % (disk, ",".join(held)))
+                if self.disk_mounts.get(disk):
+                    free_mounts[disk] = self.disk_mounts[disk]
+                    needs_unmount.append("%s is mounted at %s"
+                                         % (disk, ",".join(self.disk_mounts[disk])))
+                    needs_destroy.append("%s holds a mounted filesystem" % disk)
+                elif self.signatures is not None and self.signatures.get(disk):
+                    needs_destroy.append("%s carries %s" % (disk, ",".join(self.signatures[disk])))
+        reasons += self._name_and_mount_refusals(planned, {e["name"] for e in present}
+                                                 | set(free_mounts))
+        if needs_unmount and not self.allow_unmount:
+            reasons.append("; ".join(needs_unmount) + " and " + flag_hint("allow_unmount", False))
+        if needs_destroy and not self.allow_destroy:
+            reasons.append("; ".join(needs_destroy) + " and " + flag_hint("allow_destroy", False))
+        return reasons, free_mounts
+
+    def _array_refusals(self, e):
+        """An existing array that must never be stopped, whatever the flags."""
+        reasons = []
+        sys_members = [d for d in e["members"] if d in self.system]
+        if sys_members:
+            reasons.append("%s holds system drive%s %s" % (
+                e["name"], "s" if len(sys_members) > 1 else "", ",".join(sys_members)))
+        stray = [d for d in e["members"] if d not in self.planned_disks]
+        if stray:
+            reasons.append("%s also holds %s, which no planned array uses"
+                           % (e["name"], ",".join(stray)))
+        if e["holders"]:
+            reasons.append("%s is in use by %s" % (e["name"], ",".join(e["holders"])))
+        return reasons
+
+    def _name_and_mount_refusals(self, planned, going):
+        reasons = []
+        for p in planned:
+            conflict = _mount_conflict(p["mount"], self.mounts, going)
+            if conflict:
+                reasons.append("%s is already a mount point of %s" % (p["mount"], conflict))
+            taken = [e for e in self.existing if e["name"] not in going
+                     and (e["md_name"] == p["name"] or e["device"] == p["device"])]
+            if taken:
+                reasons.append("the name %s is taken by %s" % (p["name"], taken[0]["name"]))
+        return reasons
+
+    def headline(self, planned, present):
+        if not present:
+            return "; ".join("create %s from %s at %s for GPUs %s" % (
+                p["name"], ",".join(p["members"]), p["mount"], _int_list(p["gpus"]))
+                for p in planned)
+        in_arrays = {d for e in present for d in e["members"]}
+        drives_txt = _plural(len(in_arrays), "drive")
+        nsw = _switch_count(self.drives, in_arrays)
+        if nsw:
+            drives_txt += " across " + _plural(nsw, "switch", "es")
+        return "regroup %s (%s) into %s (%s)" % (
+            ",".join(e["name"] for e in present), drives_txt, _plural(len(planned), "array"),
+            ", ".join(p["name"] for p in planned))
+
+    # -- refused: the existing data arrays stay, serving the GPUs of the plans they block ----
+    def refuse(self, planned, present, head, reason):
+        self.summary.append("%s; refused: %s" % (head, reason))
+        for p in planned:
+            self.entries.append(dict(p, action="refuse", reason=reason, md=None,
+                                     replaces=[e["name"] for e in present], notes=[]))
+            self.refused.append({"array": p["name"], "members": p["members"], "reason": reason})
+        for e in present:
+            if any(d in self.system for d in e["members"]):
+                continue
+            gpus = sorted({g for p in planned if set(p["members"]) & set(e["members"])
+                           for g in p["gpus"]})
+            self.result.append({"device": e["device"],
+                                "mount": e["mounts"][0] if e["mounts"] else None,
+                                "members": e["members"], "gpus": gpus,
+                                "name": e["md_name"] or e["name"], "md": e["name"],
+                                "status": "existing"})
+
+    # -- regroup: unmount, stop, zero, wipe, then create/mkfs/mount per array ----------------
+    def regroup(self, planned, present, head, free_mounts):
+        self.summary.append(head)
+        in_arrays = {d for e in present for d in e["members"]}
+        targets = [t for e in present for t in e["mounts"]]
+        targets += [t for ts in free_mounts.values() for t in ts]
+        for target in sorted(set(targets), key=lambda t: (-len(t), t)):
+            self.actions.append({"op": "umount", "path": target})
+        for e in present:
+            self.actions.append({"op": "stop", "device": "/dev/" + e["name"], "md": e["name"],
+                                 "members": e["members"], "uuid": e["uuid"]})
+            self.stops.append({"md": e["name"], "device": e["device"], "uuid": e["uuid"],
+                               "members": e["members"], "mounts": e["mounts"]})
+        for e in present:
+            for member in e["member_devices"]:
+                self.actions.append({"op": "zero_superblock", "device": "/dev/" + member})
+        for p in planned:
+            for disk in p["members"]:
+                if disk in in_arrays or disk in free_mounts or \
+                        (self.signatures is not None and self.signatures.get(disk)):
+                    self.actions.append({"op": "wipe", "device": "/dev/" + disk})
+        for p in planned:
+            self.create(p, present)
+        planned_mounts = {p["mount"] for p in self.desired}
+        for e in present:
+            for target in e["mounts"]:
+                if target not in planned_mounts:
+                    self.actions.append({"op": "fstab_remove", "path": target})
+
+    def create(self, p, present):
+        self.actions.append({"op": "create", "device": p["device"], "name": p["name"],
+                             "members": ["/dev/" + d for d in p["members"]],
+                             "chunk_kb": self.chunk_kb})
+        self.actions.append(_mkfs_action(p["device"], p["name"], len(p["members"]),
+                                         self.chunk_kb, self.fstype))
+        self.actions.append({"op": "mount", "device": p["device"], "path": p["mount"],
+                             "fstype": self.fstype})
+        notes = [] if self.signatures is not None else \
+            ["signatures on %s are probed before applying" % ",".join(p["members"])]
+        self.entries.append(dict(p, action="create", reason=None, md=None,
+                                 replaces=[e["name"] for e in present], notes=notes))
+        self.result.append({"device": p["device"], "mount": p["mount"], "members": p["members"],
+                            "gpus": p["gpus"], "name": p["name"], "md": None, "status": "created"})
+
+
 def plan(desired, existing, system=(), disk_mounts=None, mounts=None, signatures=None,
          disk_holders=None, fstypes=None, allow_destroy=False, allow_unmount=False,
          chunk_kb=DEFAULT_CHUNK_KB, topology=None, fstype="ext4"):
@@ -248,184 +613,10 @@ def plan(desired, existing, system=(), disk_mounts=None, mounts=None, signatures
     planned array with its ``action`` (keep, create, refuse) and reason; ``actions`` the ordered
     steps to apply; ``result`` the arrays as they are after applying (the module's ``arrays``).
     """
-    validate_chunk(chunk_kb)
-    system = set(system or ())
-    disk_mounts = disk_mounts or {}
-    disk_holders = disk_holders or {}
-    mounts = mounts or []
-    drives = {d["name"]: d for d in (topology or {}).get("nvme", [])}
-    planned_disks = {d for arr in desired for d in arr["members"]}
-    entries, actions, refused, stops, summary, result = [], [], [], [], [], []
-
-    for planned_idx, present_idx in _components(desired, existing):
-        planned = [dict(desired[i]) for i in planned_idx]
-        present = [existing[j] for j in present_idx]
-        names = ", ".join(p["name"] for p in planned)
-
-        # 1. an existing array that already is the planned array: keep it as it is
-        if len(planned) == 1 and len(present) == 1 \
-                and set(planned[0]["members"]) == set(present[0]["members"]):
-            p, e = planned[0], present[0]
-            entry = dict(p, action="keep", device=e["device"], md=e["name"], reason=None,
-                         replaces=[])
-            notes = []
-            if e["level"] and e["level"] != "raid0":
-                notes.append("%s is %s, not raid0: kept as found" % (e["name"], e["level"]))
-            own = [t for t in e["mounts"]]
-            if own:
-                entry["mount"] = own[0]
-                summary.append("keep %s (%s) at %s for GPUs %s"
-                               % (e["name"], ",".join(p["members"]), own[0], _int_list(p["gpus"])))
-            else:
-                fs = (fstypes or {}).get(e["device"]) if fstypes is not None else None
-                if fstypes is not None and not fs:
-                    if not allow_destroy:
-                        reason = ("%s has no filesystem; formatting it needs allow_destroy"
-                                  % e["name"])
-                        entry.update(action="refuse", reason=reason)
-                        refused.append({"array": p["name"], "members": p["members"],
-                                        "reason": reason})
-                        summary.append("keep %s (%s) unmounted; refused: %s"
-                                       % (e["name"], ",".join(p["members"]), reason))
-                        entries.append(entry)
-                        continue
-                    actions.append(_mkfs_action(e["device"], p["name"], len(p["members"]),
-                                                e.get("chunk_kb") or chunk_kb, fstype))
-                conflict = _mount_conflict(p["mount"], mounts, set())
-                if conflict:
-                    reason = "%s is already a mount point of %s" % (p["mount"], conflict)
-                    entry.update(action="refuse", reason=reason)
-                    refused.append({"array": p["name"], "members": p["members"], "reason": reason})
-                    summary.append("keep %s unmounted; refused: %s" % (e["name"], reason))
-                    entries.append(entry)
-                    continue
-                actions.append({"op": "mount", "device": e["device"], "path": p["mount"],
-                                "fstype": fs or fstype})
-                summary.append("keep %s (%s) and mount it at %s for GPUs %s"
-                               % (e["name"], ",".join(p["members"]), p["mount"],
-                                  _int_list(p["gpus"])))
-            entry["notes"] = notes
-            entries.append(entry)
-            result.append({"device": e["device"], "mount": entry["mount"],
-                           "members": p["members"], "gpus": p["gpus"], "name": p["name"],
-                           "md": e["name"], "status": "kept"})
-            continue
-
-        # 2. create (fresh drives) or regroup (stop the arrays that hold the drives first)
-        reasons = []
-        needs_destroy, needs_unmount = [], []
-        for e in present:
-            sys_members = [d for d in e["members"] if d in system]
-            if sys_members:
-                reasons.append("%s holds system drive%s %s" % (
-                    e["name"], "s" if len(sys_members) > 1 else "", ",".join(sys_members)))
-            stray = [d for d in e["members"] if d not in planned_disks]
-            if stray:
-                reasons.append("%s also holds %s, which no planned array uses"
-                               % (e["name"], ",".join(stray)))
-            if e["holders"]:
-                reasons.append("%s is in use by %s" % (e["name"], ",".join(e["holders"])))
-            if e["mounts"]:
-                needs_unmount.append("%s is mounted at %s" % (e["name"], ",".join(e["mounts"])))
-            needs_destroy.append("stopping %s destroys its data" % e["name"])
-        in_arrays = {d for e in present for d in e["members"]}
-        free_mounts = {}
-        for p in planned:
-            for disk in p["members"]:
-                if disk in system:
-                    reasons.append("%s is a system drive" % disk)
-                if disk in in_arrays:
-                    continue
-                held = [h for h in disk_holders.get(disk, []) if not h.startswith("md")]
-                if held:
-                    reasons.append("%s is in use by %s" % (disk, ",".join(held)))
-                if disk_mounts.get(disk):
-                    free_mounts[disk] = disk_mounts[disk]
-                    needs_unmount.append("%s is mounted at %s" % (disk, ",".join(disk_mounts[disk])))
-                    needs_destroy.append("%s holds a mounted filesystem" % disk)
-                elif signatures is not None and signatures.get(disk):
-                    needs_destroy.append("%s carries %s" % (disk, ",".join(signatures[disk])))
-        stopping = {e["name"] for e in present}
-        for p in planned:
-            conflict = _mount_conflict(p["mount"], mounts, stopping | set(free_mounts))
-            if conflict:
-                reasons.append("%s is already a mount point of %s" % (p["mount"], conflict))
-            taken = [e for e in existing if e["name"] not in stopping
-                     and (e["md_name"] == p["name"] or e["device"] == p["device"])]
-            if taken:
-                reasons.append("the name %s is taken by %s" % (p["name"], taken[0]["name"]))
-        if needs_unmount and not allow_unmount:
-            reasons.append("; ".join(needs_unmount) + " and allow_unmount is false")
-        if needs_destroy and not allow_destroy:
-            reasons.append("; ".join(needs_destroy) + " and allow_destroy is false")
-
-        if present:
-            drives_txt = "%d drive%s" % (len(in_arrays), "s" if len(in_arrays) != 1 else "")
-            nsw = _switch_count(drives, in_arrays)
-            if nsw:
-                drives_txt += " across %d switch%s" % (nsw, "es" if nsw != 1 else "")
-            head = "regroup %s (%s) into %d array%s (%s)" % (
-                ",".join(e["name"] for e in present), drives_txt, len(planned),
-                "s" if len(planned) != 1 else "", names)
-        else:
-            head = "; ".join("create %s from %s at %s for GPUs %s" % (
-                p["name"], ",".join(p["members"]), p["mount"], _int_list(p["gpus"]))
-                for p in planned)
-
-        if reasons:
-            reason = "; ".join(_unique(reasons))
-            summary.append("%s; refused: %s" % (head, reason))
-            for p in planned:
-                entries.append(dict(p, action="refuse", reason=reason, md=None,
-                                    replaces=[e["name"] for e in present], notes=[]))
-                refused.append({"array": p["name"], "members": p["members"], "reason": reason})
-            # what stays: the existing data arrays, serving the GPUs of the plans they block
-            for e in present:
-                if any(d in system for d in e["members"]):
-                    continue
-                gpus = sorted({g for p in planned if set(p["members"]) & set(e["members"])
-                               for g in p["gpus"]})
-                result.append({"device": e["device"], "mount": e["mounts"][0] if e["mounts"] else None,
-                               "members": e["members"], "gpus": gpus, "name": e["md_name"] or e["name"],
-                               "md": e["name"], "status": "existing"})
-            continue
-
-        summary.append(head)
-        targets = [t for e in present for t in e["mounts"]]
-        targets += [t for ts in free_mounts.values() for t in ts]
-        for target in sorted(set(targets), key=lambda t: (-len(t), t)):
-            actions.append({"op": "umount", "path": target})
-        for e in present:
-            actions.append({"op": "stop", "device": "/dev/" + e["name"], "md": e["name"],
-                            "members": e["members"], "uuid": e["uuid"]})
-            stops.append({"md": e["name"], "device": e["device"], "uuid": e["uuid"],
-                          "members": e["members"], "mounts": e["mounts"]})
-        for e in present:
-            for member in e["member_devices"]:
-                actions.append({"op": "zero_superblock", "device": "/dev/" + member})
-        for p in planned:
-            for disk in p["members"]:
-                if disk in in_arrays or disk in free_mounts or \
-                        (signatures is not None and signatures.get(disk)):
-                    actions.append({"op": "wipe", "device": "/dev/" + disk})
-        for p in planned:
-            actions.append({"op": "create", "device": p["device"], "name": p["name"],
-                            "members": ["/dev/" + d for d in p["members"]], "chunk_kb": chunk_kb})
-            actions.append(_mkfs_action(p["device"], p["name"], len(p["members"]), chunk_kb, fstype))
-            actions.append({"op": "mount", "device": p["device"], "path": p["mount"],
-                            "fstype": fstype})
-            notes = [] if signatures is not None else \
-                ["signatures on %s are probed before applying" % ",".join(p["members"])]
-            entries.append(dict(p, action="create", reason=None, md=None,
-                                replaces=[e["name"] for e in present], notes=notes))
-            result.append({"device": p["device"], "mount": p["mount"], "members": p["members"],
-                           "gpus": p["gpus"], "name": p["name"], "md": None, "status": "created"})
-        for e in present:
-            for target in e["mounts"]:
-                if target not in {p["mount"] for p in desired}:
-                    actions.append({"op": "fstab_remove", "path": target})
-    return {"arrays": entries, "actions": actions, "refused": refused, "stops": stops,
-            "summary": summary, "result": result}
+    return ArrayPlanner(desired, existing, system=system, disk_mounts=disk_mounts, mounts=mounts,
+                        signatures=signatures, disk_holders=disk_holders, fstypes=fstypes,
+                        allow_destroy=allow_destroy, allow_unmount=allow_unmount,
+                        chunk_kb=chunk_kb, topology=topology, fstype=fstype).plan()
 
 
 def _unique(items):
@@ -482,7 +673,7 @@ def command(action, mkfs_options=()):
             raise RaidError("only ext4 is supported, got %r" % action["fstype"])
         return (["mkfs.ext4", "-F", "-q", "-b", str(FS_BLOCK_BYTES), "-L", action["label"],
                  "-E", "stride=%d,stripe_width=%d" % (action["stride"], action["stripe_width"])]
-                + list(mkfs_options) + [action["device"]])
+                + validate_mkfs_options(list(mkfs_options)) + [action["device"]])
     return None
 
 
@@ -541,3 +732,79 @@ def update_mdadm_conf(text, remove_uuids=(), add_lines=()):
         kept.append([line.strip()])
     out = [line for entry in kept for line in entry]
     return "\n".join(out) + ("\n" if out else "")
+
+
+# --------------------------------------------------------------------------------------------
+# Report checks
+# --------------------------------------------------------------------------------------------
+# How the module ran, for the checks: applied, check mode, planned only on a live node (plan_only),
+# planned only on a fixture tree (a simulated node), or not at all (disabled).
+RUN_MODES = ("apply", "check", "plan_only", "simulated", "disabled")
+
+
+def plan_text(the_plan):
+    """The plan as one line: its summary and the text of each action."""
+    return "; ".join(list(the_plan.get("summary") or [])
+                     + [a.get("text") or describe(a) for a in the_plan.get("actions") or []])
+
+
+def raid_checks(the_plan, md_data_arrays=(), group_by="affinity", run_mode="apply",
+                changed=False, p2pdma=False, refused_verdict="WARN"):
+    """The report checks: ``raid: plan`` (or ``raid: md RAID with P2PDMA``) and one per array.
+
+    ``md_data_arrays``: the devices of the md arrays on the node that hold data drives (what
+    exists, since with P2PDMA nothing is applied). ``p2pdma``: the node uses GDS through PCI
+    P2PDMA, which NVIDIA does not support on md RAID, so arrays are only planned and any md data
+    array is a FAIL.
+    """
+    if run_mode not in RUN_MODES:
+        raise RaidError("run mode must be one of %s, got %r" % (", ".join(RUN_MODES), run_mode))
+    if refused_verdict not in ("WARN", "FAIL"):
+        raise RaidError("refused_verdict must be WARN or FAIL, got %r" % (refused_verdict,))
+    per = "affinity group" if group_by == "affinity" else "PCIe switch"
+    expected = "one RAID0 per %s" % per
+    if run_mode == "disabled":
+        return [check("raid: plan", "SKIP", expected, "disabled",
+                      "regrouping is turned off (enabled=false); nothing was planned or checked")]
+    text = plan_text(the_plan)
+    pending = bool(the_plan.get("actions"))
+    checks = []
+    if p2pdma:
+        present = list(md_data_arrays)
+        checks.append(check(
+            "raid: md RAID with P2PDMA", "FAIL" if present else "SKIP",
+            "no md RAID (gds_mode p2pdma)", ",".join(present) or "none",
+            "NVIDIA does not support GDS P2PDMA on md RAID: use the drives directly or gds_mode "
+            "nvfs; plan not applied: " + text))
+    elif the_plan.get("refused"):
+        checks.append(check("raid: plan", refused_verdict, expected, "refused", text))
+    elif not the_plan.get("arrays"):
+        checks.append(check("raid: plan", "SKIP", expected, "nothing to plan",
+                            "no data drive in any " + per))
+    elif pending and run_mode == "simulated":
+        checks.append(check("raid: plan", "SKIP", expected, "planned (simulated node)", text))
+    elif pending and run_mode == "plan_only":
+        checks.append(check("raid: plan", "SKIP", expected, "planned (plan_only)", text))
+    elif pending and run_mode == "check":
+        checks.append(check("raid: plan", "WARN", expected, "would change (check mode)", text))
+    else:
+        checks.append(check("raid: plan", "PASS", expected,
+                            "applied" if changed else "in place", text))
+    for entry in the_plan.get("arrays") or []:
+        checks.append(_array_check(entry, run_mode, p2pdma))
+    return checks
+
+
+def _array_check(entry, run_mode, p2pdma):
+    if entry["action"] == "keep":
+        verdict, actual = "PASS", "kept %s at %s" % (entry["md"], entry["mount"])
+    elif entry["action"] == "refuse":
+        verdict, actual = "SKIP", "refused (see raid: plan)"
+    elif p2pdma or run_mode in ("simulated", "plan_only"):
+        verdict, actual = "SKIP", "planned, not applied"
+    elif run_mode == "check":
+        verdict, actual = "WARN", "would be created"
+    else:
+        verdict, actual = "PASS", "created %s at %s" % (entry["device"], entry["mount"])
+    name = "raid: %s (GPUs %s)" % (entry["name"], ",".join(str(g) for g in entry["gpus"]) or "none")
+    return check(name, verdict, "+".join(entry["members"]), actual, entry.get("reason"))

@@ -6,7 +6,7 @@ from ansible.module_utils.gds_affinity import discover
 from ansible.module_utils.gds_procfs import mounted_disks, parse_mdstat, parse_mounts, system_disks
 from ansible.module_utils.gds_raid import (
     RaidError, command, describe, desired_arrays, existing_arrays, parse_detail_export, plan,
-    stripe_geometry, update_mdadm_conf,
+    stripe_geometry, update_mdadm_conf, validate_options,
 )
 
 
@@ -387,3 +387,91 @@ def test_update_mdadm_conf_removes_stopped_and_adds_created():
     again = update_mdadm_conf(new, [], [
         "ARRAY /dev/md/raid1 metadata=1.2 name=dgx:raid1 UUID=cccccccc:cccccccc:cccccccc:cccccccc"])
     assert again == new
+
+
+# --------------------------------------------------------------------------------------------
+# Names and paths from variables (shared with the module and role tests)
+# --------------------------------------------------------------------------------------------
+BAD_OPTIONS = [
+    ("name_prefix", "../../nvme2n1p"),      # /dev/md/../../nvme2n1p1: the EFI partition
+    ("name_prefix", "raid/../../sda"),
+    ("name_prefix", "-raid"),
+    ("name_prefix", ".raid"),
+    ("name_prefix", "raid x"),
+    ("name_prefix", ""),
+    ("name_prefix", "123"),
+    ("name_prefix", "r" * 30),
+    ("mount_prefix", "raid"),
+    ("mount_prefix", "/"),
+    ("mount_prefix", "/raid/../etc/raid"),
+    ("mount_prefix", "/mnt//raid"),
+    ("mount_prefix", "/mnt/./raid"),
+    ("mount_prefix", "/boot/raid"),
+    ("mount_prefix", "/etc/raid"),
+    ("mount_prefix", "/usr/local/raid"),
+    ("mount_prefix", "/var/raid"),
+    ("mount_prefix", "/mnt/ra id"),
+    ("mount_prefix", "/mnt/$(reboot)"),
+    ("mkfs_options", ["-m 0"]),
+    ("mkfs_options", ["/dev/nvme2n1p1"]),
+    ("mkfs_options", ["-q", "/dev/sda"]),
+    ("mkfs_options", ["-m", "0", "extra"]),
+    ("mkfs_options", ["-E", "/dev/sda"]),
+    ("mkfs_options", ["-m", "0;reboot"]),
+    ("mkfs_options", [""]),
+]
+GOOD_OPTIONS = [
+    ("name_prefix", "raid"), ("name_prefix", "gds-a.1_x"), ("name_prefix", "r" * 29),
+    ("mount_prefix", "/raid"), ("mount_prefix", "/data/gds/"), ("mount_prefix", "/mnt/raid"),
+    ("mount_prefix", "/boot"),  # /boot1 is not /boot
+    ("mkfs_options", []), ("mkfs_options", ["-m", "0"]), ("mkfs_options", ["-m0", "-T", "largefile"]),
+    ("mkfs_options", ["-E", "lazy_itable_init=0,packed_meta_blocks=1", "-O", "^has_journal"]),
+]
+
+
+@pytest.mark.parametrize("option,value", BAD_OPTIONS, ids=[repr(v) for _, v in BAD_OPTIONS])
+def test_bad_names_and_paths_are_refused_naming_the_option(option, value):
+    with pytest.raises(RaidError) as err:
+        validate_options(**{option: value})
+    assert option in str(err.value)
+    shown = value[-1] if isinstance(value, list) else value
+    assert repr(shown) in str(err.value) or (option == "mount_prefix" and shown in str(err.value))
+
+
+@pytest.mark.parametrize("option,value", GOOD_OPTIONS, ids=[repr(v) for _, v in GOOD_OPTIONS])
+def test_good_names_and_paths_pass(option, value):
+    validate_options(**{option: value})
+
+
+def test_desired_arrays_refuses_a_traversing_prefix_before_planning():
+    with pytest.raises(RaidError, match=r"name_prefix '\.\./\.\./nvme2n1p'"):
+        desired_arrays(TWO_GROUPS, name_prefix="../../nvme2n1p")
+    with pytest.raises(RaidError, match="mount_prefix '/etc/raid'"):
+        desired_arrays(TWO_GROUPS, mount_prefix="/etc/raid")
+
+
+def test_drive_names_from_the_facts_cannot_leave_dev():
+    facts = topo({"nvme0n1": "s1", "../nvme2n1p1": "s1"},
+                 groups=[{"id": 1, "gpus": [0], "nvme": ["nvme0n1", "../nvme2n1p1"]}])
+    with pytest.raises(RaidError, match=r"topology.nvme\[1\].name: '\.\./nvme2n1p1'"):
+        desired_arrays(facts)
+
+
+def test_mkfs_command_refuses_options_that_name_a_device():
+    mkfs = ops(run_plan(TWO_GROUPS), "mkfs")[0]
+    with pytest.raises(RaidError, match="mkfs_options"):
+        command(mkfs, ["/dev/nvme2n1p1"])
+
+
+def test_system_array_matching_a_planned_array_is_not_kept_as_data():
+    """Facts that put exactly the OS array's drives into a group: refused, never "kept" (which
+    would format it when it has no filesystem, mount it and hand it to the benchmark)."""
+    facts = topo({"nvme0n1": "s1", "nvme1n1": "s1"},
+                 groups=[{"id": 1, "gpus": [0], "nvme": ["nvme0n1", "nvme1n1"]}])
+    mdstat = "md0 : active raid1 nvme1n1p2[1] nvme0n1p2[0]\n      100 blocks super 1.2 [2/2] [UU]\n"
+    for mounts, fstypes in (("/dev/md0 / ext4 rw 0 0\n", None), ("", {"/dev/md0": None})):
+        result = run_plan(facts, mdstat, mounts, system={"nvme0n1", "nvme1n1"}, fstypes=fstypes,
+                          allow_destroy=True, allow_unmount=True)
+        assert [a["action"] for a in result["arrays"]] == ["refuse"]
+        assert "md0 holds system drives nvme0n1,nvme1n1" in result["refused"][0]["reason"]
+        assert result["actions"] == [] and result["result"] == []

@@ -9,7 +9,7 @@ from contextlib import redirect_stdout
 import pytest
 import simtree
 
-from ansible.module_utils import basic
+from ansible.module_utils import basic, gds_raid_host
 from ansible.module_utils.gds_affinity import discover
 from ansible.module_utils.testing import patch_module_args
 
@@ -131,8 +131,8 @@ class FakeSystem(object):
 
 
 def run_in_process(mod, args, fake, monkeypatch, check_mode=False):
-    monkeypatch.setattr(mod, "_is_live", lambda _root: True)
-    monkeypatch.setattr(mod, "DEV_MD", "/nonexistent-dev-md")
+    monkeypatch.setattr(gds_raid_host, "_is_live", lambda _root: True)
+    monkeypatch.setattr(gds_raid_host, "DEV_MD", "/nonexistent-dev-md")
     monkeypatch.setattr(basic.AnsibleModule, "run_command",
                         lambda self, args, **kw: fake.run_command(args, **kw))
     tools = {"mdadm", "blkid", "wipefs", "udevadm", "update-initramfs", "umount", "mkfs.ext4"}
@@ -227,8 +227,8 @@ def test_partition_held_by_device_mapper_refuses_its_drive(module_runner, sim_no
 def test_missing_mdadm_is_a_clear_failure_before_anything_runs(a100, tmp_path, monkeypatch):
     fake = FakeSystem()
     mod = load_module()
-    monkeypatch.setattr(mod, "_is_live", lambda _root: True)
-    monkeypatch.setattr(mod, "DEV_MD", "/nonexistent-dev-md")
+    monkeypatch.setattr(gds_raid_host, "_is_live", lambda _root: True)
+    monkeypatch.setattr(gds_raid_host, "DEV_MD", "/nonexistent-dev-md")
     monkeypatch.setattr(basic.AnsibleModule, "run_command",
                         lambda self, args, **kw: fake.run_command(args, **kw))
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path",
@@ -243,3 +243,112 @@ def test_missing_mdadm_is_a_clear_failure_before_anything_runs(a100, tmp_path, m
     assert result["failed"] and result["msg"].startswith("mdadm is not installed on this node")
     # only read-only probes ran
     assert all(c[0] == "blkid" or (c[0] == "wipefs" and "--all" not in c) for c in fake.calls)
+
+
+# --------------------------------------------------------------------------------------------
+# Names and paths from variables: refused before anything is read, probed or planned
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("option,value", [
+    ("name_prefix", "../../nvme2n1p"), ("name_prefix", "raid/../../sda"),
+    ("mount_prefix", "/boot/raid"), ("mount_prefix", "/raid/../etc/raid"),
+    ("mkfs_options", ["-q", "/dev/nvme2n1p1"]),
+])
+def test_traversing_names_are_refused_before_anything_runs(a100, tmp_path, monkeypatch, option, value):
+    fake = FakeSystem()
+    result = run_in_process(load_module(), args_for(a100, allow_destroy=True, allow_unmount=True,
+                                                    mdadm_conf=str(tmp_path / "c"), **{option: value}),
+                            fake, monkeypatch)
+    assert result["failed"] is True
+    assert result["msg"].startswith(option) and str(value[-1] if isinstance(value, list) else value) in result["msg"]
+    assert fake.calls == []  # not even a read-only probe
+    assert "plan" not in result and "executed" not in result
+    assert not (tmp_path / "c").exists()
+
+
+def test_traversing_name_prefix_is_refused_on_a_fixture_tree(module_runner, a100):
+    rc, result = module_runner("gds_raid", args_for(a100, plan_only=True, name_prefix="../../nvme2n1p"))
+    assert rc != 0 and result["msg"].startswith("name_prefix '../../nvme2n1p'")
+    assert "plan" not in result
+
+
+# --------------------------------------------------------------------------------------------
+# System drives and mounted members
+# --------------------------------------------------------------------------------------------
+def test_system_drive_is_never_planned_whatever_the_facts_say(dgx2, tmp_path, monkeypatch):
+    """nvme0n1/nvme1n1 hold / and /boot/efi (procfs): even put into a group with the facts' system
+    flag cleared, nothing touches them."""
+    root, facts = dgx2
+    lying = dict(facts, nvme=[dict(d, system=False) for d in facts["nvme"]],
+                 groups=[dict(g, nvme=g["nvme"] + ["nvme0n1", "nvme1n1"]) if g["id"] == 1 else g
+                         for g in facts["groups"]])
+    fake = FakeSystem()
+    result = run_in_process(load_module(), dict(args_for((root, lying), allow_destroy=True,
+                                                         allow_unmount=True),
+                                                mdadm_conf=str(tmp_path / "c")), fake, monkeypatch)
+    assert "failed" not in result, result.get("msg")
+    refused = {r["array"]: r["reason"] for r in result["plan"]["refused"]}
+    assert "md0 holds system drives nvme0n1,nvme1n1" in refused["raid1"]
+    assert not any("nvme0n1" in " ".join(c) or "nvme1n1" in " ".join(c) or c[-1] == "/dev/md0"
+                   for c in fake.calls if "--all" in c or c[:2] in (["mdadm", "--stop"], ["mdadm", "--zero-superblock"])
+                   or c[0] in ("mkfs.ext4", "umount"))
+    assert not any("nvme0n1" in " ".join(c) or "nvme1n1" in " ".join(c) for c in result["executed"])
+
+
+def test_mounted_member_is_not_touched_without_allow_unmount(module_runner, sim_node):
+    root = sim_node("dgx2")
+    with open(os.path.join(root, "proc", "mounts"), "a") as handle:
+        handle.write("/dev/nvme4n1p1 /scratch xfs rw 0 0\n")
+    facts, _ = discover(root + "/sys", root + "/proc")
+    args = dict(topology=facts, procfs_root=root + "/proc", sysfs_root=root + "/sys", plan_only=True,
+                allow_destroy=True)
+    rc, result = module_runner("gds_raid", args)
+    assert rc == 0
+    refused = {r["array"]: r["reason"] for r in result["plan"]["refused"]}
+    assert "nvme4n1 is mounted at /scratch and allow_unmount is false" in refused["raid2"]
+    assert not any("nvme4n1" in str(a) for a in result["plan"]["actions"])
+    rc, allowed = module_runner("gds_raid", dict(args, allow_unmount=True))
+    assert allowed["plan"]["refused"] == []
+    assert [a["path"] for a in allowed["plan"]["actions"] if a["op"] == "umount"] == ["/scratch"]
+
+
+# --------------------------------------------------------------------------------------------
+# The report checks the module returns
+# --------------------------------------------------------------------------------------------
+def test_module_returns_the_report_checks(module_runner, a100):
+    rc, result = module_runner("gds_raid", args_for(a100, plan_only=True))
+    plan_check = result["checks"][0]
+    assert (plan_check["name"], plan_check["verdict"], plan_check["actual"]) == ("raid: plan", "WARN", "refused")
+    assert "allow_destroy is false (role variable gds_raid_allow_destroy)" in plan_check["detail"]
+    rc, result = module_runner("gds_raid", args_for(a100, plan_only=True, refused_verdict="FAIL"))
+    assert result["checks"][0]["verdict"] == "FAIL"
+    rc, result = module_runner("gds_raid", args_for(a100, plan_only=True, p2pdma=True))
+    assert result["checks"][0] == dict(result["checks"][0], name="raid: md RAID with P2PDMA", verdict="FAIL",
+                                       actual="/dev/md1")
+    rc, result = module_runner("gds_raid", args_for(a100, enabled=False))
+    assert rc == 0 and result["changed"] is False and result["arrays"] == []
+    assert [(c["name"], c["verdict"], c["actual"]) for c in result["checks"]] == [("raid: plan", "SKIP", "disabled")]
+
+
+def test_p2pdma_never_applies_even_when_asked(a100, tmp_path, monkeypatch):
+    fake = FakeSystem()
+    result = run_in_process(load_module(), args_for(a100, allow_destroy=True, allow_unmount=True, p2pdma=True,
+                                                    mdadm_conf=str(tmp_path / "c")), fake, monkeypatch)
+    assert result["changed"] is False and result["executed"] == []
+    assert [a["status"] for a in result["arrays"]] == ["planned"] * 4
+    # md1 still holds the data drives: the plan is not applied with P2PDMA
+    assert result["checks"][0] == dict(result["checks"][0], name="raid: md RAID with P2PDMA", verdict="FAIL",
+                                       actual="/dev/md1")
+    assert all(c["verdict"] == "SKIP" and c["actual"] == "planned, not applied" for c in result["checks"][1:])
+
+
+def test_documentation_matches_argument_spec():
+    import yaml
+    mod = load_module()
+    doc = yaml.safe_load(mod.DOCUMENTATION)["options"]
+    assert set(doc) == set(mod.ARGUMENT_SPEC)
+    for name, spec in mod.ARGUMENT_SPEC.items():
+        for key in ("type", "default", "choices", "elements"):
+            assert doc[name].get(key) == spec.get(key), (name, key)
+    returns = yaml.safe_load(mod.RETURN)
+    assert {"arrays", "plan", "mounts", "checks", "drift", "executed"} <= set(returns)
+    yaml.safe_load(mod.EXAMPLES)

@@ -78,10 +78,15 @@ def test_every_planned_array_has_its_scratch_directory(host):
     host_vars = _vars(host)
     group_by = host_vars.get("gds_raid_group_by", "affinity")
     group_by = group_by if group_by in ("affinity", "switch") else "affinity"
+    prefixes = {key: host_vars["gds_raid_" + key] for key in ("mount_prefix", "name_prefix")
+                if isinstance(host_vars.get("gds_raid_" + key), str) and "{{" not in host_vars["gds_raid_" + key]}
     mdstat, mounts = read_mdstat(proc), read_mounts(proc)
     disk_mounts = mounted_disks(proc, sys_)
-    the_plan = plan(desired_arrays(facts, group_by), existing_arrays(mdstat, mounts, disk_mounts=disk_mounts),
-                    system=system_disks(proc, sys_), disk_mounts=disk_mounts, mounts=mounts,
+    # as the module does: the OS's drives from procfs and from the facts
+    system = system_disks(proc, sys_) | {d["name"] for d in facts["nvme"] if d.get("system")}
+    the_plan = plan(desired_arrays(facts, group_by, **prefixes),
+                    existing_arrays(mdstat, mounts, disk_mounts=disk_mounts),
+                    system=system, disk_mounts=disk_mounts, mounts=mounts,
                     allow_destroy=_flag(host_vars.get("gds_raid_allow_destroy")),
                     allow_unmount=_flag(host_vars.get("gds_raid_allow_unmount")), topology=facts)
     assert the_plan["result"], "the plan leaves no data array at all"
