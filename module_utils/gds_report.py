@@ -284,13 +284,21 @@ def write_run(reports_dir, run_id, files):
         os.chmod(tmp, 0o644)
         os.replace(tmp, os.path.join(run_dir, name))
     latest = os.path.join(reports_dir, "latest")
-    tmp_link = latest + ".tmp"
-    if os.path.lexists(tmp_link):
-        os.remove(tmp_link)
-    os.symlink(run_id, tmp_link)
     if os.path.isdir(latest) and not os.path.islink(latest):
-        shutil.rmtree(latest)
-    os.replace(tmp_link, latest)
+        shutil.rmtree(latest)  # an old layout's real directory: a link cannot replace it
+    # a name of our own (runs may finish at once), then one rename over the link: atomic
+    while True:
+        tmp_link = tempfile.mktemp(prefix=".latest.", suffix=".tmp", dir=reports_dir)
+        try:
+            os.symlink(run_id, tmp_link)  # fails, never follows, when the name is taken
+            break
+        except FileExistsError:
+            continue
+    try:
+        os.replace(tmp_link, latest)
+    except OSError:
+        os.remove(tmp_link)
+        raise
     return run_dir
 
 

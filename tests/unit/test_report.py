@@ -128,3 +128,28 @@ def test_module_fails_cleanly_on_a_garbled_state_file(tmp_path):
     rc, result = run_module("gds_report", {"reports_dir": str(tmp_path), "run_id": "r", "all_hosts": ["a"],
                                            "active_hosts": ["a"], "state_file": str(state)})
     assert rc != 0 and str(state) in result["msg"]
+
+
+def test_concurrent_writers_switch_latest_without_collisions(tmp_path):
+    """Runs finishing at once (several controllers, one reports/): every write succeeds and
+    latest always ends on one of the runs, never a leftover temporary link."""
+    import threading
+
+    errors, barrier = [], threading.Barrier(8)
+
+    def writer(n):
+        barrier.wait()
+        for i in range(40):
+            try:
+                write_run(str(tmp_path), "r%d-%d" % (n, i), {"summary.json": "{}"})
+            except OSError as exc:
+                errors.append(repr(exc))
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert os.path.islink(tmp_path / "latest") and os.readlink(tmp_path / "latest").startswith("r")
+    assert sorted(p for p in os.listdir(tmp_path) if not p.startswith("r")) == ["latest"]
