@@ -353,7 +353,7 @@ def run_all(params, check_mode, env):
                 records[job["name"]] = record
             results.append({"name": job["name"], "cmd": cmd, "record": record or {},
                             "path": ((record or {}).get("path") or {}).get("mode"), "stderr": stderr,
-                            "checks": checks})
+                            "checks": checks, "attempted": True})
         for job, result in zip(params["jobs"], results):
             if job.get("compare") and job["name"] in records:
                 result["checks"].append(compare_check(job, result, records))
@@ -397,7 +397,7 @@ def main():
     except (ThresholdError, KeyError) as exc:
         broken("bad threshold or compare: %s" % exc)
     checks = [check for result in results for check in result["checks"]]
-    ran = [r for r in results if r["cmd"]]
+    ran = [r for r in results if r.pop("attempted", False)]
     if not module.check_mode:
         none_ran = jobs_run_check(ran, len(params["jobs"]), skips)
         if none_ran:

@@ -153,3 +153,16 @@ def test_concurrent_writers_switch_latest_without_collisions(tmp_path):
     assert errors == []
     assert os.path.islink(tmp_path / "latest") and os.readlink(tmp_path / "latest").startswith("r")
     assert sorted(p for p in os.listdir(tmp_path) if not p.startswith("r")) == ["latest"]
+
+
+def test_no_pass_without_a_measurement_in_a_required_area():
+    settings = {"name": "acs: 0000:04:10.0", "verdict": "PASS", "expected": "0x0000", "actual": "0x0000"}
+    skipped = {"name": "bench: raid1 seq_read: run", "verdict": "SKIP", "expected": None, "actual": None}
+    measured = {"name": "bench: raid1 seq_read: run", "verdict": "PASS", "expected": "exit 0", "actual": "exit 0"}
+    assert host_document("h", {"checks": [settings]}, {}, ["bench"])["verdict"] == "FAIL"
+    doc = host_document("h", {"checks": [settings, skipped]}, {}, ["bench"])
+    assert doc["verdict"] == "FAIL" and doc["checks"][-1]["name"] == "bench: measured"
+    assert host_document("h", {"checks": [settings, skipped, measured]}, {}, ["bench"])["verdict"] == "PASS"
+    # a broken host is ERROR for its own reason, not buried under "not measured"
+    broken = host_document("h", {"checks": [settings]}, {"broken": True, "failures": [{"task": "t", "msg": "m"}]}, ["bench"])
+    assert broken["verdict"] == "ERROR" and [c["name"] for c in broken["checks"]] == ["acs: 0000:04:10.0", "host: play completed"]
