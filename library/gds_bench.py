@@ -18,8 +18,8 @@ description:
     an ERROR, with the benchmark's stderr in the check and in the record; its thresholds and I/O
     path are not judged (SKIP). After a crash or a timeout the remaining jobs are not run. The task
     fails when any job broke, and still returns every job's checks.
-  - When no job ran at all (an empty job list, or every job skipped) the check C(bench: jobs run)
-    FAILs: a host without a measurement cannot pass.
+  - "When no job ran at all (an empty job list, or every job skipped) the check C(bench: jobs run)
+    FAILs: a host without a measurement cannot pass."
 version_added: "1.0.0"
 author: gds-commission contributors
 options:
@@ -71,8 +71,8 @@ options:
     default: false
   gpu_skip_reason:
     description:
-      - Why the GPU transfer types are not run on this host (no usable GPU); adds the SKIP check
-        C(bench: GPU transfer types) naming the transfer type that ran instead.
+      - "Why the GPU transfer types are not run on this host (no usable GPU); adds the SKIP check
+        C(bench: GPU transfer types) naming the transfer type that ran instead."
     type: str
 notes:
   - In check mode nothing is run and every job's checks are SKIP.
@@ -134,7 +134,7 @@ results:
       type: list
       elements: dict
 checks:
-  description: All jobs' checks, each named C(bench: <job>: <metric>); also returned when the task fails.
+  description: "All jobs' checks, each named C(bench: <job>: <metric>); also returned when the task fails."
   returned: always
   type: list
   elements: dict

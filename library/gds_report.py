@@ -52,9 +52,9 @@ options:
     type: path
   required_areas:
     description:
-      - Check areas (the part of a check name before the colon) in which a host that completed its
+      - "Check areas (the part of a check name before the colon) in which a host that completed its
         plays needs at least one check that is not SKIP; without one it gets a FAIL check
-        C(<area>: measured). Commission mode only.
+        C(<area>: measured). Commission mode only."
     type: list
     elements: str
     default: [bench]
