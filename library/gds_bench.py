@@ -355,8 +355,15 @@ def run_all(params, check_mode, env):
                             "path": ((record or {}).get("path") or {}).get("mode"), "stderr": stderr,
                             "checks": checks, "attempted": True})
         for job, result in zip(params["jobs"], results):
-            if job.get("compare") and job["name"] in records:
+            if not job.get("compare") or job["name"] not in records:
+                continue
+            other = job["compare"].get("job")
+            if other in records or other not in [r["name"] for r in results]:
                 result["checks"].append(compare_check(job, result, records))
+            else:  # the other job broke or was skipped: no ratio to judge
+                result["checks"].append({"name": "bench: %s: %s" % (job["name"], job["compare"].get("as", "ratio")),
+                                         "verdict": "SKIP", "expected": None, "actual": None,
+                                         "detail": "not judged: job %s did not complete" % other})
     finally:
         removed = [] if params["keep_files"] or check_mode else workspace.clean()
     return results, errors, removed, skips

@@ -291,3 +291,15 @@ def test_documentation_matches_argument_spec(monkeypatch):
             assert doc[name].get("choices") == spec.get("choices"), (module, name)
         yaml.safe_load(mod.EXAMPLES)
         yaml.safe_load(mod.RETURN)
+
+
+def test_no_ratio_against_a_job_that_broke(tmp_path):
+    binary = fake_bench(tmp_path, 'if [[ " $* " == *" -d 12 "* ]]; then echo "cuFileHandleRegister failed" >&2; exit 1; '
+                                  "else echo '%s'; fi" % json.dumps(RECORD))
+    jobs = [job(tmp_path, thresholds={}, compare={"job": "far", "metric": "throughput_gib_s", "as": "affinity_gain",
+                                                 "threshold": [1.3, -0.1, None, "x"]}),
+            job(tmp_path, name="far", gpu=12, thresholds={})]
+    rc, result = run_module("gds_bench", {"binary": binary, "udev_root": "", "jobs": jobs})
+    checks = {c["name"]: c for c in result["checks"]}
+    assert checks["bench: far: run"]["verdict"] == "ERROR" and "cuFileHandleRegister" in checks["bench: far: run"]["detail"]
+    assert checks["bench: g1 seq_read: affinity_gain"]["verdict"] == "SKIP"
