@@ -12,8 +12,14 @@ description:
   - Runs C(gdsbench) (the gdsio-compatible cuFile benchmark of gds-commission) once per job, under
     a hard timeout, and returns each job's JSON record, the I/O path the data really took
     (C(nvfs), C(p2pdma), C(compat) or C(posix)) and checks against the job's thresholds.
-  - A threshold miss is reported in the checks, not as a failure; the report decides. A benchmark
-    that crashed, printed no record or outran its timeout fails the task with the reason.
+  - A threshold miss is reported in the checks, not as a failure; the report decides.
+  - Every job that ran gets a C(run) check. A job whose benchmark exited non-zero (an open or
+    setup failure included), crashed, printed no record, outran its timeout or moved no bytes is
+    an ERROR, with the benchmark's stderr in the check and in the record; its thresholds and I/O
+    path are not judged (SKIP). After a crash or a timeout the remaining jobs are not run. The task
+    fails when any job broke, and still returns every job's checks.
+  - "When no job ran at all (an empty job list, or every job skipped) the check C(bench: jobs run)
+    FAILs: a host without a measurement cannot pass."
 version_added: "1.0.0"
 author: gds-commission contributors
 options:
@@ -56,6 +62,18 @@ options:
         cannot register the file and fails or falls back. Empty skips the check.
     type: str
     default: /run/udev
+  keep_files:
+    description:
+      - Keep the data files the benchmark wrote. By default the files and directories this run
+        created are removed after the last job; files that existed before (a file given as
+        C(file), an earlier run's data) are never removed.
+    type: bool
+    default: false
+  gpu_skip_reason:
+    description:
+      - "Why the GPU transfer types are not run on this host (no usable GPU); adds the SKIP check
+        C(bench: GPU transfer types) naming the transfer type that ran instead."
+    type: str
 notes:
   - In check mode nothing is run and every job's checks are SKIP.
 attributes:
@@ -103,20 +121,28 @@ results:
       type: list
       elements: str
     record:
-      description: The benchmark's JSON record (docs/benchmark.md keys).
+      description: The benchmark's JSON record (docs/benchmark.md keys), plus C(stderr) and C(gdsio_line); C(exit_code) and C(stderr) only when it printed none.
       type: dict
     path:
       description: The I/O path actually taken (nvfs, p2pdma, compat, posix), null when skipped.
+      type: str
+    stderr:
+      description: The tail of the benchmark's stderr (also kept in C(record)).
       type: str
     checks:
       description: Checks of this job (name, verdict, expected, actual, detail).
       type: list
       elements: dict
 checks:
-  description: All jobs' checks, each named after its job and metric, C(bench) first.
+  description: "All jobs' checks, each named C(bench: <job>: <metric>); also returned when the task fails."
   returned: always
   type: list
   elements: dict
+removed:
+  description: The data files and directories this run created and removed (empty with keep_files).
+  returned: always
+  type: list
+  elements: str
 """
 
 import json
@@ -127,10 +153,12 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gds_thresholds import (
-    GPU_DIRECT_XFER_TYPES, ThresholdError, evaluate, evaluate_all, lookup_metric, path_check,
+    GPU_DIRECT_XFER_TYPES, ThresholdError, evaluate, gpu_skip_check, job_checks, jobs_run_check,
+    lookup_metric, skipped_job_checks,
 )
 
 IO_TYPES = {"read": 0, "write": 1, "randread": 2, "randwrite": 3}
+STDERR_TAIL = 2000
 
 
 class JobError(Exception):
@@ -140,7 +168,7 @@ class JobError(Exception):
 def command(binary, job):
     io_type = job.get("io_type", "read")
     if io_type not in IO_TYPES:
-        raise JobError("job %s: io_type %r is not one of %s" % (job["name"], io_type, ", ".join(IO_TYPES)))
+        raise JobError("io_type %r is not one of %s" % (io_type, ", ".join(IO_TYPES)))
     where = ["-f", job["file"]] if job.get("file") else ["-D", job["target"]]
     cmd = [binary] + where + ["-x", str(job.get("xfer_type", 0)),
            "-I", str(IO_TYPES[io_type]), "-w", str(job.get("threads", 8)),
@@ -159,39 +187,50 @@ def command(binary, job):
     return cmd + ["--json", "-"]
 
 
+def parse_record(out):
+    """The JSON record on stdout (--json -), None when there is none."""
+    for start in [i for i, line in enumerate(out.splitlines()) if line.startswith("{")][::-1]:
+        try:
+            record = json.loads("\n".join(out.splitlines()[start:]))
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            return record
+    return None
+
+
 def run_job(cmd, timeout, env):
-    """Run one benchmark; returns its JSON record or raises JobError with the reason."""
+    """Run one benchmark: (record, failure, stderr, fatal).
+
+    ``failure`` is None for a clean exit, else why the job broke; ``fatal`` says that the next
+    jobs should not run (a crash or a timeout: the device may be in a bad state).
+    """
     start = time.time()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                            start_new_session=True)  # own process group: a kill takes its children
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                start_new_session=True)  # own process group: a kill takes its children
+    except OSError as exc:
+        return None, "could not start %s: %s" % (cmd[0], exc), "", False
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise JobError("timed out after %d s and was killed" % timeout)
+        out, err = proc.communicate()
+        return None, "timed out after %d s and was killed" % timeout, \
+            err.decode("utf-8", "replace").strip()[-STDERR_TAIL:], True
     out, err = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
-    tail = err.strip()[-600:]
+    tail = err.strip()[-STDERR_TAIL:]
     if proc.returncode < 0:
-        raise JobError("crashed with signal %d after %.1f s: %s" % (-proc.returncode, time.time() - start, tail))
-    record = None
-    for line in out.splitlines()[::-1]:  # the JSON record is the last line; the gdsio line precedes it
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                record = json.loads(line)
-                break
-            except ValueError:
-                continue
+        return None, "crashed with signal %d after %.1f s" % (-proc.returncode, time.time() - start), tail, True
+    record = parse_record(out)
     if record is None:
-        try:
-            record = json.loads(out)
-        except ValueError:
-            raise JobError("exited %d without a JSON record: %s" % (proc.returncode, tail or out.strip()[-600:]))
-    if proc.returncode not in (0, 1):  # 1 = ran, but I/O or verify errors (counted in the record)
-        raise JobError("exited %d: %s" % (proc.returncode, tail))
-    record["gdsio_line"] = next((line for line in out.splitlines() if line.startswith("IoType:")), None)
-    return record
+        return None, "exited %d without a JSON record" % proc.returncode, tail or out.strip()[-STDERR_TAIL:], False
+    lines = err.splitlines() + out.splitlines()  # with --json - the gdsio line goes to stderr
+    record["gdsio_line"] = next((line for line in lines if line.startswith("IoType:")), None)
+    record["stderr"] = tail
+    record.setdefault("exit_code", proc.returncode)
+    failure = None if proc.returncode == 0 else "exited %d" % proc.returncode
+    return record, failure, tail, False
 
 
 def udev_check(job, udev_root, prefix):
@@ -209,21 +248,125 @@ def udev_check(job, udev_root, prefix):
                       "E:ID_FS_TYPE=<fs>)" % (record, os.major(dev), os.minor(dev))}
 
 
-def job_checks(job, record, prefix):
-    spec = job.get("spec")  # {metric, value}: the summed drive spec of the array
-    if spec and spec.get("value"):
-        measured = lookup_metric(record, spec.get("metric", "throughput_gib_s"))
-        if measured is not None:
-            record["fraction_of_spec"] = round(measured / float(spec["value"]), 4)
-    checks = evaluate_all(record, job.get("thresholds"), prefix)
-    path = path_check(record, job.get("xfer_type", 0), job.get("expect_path"), prefix)
-    if path:
-        checks.append(path)
-    for key in ("errors", "verify_errors"):
-        if record.get(key):
-            checks.append({"name": prefix + key, "verdict": "FAIL", "expected": 0,
-                           "actual": record[key], "detail": "the benchmark counted %s" % key.replace("_", " ")})
-    return checks
+class Workspace(object):
+    """What the jobs write: the directories and files that did not exist before this run."""
+
+    def __init__(self):
+        self.dirs = []          # directories this run created, outermost first
+        self.before = {}        # directory -> names it held before the first job touched it
+        self.files = []         # -f files that did not exist before
+
+    def prepare(self, job):
+        if job.get("file"):
+            path = os.path.abspath(job["file"])
+            if not os.path.lexists(path) and path not in self.files:
+                self.files.append(path)
+            parent = os.path.dirname(path)
+        else:
+            parent = os.path.abspath(job["target"])
+        missing = []
+        probe = parent
+        while probe and not os.path.isdir(probe):
+            missing.append(probe)
+            probe = os.path.dirname(probe)
+        if missing:
+            os.makedirs(parent)
+            self.dirs.extend(d for d in reversed(missing) if d not in self.dirs)
+        if not job.get("file") and parent not in self.before:
+            self.before[parent] = set(os.listdir(parent))
+
+    def clean(self):
+        """Remove what this run created: new gdsbench.N files, new -f files, new directories."""
+        removed = []
+        for directory, names in self.before.items():
+            try:
+                now = os.listdir(directory)
+            except OSError:
+                continue
+            for name in sorted(set(now) - names):
+                if name.startswith("gdsbench."):  # gdsbench's own naming in directory mode
+                    removed.append(self._remove(os.path.join(directory, name)))
+        for path in self.files:
+            if os.path.isfile(path):
+                removed.append(self._remove(path))
+        for directory in reversed(self.dirs):
+            try:
+                os.rmdir(directory)  # only when empty: something else put there stays
+                removed.append(directory)
+            except OSError:
+                pass
+        return [r for r in removed if r]
+
+    @staticmethod
+    def _remove(path):
+        try:
+            os.remove(path)
+            return path
+        except OSError:
+            return None
+
+
+def compare_check(job, result, records):
+    """A ratio between two jobs (the affine GPU against a non-affine one)."""
+    compare = job["compare"]
+    other = records.get(compare.get("job"))
+    metric = compare.get("metric", "throughput_gib_s")
+    mine, theirs = lookup_metric(result["record"], metric), lookup_metric(other or {}, metric)
+    value = mine / theirs if mine is not None and theirs else None
+    check = evaluate(compare.get("as", "ratio"), compare["threshold"], value)
+    check["detail"] = (check["detail"] + "; " if check["detail"] else "") + \
+        "%s %s / %s %s" % (job["name"], metric, compare.get("job"), metric)
+    check["name"] = "bench: %s: %s" % (job["name"], compare.get("as", "ratio"))
+    return check
+
+
+def run_all(params, check_mode, env):
+    """Run the jobs in order; returns (results, error messages, removed paths)."""
+    results, records, errors, skips = [], {}, [], []
+    workspace, halted = Workspace(), None
+    try:
+        for job in params["jobs"]:
+            reason = job.get("skip") or ("check mode: nothing was run" if check_mode else None) or halted
+            if reason:
+                skips.append(reason)
+                results.append({"name": job["name"], "cmd": [], "record": {}, "path": None, "stderr": "",
+                                "checks": skipped_job_checks(job, reason)})
+                continue
+            cmd, record, failure, stderr, udev = [], None, None, "", None
+            try:
+                if not job.get("target") and not job.get("file"):
+                    raise JobError("has neither a target directory nor a file")
+                cmd = command(params["binary"], job)
+                workspace.prepare(job)
+                udev = udev_check(job, params["udev_root"], "bench: %s: " % job["name"])
+                duration = int(job.get("duration") or 0)
+                timeout = duration + params["timeout_grace"] if duration else params["pass_timeout"]
+                record, failure, stderr, fatal = run_job(cmd, timeout, env)
+            except (JobError, OSError, ValueError, TypeError) as exc:
+                failure, fatal = "could not run: %s" % exc, False
+            checks = job_checks(job, record, failure, stderr) + ([udev] if udev else [])
+            if checks[0]["verdict"] == "ERROR":
+                errors.append("%s: %s" % (job["name"], checks[0].get("detail") or checks[0]["actual"]))
+                if fatal:
+                    halted = "not run: job %s %s" % (job["name"], failure)
+            else:
+                records[job["name"]] = record
+            results.append({"name": job["name"], "cmd": cmd, "record": record or {},
+                            "path": ((record or {}).get("path") or {}).get("mode"), "stderr": stderr,
+                            "checks": checks, "attempted": True})
+        for job, result in zip(params["jobs"], results):
+            if not job.get("compare") or job["name"] not in records:
+                continue
+            other = job["compare"].get("job")
+            if other in records or other not in [r["name"] for r in results]:
+                result["checks"].append(compare_check(job, result, records))
+            else:  # the other job broke or was skipped: no ratio to judge
+                result["checks"].append({"name": "bench: %s: %s" % (job["name"], job["compare"].get("as", "ratio")),
+                                         "verdict": "SKIP", "expected": None, "actual": None,
+                                         "detail": "not judged: job %s did not complete" % other})
+    finally:
+        removed = [] if params["keep_files"] or check_mode else workspace.clean()
+    return results, errors, removed, skips
 
 
 def main():
@@ -235,64 +378,44 @@ def main():
             pass_timeout=dict(type="int", default=1800),
             cufile_config=dict(type="path"),
             udev_root=dict(type="str", default="/run/udev"),
+            keep_files=dict(type="bool", default=False),
+            gpu_skip_reason=dict(type="str"),
         ),
         supports_check_mode=True,
     )
     params = module.params
+
+    def broken(msg, **extra):
+        check = {"name": "bench: run", "verdict": "ERROR", "expected": "the jobs run", "actual": "not run",
+                 "detail": msg}
+        module.fail_json(msg=msg, checks=[check], results=[], removed=[], **extra)
+
     env = dict(os.environ)
     if params["cufile_config"]:
         env["CUFILE_ENV_PATH_JSON"] = params["cufile_config"]
     names = [job.get("name") for job in params["jobs"]]
     if None in names or len(set(names)) != len(names):
-        module.fail_json(msg="every job needs a unique name; got %r" % names)
-    if not module.check_mode and not any(job.get("skip") for job in params["jobs"]) \
+        broken("every job needs a unique name; got %r" % names)
+    if not module.check_mode and not all(job.get("skip") for job in params["jobs"]) \
             and not os.access(params["binary"], os.X_OK):
-        module.fail_json(msg="binary %s is missing or not executable" % params["binary"])
-    results, records = [], {}
-    for job in params["jobs"]:
-        prefix = "bench: %s: " % job["name"]
-        reason = job.get("skip") or ("check mode: nothing was run" if module.check_mode else None)
-        if reason:
-            skipped = [{"name": prefix + metric, "verdict": "SKIP", "expected": None, "actual": None,
-                        "detail": reason} for metric in sorted(job.get("thresholds") or {}) or ["run"]]
-            results.append({"name": job["name"], "cmd": [], "record": {}, "path": None, "checks": skipped})
-            continue
-        try:
-            if not job.get("target") and not job.get("file"):
-                raise JobError("job %s has neither a target directory nor a file" % job["name"])
-            cmd = command(params["binary"], job)
-            if not job.get("file") and not os.path.isdir(job["target"]):
-                os.makedirs(job["target"])
-            duration = int(job.get("duration") or 0)
-            timeout = duration + params["timeout_grace"] if duration else params["pass_timeout"]
-            udev = udev_check(job, params["udev_root"], prefix)
-            record = run_job(cmd, timeout, env)
-            checks = job_checks(job, record, prefix) + ([udev] if udev else [])
-        except (JobError, ThresholdError, OSError) as exc:
-            module.fail_json(msg="benchmark job %s %s" % (job["name"], exc), results=results)
-        records[job["name"]] = record
-        results.append({"name": job["name"], "cmd": cmd, "record": record,
-                        "path": (record.get("path") or {}).get("mode"), "checks": checks})
-    # Derived checks: a ratio between two jobs (the affine GPU against a non-affine one).
-    for job, result in zip(params["jobs"], results):
-        compare = job.get("compare")
-        if not compare or not result["record"]:
-            continue
-        other = records.get(compare.get("job"))
-        metric = compare.get("metric", "throughput_gib_s")
-        label = "bench: %s: %s" % (job["name"], compare.get("as", "ratio"))
-        mine, theirs = lookup_metric(result["record"], metric), lookup_metric(other or {}, metric)
-        try:
-            value = mine / theirs if mine is not None and theirs else None
-            check = evaluate(compare.get("as", "ratio"), compare["threshold"], value)
-        except (ThresholdError, KeyError) as exc:
-            module.fail_json(msg="job %s: bad compare: %s" % (job["name"], exc))
-        check["detail"] = (check["detail"] + "; " if check["detail"] else "") + \
-            "%s %s / %s %s" % (job["name"], metric, compare.get("job"), metric)
-        check["name"] = label
-        result["checks"].append(check)
-    module.exit_json(changed=False, results=results,
-                     checks=[check for result in results for check in result["checks"]])
+        broken("binary %s is missing or not executable" % params["binary"])
+    try:
+        results, errors, removed, skips = run_all(params, module.check_mode, env)
+    except (ThresholdError, KeyError) as exc:
+        broken("bad threshold or compare: %s" % exc)
+    checks = [check for result in results for check in result["checks"]]
+    ran = [r for r in results if r.pop("attempted", False)]
+    if not module.check_mode:
+        none_ran = jobs_run_check(ran, len(params["jobs"]), skips)
+        if none_ran:
+            checks.append(none_ran)
+        if params["gpu_skip_reason"]:
+            checks.append(gpu_skip_check(params["gpu_skip_reason"],
+                                         [int(j.get("xfer_type", 0)) for j in params["jobs"] if not j.get("skip")]))
+    if errors:
+        module.fail_json(msg="benchmark job(s) broke: %s" % " | ".join(e[:600] for e in errors),
+                         results=results, checks=checks, removed=removed)
+    module.exit_json(changed=False, results=results, checks=checks, removed=removed)
 
 
 if __name__ == "__main__":

@@ -48,8 +48,16 @@ options:
     elements: str
     required: true
   state_file:
-    description: The callback's state file (unreachable hosts, failures, drift); optional.
+    description: The callback's state file (unreachable hosts, failures, drift, start time); optional.
     type: path
+  required_areas:
+    description:
+      - "Check areas (the part of a check name before the colon) in which a host that completed its
+        plays needs at least one check that is not SKIP; without one it gets a FAIL check
+        C(<area>: measured). Commission mode only."
+    type: list
+    elements: str
+    default: [bench]
 notes:
   - In check mode nothing is written; the documents are still returned.
 attributes:
@@ -100,9 +108,7 @@ import datetime
 import json
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gds_report import (
-    drift_document, host_document, junit, render_html, summary, to_json, write_run,
-)
+from ansible.module_utils.gds_report import build_report, write_run
 
 
 def load_state(module, path):
@@ -126,6 +132,7 @@ def main():
             all_hosts=dict(type="list", elements="str", required=True),
             active_hosts=dict(type="list", elements="str", required=True),
             state_file=dict(type="path"),
+            required_areas=dict(type="list", elements="str", default=["bench"]),
         ),
         supports_check_mode=True,
     )
@@ -138,17 +145,8 @@ def main():
             entry["broken"] = True
     now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     started = p["started"] or state.get("started") or now
-    if p["mode"] == "drift":
-        doc = drift_document(p["run_id"], p["all_hosts"], state.get("drift") or {}, states)
-        files = {"drift.json": to_json(doc)}
-        result = dict(drift=doc, drifted=[h for h, e in doc["hosts"].items() if e["drifted"] is not False])
-    else:
-        docs = {host: host_document(host, p["hosts"].get(host) or {}, states.get(host)) for host in p["all_hosts"]}
-        summ = summary(p["run_id"], started, now, docs)
-        files = {"summary.json": to_json(summ), "junit.xml": junit(summ), "report.html": render_html(summ, docs)}
-        for host, doc in docs.items():
-            files["%s.json" % host] = to_json(doc)
-        result = dict(summary=summ, not_pass=[h for h, d in sorted(docs.items()) if d["verdict"] != "PASS"])
+    files, result = build_report(p["run_id"], started, now, p["mode"], p["hosts"], p["all_hosts"], states,
+                                 drift=state.get("drift") or {}, required_areas=p["required_areas"])
     run_dir = "%s/%s" % (p["reports_dir"], p["run_id"])
     if not module.check_mode:
         try:

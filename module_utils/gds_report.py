@@ -43,10 +43,21 @@ def normalize_check(check):
     return out
 
 
-def host_document(name, data, state):
-    """One host's report: verdict, checks, and what the report needs to show it."""
+def host_document(name, data, state, required_areas=()):
+    """One host's report: verdict, checks, and what the report needs to show it.
+
+    A host that completed its plays needs a measured (not SKIP) check in every required area:
+    without one it FAILs, so no host passes without, say, a benchmark result.
+    """
     state = state or {}
     checks = [normalize_check(c) for c in data.get("checks") or []]
+    if not state.get("unreachable") and not state.get("broken"):
+        for area in required_areas:
+            mine = [c for c in checks if c["name"].startswith(area + ":")]
+            if not [c for c in mine if c["verdict"] != "SKIP"]:
+                checks.append({"name": "%s: measured" % area, "verdict": "FAIL", "expected": "at least one %s result" % area,
+                               "actual": "%d checks, all SKIP" % len(mine) if mine else "none",
+                               "detail": "nothing in area %s was measured on this host (did its role run?)" % area})
     if state.get("unreachable"):
         checks.append({"name": "host: reachable", "verdict": "UNREACHABLE", "expected": "reachable",
                        "actual": "unreachable", "detail": state.get("msg") or ""})
@@ -266,6 +277,9 @@ def drift_document(run_id, hosts, drift, states):
         state = states.get(host) or {}
         if state.get("unreachable"):
             entry.update(drifted=None, unreachable=True, detail=state.get("msg"))
+        elif state.get("broken"):
+            last = (state.get("failures") or [{}])[-1]
+            entry.update(drifted=None, error=True, detail="failed in task '%s': %s" % (last.get("task", "?"), last.get("msg") or ""))
         out["hosts"][host] = entry
     return out
 
@@ -284,14 +298,38 @@ def write_run(reports_dir, run_id, files):
         os.chmod(tmp, 0o644)
         os.replace(tmp, os.path.join(run_dir, name))
     latest = os.path.join(reports_dir, "latest")
-    tmp_link = latest + ".tmp"
-    if os.path.lexists(tmp_link):
-        os.remove(tmp_link)
-    os.symlink(run_id, tmp_link)
     if os.path.isdir(latest) and not os.path.islink(latest):
-        shutil.rmtree(latest)
-    os.replace(tmp_link, latest)
+        shutil.rmtree(latest)  # an old layout's real directory: a link cannot replace it
+    # a name of our own (runs may finish at once), then one rename over the link: atomic
+    while True:
+        tmp_link = tempfile.mktemp(prefix=".latest.", suffix=".tmp", dir=reports_dir)
+        try:
+            os.symlink(run_id, tmp_link)  # fails, never follows, when the name is taken
+            break
+        except FileExistsError:
+            continue
+    try:
+        os.replace(tmp_link, latest)
+    except OSError:
+        os.remove(tmp_link)
+        raise
     return run_dir
+
+
+def build_report(run_id, started, finished, mode, hosts, all_hosts, states, drift=None, required_areas=()):
+    """The documents of a run: ({file name: text}, result). ``hosts`` is what each host recorded,
+    ``states`` what the callback saw (unreachable, broken with its failures)."""
+    states = states or {}
+    if mode == "drift":
+        doc = drift_document(run_id, all_hosts, drift or {}, states)
+        return {"drift.json": to_json(doc)}, dict(
+            drift=doc, drifted=[h for h, e in sorted(doc["hosts"].items()) if e["drifted"] is not False])
+    docs = {host: host_document(host, hosts.get(host) or {}, states.get(host), required_areas) for host in all_hosts}
+    summ = summary(run_id, started, finished, docs)
+    files = {"summary.json": to_json(summ), "junit.xml": junit(summ), "report.html": render_html(summ, docs)}
+    for host, doc in docs.items():
+        files["%s.json" % host] = to_json(doc)
+    return files, dict(summary=summ, not_pass=[h for h, d in sorted(docs.items()) if d["verdict"] != "PASS"])
 
 
 def to_json(doc):

@@ -118,3 +118,104 @@ def host_verdict(verdicts):
         if verdict in present:
             return verdict
     return "PASS"
+
+
+# --------------------------------------------------------------------------------------------
+# One benchmark job: did it measure anything, and what may be judged from it
+# --------------------------------------------------------------------------------------------
+def _check(name, verdict, expected, actual, detail=None):
+    out = {"name": name, "verdict": verdict, "expected": expected, "actual": actual}
+    if detail:
+        out["detail"] = detail
+    return out
+
+
+def moved_bytes(record):
+    """Bytes the job moved, 0 when the record lacks the figure."""
+    value = lookup_metric(record or {}, "bytes")
+    return int(value) if value is not None else 0
+
+
+def run_check(prefix, record, failure=None, stderr=""):
+    """The job's own check: it ran to the end (exit 0) and moved bytes, or why it did not.
+
+    A job that exited non-zero, crashed, timed out or moved no bytes measured nothing: ERROR,
+    with the benchmark's own stderr as the detail.
+    """
+    record = record or {}
+    moved = moved_bytes(record)
+    exit_code = record.get("exit_code")
+    if failure is None and exit_code not in (None, 0):
+        failure = "exited %s" % exit_code
+    expected = "exit 0, bytes moved"
+    if failure:
+        actual = "%s, %d bytes" % (failure.split(":", 1)[0], moved)
+        return _check(prefix + "run", "ERROR", expected, actual,
+                      "; ".join(part for part in (failure, (stderr or "").strip()) if part) or None)
+    if moved <= 0:
+        return _check(prefix + "run", "ERROR", expected, "exit 0, 0 bytes",
+                      "the job moved no data: nothing was measured%s"
+                      % ("; " + stderr.strip() if (stderr or "").strip() else ""))
+    elapsed = lookup_metric(record, "elapsed_s")
+    return _check(prefix + "run", "PASS", expected, "exit 0, %d bytes%s"
+                  % (moved, " in %.1f s" % elapsed if elapsed is not None else ""))
+
+
+def job_checks(job, record, failure=None, stderr=""):
+    """All checks of one job: run, thresholds, I/O path, error counters.
+
+    Thresholds and the I/O path are judged only from a job that completed and moved bytes;
+    otherwise they SKIP, naming why (no verdict is deduced from a run that measured nothing).
+    """
+    prefix = "bench: %s: " % job["name"]
+    record = record or {}
+    run = run_check(prefix, record, failure, stderr)
+    checks = [run]
+    if run["verdict"] == "PASS":
+        spec = job.get("spec")  # {metric, value}: the summed drive spec of the array
+        if spec and spec.get("value"):
+            measured = lookup_metric(record, spec.get("metric", "throughput_gib_s"))
+            if measured is not None:
+                record["fraction_of_spec"] = round(measured / float(spec["value"]), 4)
+        checks += evaluate_all(record, job.get("thresholds"), prefix)
+        path = path_check(record, job.get("xfer_type", 0), job.get("expect_path"), prefix)
+        if path:
+            checks.append(path)
+    else:
+        why = "not judged: the job did not complete (%s)" % run["actual"]
+        for metric in sorted(job.get("thresholds") or {}):
+            parse_reference(metric, job["thresholds"][metric])  # a malformed threshold still says so
+            checks.append(_check(prefix + metric, "SKIP", None, None, why))
+        if job.get("expect_path") and int(job.get("xfer_type", 0)) in GPU_DIRECT_XFER_TYPES:
+            checks.append(_check(prefix + "io path", "SKIP", job["expect_path"], None, why))
+    for key in ("errors", "verify_errors"):
+        if record.get(key):
+            checks.append(_check(prefix + key, "FAIL", 0, record[key],
+                                 "the benchmark counted %s" % key.replace("_", " ")))
+    return checks
+
+
+def skipped_job_checks(job, reason):
+    """A job that was not run: one SKIP per threshold (or one for the run), with the reason."""
+    prefix = "bench: %s: " % job["name"]
+    return [_check(prefix + metric, "SKIP", None, None, reason)
+            for metric in sorted(job.get("thresholds") or {}) or ["run"]]
+
+
+def jobs_run_check(ran, planned, reasons=()):
+    """None when a job ran; else a FAIL saying that nothing was measured, and why."""
+    if ran:
+        return None
+    why = "; ".join(sorted(set(r for r in reasons if r))) or (
+        "no job was planned: no array and no target directory, or an empty job list")
+    return _check("bench: jobs run", "FAIL", ">= 1 job run", "0 of %d" % planned,
+                  "nothing was measured on this host: %s" % why)
+
+
+def gpu_skip_check(reason, xfer_types):
+    """The GPU transfer types were not run on this host (no usable GPU): SKIP with the reason."""
+    return _check("bench: GPU transfer types", "SKIP", "a GPU transfer type",
+                  "transfer type %s" % ", ".join(str(x) for x in sorted(set(xfer_types))) if xfer_types else None,
+                  "no usable GPU here (%s): ran %s instead" % (
+                      reason, "transfer type %s" % ", ".join(str(x) for x in sorted(set(xfer_types)))
+                      if xfer_types else "nothing"))

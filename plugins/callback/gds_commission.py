@@ -10,6 +10,11 @@
 - In check mode, turns every task result that would change something into drift items
   ``{setting, expected, actual}``: the module's own ``drift`` list when it returns one, else the
   file named by its ``diff``, else the task name.
+- Keeps what each host recorded (its ``*_checks`` facts, topology, arrays, benchmark records).
+  When a playbook that has a ``gds_report`` play ends without that play having written the report
+  (every host failed, so Ansible ran no later play), writes it here, with the same writer
+  (module_utils/gds_report.py): the failed hosts are ERROR with the task and message that broke
+  them. Ansible's exit status stays non-zero.
 The state file is rewritten after every event it records, so it is complete when read.
 """
 from __future__ import annotations
@@ -30,11 +35,17 @@ notes:
 import datetime
 import json
 import os
+import re
+import sys
 
 from ansible import constants as C
 from ansible.plugins.callback import CallbackBase
 
-_MAX_TEXT = 300
+_MAX_TEXT = 600
+# host facts the report reads (roles/gds_report collects the same from hostvars)
+CHECK_FACTS = re.compile(r"^(gds|pcie_acs|iommu|gds_driver|nvme_raid|cufile)_[a-z0-9_]*checks$")
+REBOOT_FACTS = re.compile(r"^gds_\w*reboot_required$")
+REPORT_ACTION = "gds_report"
 
 
 def _short(value):
@@ -63,6 +74,33 @@ def drift_items(task_name, result):
     return [{"setting": task_name, "expected": "as configured", "actual": _short(result.get("msg")) or "differs"}]
 
 
+def failure_text(result):
+    """A failed result's reason: its msg, and the stderr of a module that broke without one."""
+    msg = result.get("msg")
+    extra = result.get("module_stderr") or result.get("stderr")
+    if isinstance(result.get("argument_errors"), list):  # validate_argument_spec: the variables at fault
+        extra = "; ".join(str(e) for e in result["argument_errors"] if str(e) not in str(msg))
+    if extra and msg and str(extra).strip()[:80] in str(msg):
+        extra = None  # already in the message
+    text = "; ".join(str(part).strip() for part in (msg, extra) if part)
+    return _short(text or "failed")
+
+
+def report_writer():
+    """module_utils/gds_report, the one writer of reports, from the project's module_utils."""
+    import ansible.module_utils
+    here = os.path.dirname(os.path.abspath(__file__))
+    paths = [os.path.join(here, "..", "..", "module_utils")] + list(C.DEFAULT_MODULE_UTILS_PATH or [])
+    for path in paths:
+        path = os.path.realpath(path)
+        if os.path.isfile(os.path.join(path, "gds_report.py")) and path not in ansible.module_utils.__path__:
+            ansible.module_utils.__path__.append(path)
+    if "ansible.module_utils.gds_report" not in sys.modules:
+        import importlib
+        importlib.import_module("ansible.module_utils.gds_report")
+    return sys.modules["ansible.module_utils.gds_report"]
+
+
 class CallbackModule(CallbackBase):
     CALLBACK_VERSION = 2.0
     CALLBACK_TYPE = "aggregate"
@@ -73,6 +111,9 @@ class CallbackModule(CallbackBase):
         super(CallbackModule, self).__init__()
         self.state = {"run_id": None, "hosts": {}, "drift": {}}
         self.path = None
+        self.collected = {}      # host -> what it recorded for the report
+        self.targets = []        # every host a play targeted, in order
+        self.report_mode = None  # the playbook's gds_report play, if it has one: commission or drift
 
     def _root(self):
         configured = os.environ.get("GDS_REPORTS_DIR")
@@ -86,18 +127,50 @@ class CallbackModule(CallbackBase):
         root = self._root()
         state_dir = os.path.join(root, ".state")
         os.makedirs(state_dir, exist_ok=True)
-        self.path = os.path.join(state_dir, run_id + ".json")
-        self.state.update(run_id=run_id, started=datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-                          playbook=os.path.basename(playbook._file_name), reports_dir=root)
+        path = os.path.join(state_dir, run_id + ".json")
+        if not self.state.get("started") and os.path.exists(path):
+            # the same run id in a second invocation (bench.yml, then report.yml): one run
+            try:
+                with open(path) as handle:
+                    self.state.update(json.load(handle))
+            except (OSError, ValueError):
+                pass
+        self.path = path
+        # a run is as old as its first playbook: later playbooks of one command line keep it
+        started = self.state.get("started") or datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+        self.state.update(run_id=run_id, started=started, playbook=os.path.basename(playbook._file_name),
+                          reports_dir=root, report_written=False)
         os.environ["GDS_RUN_ID"] = run_id
         os.environ["GDS_RUN_STATE"] = self.path
         os.environ["GDS_REPORTS_DIR"] = root
+        self.report_mode = self._report_mode(playbook)
         self._save()
+
+    @staticmethod
+    def _report_mode(playbook):
+        """commission or drift when a play of the playbook runs the gds_report role, else None."""
+        try:
+            for play in playbook.get_plays():
+                if any(role.get_name() == "gds_report" for role in play.get_roles()):
+                    return str((play.vars or {}).get("gds_report_mode", "commission"))
+        except Exception:  # a playbook shape we do not know: no fallback report, nothing breaks
+            return None
+        return None
+
+    def v2_playbook_on_play_start(self, play):
+        try:
+            inventory = play._variable_manager._inventory
+            hosts = [h.name for h in inventory.get_hosts(play.hosts, ignore_restrictions=True)]
+        except Exception:
+            hosts = []
+        for host in hosts:
+            if host not in self.targets:
+                self.targets.append(host)
 
     def _save(self):
         if not self.path:
             return
-        tmp = self.path + ".tmp"
+        tmp = "%s.%d.tmp" % (self.path, os.getpid())
         with open(tmp, "w") as handle:
             json.dump(self.state, handle, indent=1, sort_keys=True, default=str)
         os.replace(tmp, self.path)
@@ -114,7 +187,7 @@ class CallbackModule(CallbackBase):
         if ignore_errors:
             return
         self._host(result).setdefault("failures", []).append(
-            {"task": result._task.get_name(), "msg": _short(result._result.get("msg"))})
+            {"task": result._task.get_name(), "msg": failure_text(result._result)})
         self._save()
 
     def _changed_in_check_mode(self, result):
@@ -127,13 +200,70 @@ class CallbackModule(CallbackBase):
         items.extend(drift_items(result._task.get_name(), res))
         self._save()
 
+    def _collect(self, result):
+        """Keep the facts the report reads, as the host recorded them."""
+        facts = result._result.get("ansible_facts")
+        if not isinstance(facts, dict) or result._result.get("_ansible_delegated_vars"):
+            return
+        entry = self.collected.setdefault(result._host.get_name(), {})
+        for key, value in facts.items():
+            if CHECK_FACTS.match(key) and isinstance(value, list):
+                entry.setdefault("checks_by_var", {})[key] = value
+            elif REBOOT_FACTS.match(key) and value:
+                entry["reboot_required"] = True
+            elif key in ("gds_topology", "gds_platform"):
+                entry[key[len("gds_"):]] = value
+            elif key == "gds_raid_arrays":
+                entry["arrays"] = value
+            elif key == "gds_bench_results":
+                entry["bench"] = value
+
     def v2_runner_on_ok(self, result):
+        if result._task.action.split(".")[-1] == REPORT_ACTION:
+            self.state["report_written"] = True
+            self._save()
+        self._collect(result)
         if "results" in result._result:
             return  # loop results arrive one by one in v2_runner_item_on_ok
         self._changed_in_check_mode(result)
 
     def v2_runner_item_on_ok(self, result):
+        self._collect(result)
         self._changed_in_check_mode(result)
+
+    def v2_playbook_on_stats(self, stats):
+        """Write the report when the playbook's report play did not (every host failed before it)."""
+        if not self.report_mode or self.state.get("report_written") or not self.path:
+            return
+        hosts = list(self.targets)
+        for host in sorted(stats.processed):
+            if host not in hosts:
+                hosts.append(host)
+        states = json.loads(json.dumps(self.state["hosts"]))
+        for host in hosts:
+            entry = states.setdefault(host, {})
+            if stats.summarize(host)["failures"] and not entry.get("unreachable"):
+                entry["broken"] = True
+        data = {}
+        for host, entry in self.collected.items():
+            data[host] = dict((k, v) for k, v in entry.items() if k != "checks_by_var")
+            data[host]["checks"] = [c for var in sorted(entry.get("checks_by_var", {}))
+                                    for c in entry["checks_by_var"][var]]
+        now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+        try:
+            writer = report_writer()
+            files, result = writer.build_report(self.state["run_id"], self.state["started"], now, self.report_mode,
+                                                data, hosts, states, drift=self.state.get("drift"),
+                                                required_areas=["bench"])
+            run_dir = writer.write_run(self.state["reports_dir"], self.state["run_id"], files)
+        except Exception as exc:  # never hide the play's own failure behind a callback traceback
+            self._display.warning("gds_commission: could not write the report of the failed run: %s" % exc)
+            return
+        self.state["report_written"] = True
+        self._save()
+        bad = result.get("not_pass", result.get("drifted", []))
+        self._display.display("gds_commission: the report play did not run (no host left); wrote %s "
+                              "(%s: %s)" % (run_dir, "drifted or not checked" if self.report_mode == "drift" else "not PASS", ", ".join(bad) or "none"), stderr=True)
 
     def set_options(self, task_keys=None, var_options=None, direct=None):
         super(CallbackModule, self).set_options(task_keys=task_keys, var_options=var_options, direct=direct)

@@ -64,6 +64,9 @@ def test_commission_then_no_drift_then_drift_found(demo):
         assert any(c["verdict"] == "SKIP" and "GPU" in c["name"] for c in doc["checks"])
     ET.fromstring(latest(demo["reports"], "junit.xml").split("\n", 1)[1])
     assert "<svg" in latest(demo["reports"], "report.html")
+    assert summ["started"] < summ["finished"]  # the run's start, not the report play's
+    # the benchmark's data files are gone (gds_bench_keep_files is false)
+    assert not glob.glob(str(demo["sim"] / "*" / "raid*" / "gds-bench")), "data files left behind"
 
     rc, out = demo["play"]("drift.yml")
     assert rc == 0, out[-3000:]
@@ -126,3 +129,27 @@ def test_broken_benchmark_is_an_error_and_fails_the_run(demo):
     assert host["verdict"] == "ERROR"
     error = [c for c in host["checks"] if c["verdict"] == "ERROR"][0]
     assert "sideways" in error["detail"]
+
+
+def test_every_host_failing_still_gets_a_report(demo):
+    """A bad variable fails every host in the pre-check play, so Ansible runs no later play: the
+    report is still written, the hosts ERROR with the task and the message."""
+    rc, out = demo["play"]("commission.yml", "-e", '{"gds_pcie_acs_bridges": ["not-a-bdf"]}')
+    assert rc != 0
+    run = os.path.realpath(os.path.join(demo["reports"], "latest"))
+    assert sorted(os.listdir(run)) == ["junit.xml", "report.html", "sim-a100.json", "sim-h100.json", "summary.json"]
+    summ = json.loads(latest(demo["reports"], "summary.json"))
+    jsonschema.validate(summ, schema("summary.schema.json"))
+    assert summ["counts"]["ERROR"] == 2
+    for host in ("sim-a100", "sim-h100"):
+        error = [c for c in summ["hosts"][host]["checks"] if c["verdict"] == "ERROR"][0]
+        assert "gds_pcie_acs_bridges" in error["actual"] and "not-a-bdf" in error["detail"]
+    assert "not-a-bdf" in latest(demo["reports"], "junit.xml")
+
+
+def test_no_job_is_no_pass(demo):
+    rc, out = demo["play"]("commission.yml", "--limit", "sim-a100", "-e", '{"gds_bench_jobs": []}')
+    assert rc != 0
+    host = json.loads(latest(demo["reports"], "summary.json"))["hosts"]["sim-a100"]
+    assert host["verdict"] == "FAIL"
+    assert [c["verdict"] for c in host["checks"] if c["name"] == "bench: jobs run"] == ["FAIL"]

@@ -128,3 +128,41 @@ def test_module_fails_cleanly_on_a_garbled_state_file(tmp_path):
     rc, result = run_module("gds_report", {"reports_dir": str(tmp_path), "run_id": "r", "all_hosts": ["a"],
                                            "active_hosts": ["a"], "state_file": str(state)})
     assert rc != 0 and str(state) in result["msg"]
+
+
+def test_concurrent_writers_switch_latest_without_collisions(tmp_path):
+    """Runs finishing at once (several controllers, one reports/): every write succeeds and
+    latest always ends on one of the runs, never a leftover temporary link."""
+    import threading
+
+    errors, barrier = [], threading.Barrier(8)
+
+    def writer(n):
+        barrier.wait()
+        for i in range(40):
+            try:
+                write_run(str(tmp_path), "r%d-%d" % (n, i), {"summary.json": "{}"})
+            except OSError as exc:
+                errors.append(repr(exc))
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert os.path.islink(tmp_path / "latest") and os.readlink(tmp_path / "latest").startswith("r")
+    assert sorted(p for p in os.listdir(tmp_path) if not p.startswith("r")) == ["latest"]
+
+
+def test_no_pass_without_a_measurement_in_a_required_area():
+    settings = {"name": "acs: 0000:04:10.0", "verdict": "PASS", "expected": "0x0000", "actual": "0x0000"}
+    skipped = {"name": "bench: raid1 seq_read: run", "verdict": "SKIP", "expected": None, "actual": None}
+    measured = {"name": "bench: raid1 seq_read: run", "verdict": "PASS", "expected": "exit 0", "actual": "exit 0"}
+    assert host_document("h", {"checks": [settings]}, {}, ["bench"])["verdict"] == "FAIL"
+    doc = host_document("h", {"checks": [settings, skipped]}, {}, ["bench"])
+    assert doc["verdict"] == "FAIL" and doc["checks"][-1]["name"] == "bench: measured"
+    assert host_document("h", {"checks": [settings, skipped, measured]}, {}, ["bench"])["verdict"] == "PASS"
+    # a broken host is ERROR for its own reason, not buried under "not measured"
+    broken = host_document("h", {"checks": [settings]}, {"broken": True, "failures": [{"task": "t", "msg": "m"}]}, ["bench"])
+    assert broken["verdict"] == "ERROR" and [c["name"] for c in broken["checks"]] == ["acs: 0000:04:10.0", "host: play completed"]
