@@ -206,10 +206,14 @@ def path_bridges(tree, gpus, nvme, nics):
 def discover(sysfs_root="/sys", procfs_root="/proc", nvml_bus_ids=None):
     """The ``gds_topology`` facts. Returns (facts, warnings)."""
     tree = PciTree(sysfs_root)
+    unresolved = []
     try:
-        system = system_disks(procfs_root, sysfs_root)
+        system = system_disks(procfs_root, sysfs_root, unresolved=unresolved)
     except ProcfsError as exc:
         raise ProcfsError("%s (needed to tell system drives from data drives)" % exc)
+    for target, source in unresolved:
+        tree.warnings.append("%s is mounted from %s, which leads to no block device in %s: the drive "
+                             "behind it cannot be flagged as a system drive" % (target, source, sysfs_root))
     gpus = find_gpus(tree, nvml_bus_ids)
     nvme = find_nvme(tree, system)
     nics = find_nics(tree)
