@@ -15,6 +15,7 @@ import errno
 import os
 import struct
 
+from ansible.module_utils.gds_files import read_text
 from ansible.module_utils.gds_pci import PORT_NAMES, find_pcie_port_type, normalize_bdf, read_acs
 
 # ACS Control bits (PCIe spec 7.7.8.3)
@@ -83,11 +84,8 @@ def vfio_devices(sysfs_root):
 def lockdown_state(sysfs_root):
     """Kernel lockdown mode from /sys/kernel/security/lockdown (``none [integrity] confidentiality``):
     ``none``, ``integrity`` or ``confidentiality``; None when the kernel has no lockdown LSM."""
-    path = os.path.join(sysfs_root, "kernel", "security", "lockdown")
-    try:
-        with open(path) as handle:
-            text = handle.read()
-    except (OSError, UnicodeDecodeError):
+    text = read_text(os.path.join(sysfs_root, "kernel", "security", "lockdown"))
+    if text is None:
         return None
     start, end = text.find("["), text.find("]")
     if start < 0 or end < start:

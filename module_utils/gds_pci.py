@@ -20,7 +20,7 @@ import os
 import re
 import struct
 
-from ansible.module_utils.gds_files import listdir
+from ansible.module_utils.gds_files import UnreadableFile, listdir, read_file, resolve
 
 NVIDIA_VENDOR = 0x10DE
 CLASS_VGA = 0x0300
@@ -193,8 +193,7 @@ class PciTree(object):
 
     def _read_attr(self, dev_path, name, base=16):
         path = os.path.join(dev_path, name)
-        with open(path, "r") as handle:
-            text = handle.read().strip()
+        text = read_file(path).strip()
         try:
             return int(text, base)
         except ValueError:
@@ -212,9 +211,9 @@ class PciTree(object):
         devices_dir = os.path.realpath(os.path.join(root, "devices"))
         for entry in sorted(os.listdir(bus_dir), key=bdf_key):
             link = os.path.join(bus_dir, entry)
-            real = os.path.realpath(link)
-            if not os.path.isdir(real):
-                self._warn("skipping %s: dangling link to %s" % (link, real))
+            real, problem = resolve(link)
+            if problem is not None or not os.path.isdir(real):
+                self._warn("skipping %s: %s" % (link, problem or "%s is not a directory" % real))
                 continue
             rel = os.path.relpath(real, devices_dir)
             chain = tuple(rel.split(os.sep))
@@ -225,12 +224,12 @@ class PciTree(object):
                 vendor = self._read_attr(real, "vendor")
                 device = self._read_attr(real, "device")
                 class_code = self._read_attr(real, "class")
-            except (OSError, ValueError) as exc:
+            except (UnreadableFile, ValueError) as exc:
                 self._warn("skipping %s: %s" % (entry, _reason(exc)))
                 continue
             try:
                 numa = self._read_attr(real, "numa_node", base=10)
-            except (OSError, ValueError) as exc:
+            except (UnreadableFile, ValueError) as exc:
                 self._warn("%s: numa_node unreadable (%s), using -1" % (entry, _reason(exc)))
                 numa = -1
             for depth in range(1, len(chain) - 1):
@@ -337,7 +336,7 @@ class PciTree(object):
             return len(links)
         try:
             return self._read_attr(path, "sriov_numvfs", base=10)
-        except (OSError, ValueError):
+        except (UnreadableFile, ValueError):
             return 0
 
     # -- placement ----------------------------------------------------------------------------

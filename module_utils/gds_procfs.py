@@ -262,7 +262,7 @@ def _disks_below_dir(path, seen):
             disks |= _disks_below_dir(below, seen) if os.path.isdir(below) else {base_disk(slave)}
         return disks
     if os.path.exists(os.path.join(path, "partition")):
-        return {os.path.basename(os.path.dirname(path))}
+        return _disks_below_dir(os.path.dirname(path), seen)  # the disk, or the md/dm it splits
     return {os.path.basename(path)}
 
 
@@ -279,7 +279,8 @@ def _disks_below_name(name, sysfs_root, mdstat, seen):
         for member in mdstat[name]["members"]:
             disks |= _disks_below_name(member["device"], sysfs_root, mdstat, seen)
         return disks
-    return {base_disk(name)}
+    base = base_disk(name)
+    return {name} if base == name else _disks_below_name(base, sysfs_root, mdstat, seen)
 
 
 def source_disks(source, sysfs_root, mdstat, devno=None):

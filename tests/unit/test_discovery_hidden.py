@@ -134,3 +134,14 @@ def test_upstream_port_with_unreadable_class_is_still_a_switch(sim_node, also_co
     assert facts["matrix"]["GPU0"]["GPU1"] == "PIX"
     assert facts["matrix"]["GPU0"]["nvme0n1"] == "PIX"
     assert [g["link"] for g in facts["groups"]] == ["PIX"] * 4
+
+
+def test_sysfs_attribute_with_non_utf8_bytes_names_the_file(sim_node):
+    root = sim_node("dgx-a100")
+    path = os.path.join(root, "sys/bus/pci/devices/0000:07:00.0/class")
+    with open(path, "wb") as handle:
+        handle.write(b"0x03\xff\xfe00\n")
+    facts, warnings = topology(root)
+    assert len(facts["gpus"]) == 7
+    real = os.path.realpath(path)
+    assert any(real in w for w in warnings) and not any("codec" in w for w in warnings)
