@@ -148,7 +148,7 @@ class PciDevice(object):
     """One PCI function as sysfs shows it."""
 
     __slots__ = ("bdf", "chain", "path", "vendor", "device", "class_code", "numa_node",
-                 "driver", "_config", "_port_type", "model")
+                 "driver", "model")
 
     def __init__(self, bdf, chain, path, vendor, device, class_code, numa_node, driver):
         self.bdf = bdf
@@ -159,8 +159,6 @@ class PciDevice(object):
         self.class_code = class_code
         self.numa_node = numa_node
         self.driver = driver
-        self._config = None
-        self._port_type = None
         self.model = None
 
     @property
@@ -184,7 +182,8 @@ class PciTree(object):
         self.devices = {}
         self.warnings = []
         self._element_paths = {}  # chain element -> its sysfs directory
-        self._element_ports = {}
+        self._configs = {}
+        self._ports = {}
         self._scan()
 
     # -- reading ------------------------------------------------------------------------------
@@ -247,61 +246,54 @@ class PciTree(object):
                         dev.numa_node = above.numa_node
                         break
 
-    def config_path(self, bdf):
-        return os.path.join(self.devices[bdf].path, "config")
+    # Config space and port type work for every chain element that is a PCI function: the
+    # devices of the tree, and bridges the scan had to skip (class or vendor unreadable), which
+    # still carry their children.
+    def _element_path(self, element):
+        dev = self.devices.get(element)
+        return dev.path if dev is not None else self._element_paths.get(element)
 
-    def config(self, bdf):
-        """The device's config-space image (bytes); b'' when unreadable (warned)."""
-        dev = self.devices[bdf]
-        if dev._config is None:
-            dev._config = self._read_config(bdf, self.config_path(bdf))
-        return dev._config
+    def config_path(self, element):
+        path = self._element_path(element)
+        return os.path.join(path, "config") if path else None
 
-    def _read_config(self, element, path):
-        try:
-            with open(path, "rb") as handle:
-                return handle.read(4096)
-        except OSError as exc:
-            self._warn("%s: cannot read %s (%s)" % (element, path, _reason(exc)))
-            return b""
+    def config(self, element):
+        """The function's config-space image (bytes); b'' when unreadable (warned)."""
+        if element not in self._configs:
+            path = self.config_path(element)
+            data = b""
+            if path:
+                try:
+                    with open(path, "rb") as handle:
+                        data = handle.read(4096)
+                except OSError as exc:
+                    self._warn("%s: cannot read %s (%s)" % (element, path, _reason(exc)))
+            self._configs[element] = data
+        return self._configs[element]
 
-    def _structural_port(self, element, parent):
-        """A bridge's port type guessed from its place: on a root bus a root port, below a
-        switch's upstream port a downstream port, else an upstream port."""
-        if is_root_bus(parent):
-            return PORT_ROOT
-        if self.element_port_type(parent) == PORT_UPSTREAM:
-            return PORT_DOWNSTREAM
-        return PORT_UPSTREAM
-
-    def port_type(self, bdf):
-        """PCIe port type of a bridge: from its PCIe capability, else from its place in the tree."""
-        dev = self.devices[bdf]
-        if dev._port_type is None:
-            port = find_pcie_port_type(self.config(bdf))
-            dev._port_type = port if port is not None else self._structural_port(bdf, dev.parent)
-        return dev._port_type
-
-    def element_port_type(self, element):
-        """Port type of any chain element: a device of the tree, or a bridge that the scan had
-        to skip (its class or vendor unreadable), read from its own config space first; None
-        for a root bus."""
-        if element in self.devices:
-            return self.port_type(element)
+    def port_type(self, element):
+        """PCIe port type of a chain element: from its PCIe capability (Device/Port Type), else
+        from its place in the tree (on a root bus a root port, below a switch's upstream port a
+        downstream port, else an upstream port); None for a root bus."""
         if is_root_bus(element):
             return None
-        if element not in self._element_ports:
-            path = self._element_paths.get(element)
-            port = find_pcie_port_type(self._read_config(element, os.path.join(path, "config"))) \
-                if path else None
+        if element not in self._ports:
+            port = find_pcie_port_type(self.config(element))
             if port is None:
+                path = self._element_path(element)
                 parent = os.path.basename(os.path.dirname(path)) if path else None
-                port = self._structural_port(element, parent) if parent else PORT_UPSTREAM
-            self._element_ports[element] = port
-        return self._element_ports[element]
+                if parent is None or is_root_bus(parent):
+                    port = PORT_ROOT
+                elif self.port_type(parent) == PORT_UPSTREAM:
+                    port = PORT_DOWNSTREAM
+                else:
+                    port = PORT_UPSTREAM
+            self._ports[element] = port
+        return self._ports[element]
 
     def acs(self, bdf):
-        """{bdf, port_type, acs_offset, acs_cap, acs_ctrl, acs_unknown} for one bridge.
+        """{bdf, port_type, acs_offset, acs_cap, acs_ctrl, acs_unknown} for one bridge (also one
+        the scan skipped).
 
         None values with ``acs_unknown`` None: the bridge has no ACS capability. ``acs_unknown``
         set (the reason, naming the config file): the state could not be read, and a warning
@@ -344,9 +336,10 @@ class PciTree(object):
         return self.devices[bdf].chain[0]
 
     def bridges_above(self, bdf):
-        """BDFs of the bridges between a device and its host bridge, nearest first."""
+        """BDFs of the bridges between a device and its host bridge, nearest first (a VMD
+        endpoint counts: its domain hangs below it)."""
         return [element for element in reversed(self.devices[bdf].chain[:-1])
-                if element in self.devices]
+                if not is_root_bus(element)]
 
     def switch_of(self, bdf):
         """The upstream port of the nearest PCIe switch above a device, or None."""
@@ -359,7 +352,7 @@ class PciTree(object):
         """Collapse the ports of one switch (and VMD's nested root bus) into one identity."""
         if is_root_bus(element):  # a nested root bus (VMD): part of the VMD endpoint above it
             return ("vmd", element)
-        if self.element_port_type(element) == PORT_DOWNSTREAM:
+        if self.port_type(element) == PORT_DOWNSTREAM:
             return parent
         return element
 

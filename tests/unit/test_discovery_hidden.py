@@ -145,3 +145,17 @@ def test_sysfs_attribute_with_non_utf8_bytes_names_the_file(sim_node):
     assert len(facts["gpus"]) == 7
     real = os.path.realpath(path)
     assert any(real in w for w in warnings) and not any("codec" in w for w in warnings)
+
+
+def test_skipped_downstream_port_keeps_its_place_in_the_acs_list(sim_node):
+    root = sim_node("hgx-h100")
+    port = os.path.join(root, "sys/bus/pci/devices/0000:39:02.0")
+    os.remove(os.path.join(port, "vendor"))
+    facts, warnings = topology(root)
+    bridge = {b["bdf"]: b for b in facts["bridges"]}["0000:39:02.0"]
+    assert bridge["port_type"] == "downstream" and bridge["acs_ctrl"] == 0x001d  # the drifted one
+    os.remove(os.path.join(port, "config"))
+    facts, warnings = topology(root)
+    bridge = {b["bdf"]: b for b in facts["bridges"]}["0000:39:02.0"]
+    assert bridge["acs_ctrl"] is None and "0000:39:02.0/config" in bridge["acs_unknown"]
+    assert any("0000:39:02.0" in w and "ACS state unknown" in w for w in warnings)
