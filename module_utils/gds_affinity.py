@@ -116,23 +116,27 @@ def _multipath_paths(tree, head, by_dir):
     subsys = os.path.dirname(head)
     nsid = _read_text(os.path.join(head, "nsid"))
     head_name = _NAMESPACE.match(os.path.basename(head))
-    for entry in _listdir(subsys):
-        ctrl_dir = os.path.realpath(os.path.join(subsys, entry))
-        if ctrl_dir not in by_dir:
-            continue  # the head disks and attributes of the subsystem
+    # The subsystem and namespace parts of a path disk's name still hold on every kernel; only
+    # the c-number changed meaning.
+    path_name = re.compile(r"^nvme%sc\d+n%s$" % head_name.groups()) if head_name else None
+    ctrl_dirs = [os.path.realpath(os.path.join(subsys, entry)) for entry in _listdir(subsys)]
+    ctrl_dirs = [d for d in ctrl_dirs if d in by_dir]  # not the heads and attributes
+    linked = bool(ctrl_dirs)
+    if not linked:  # no controller links either: every controller, by name and nsid
+        ctrl_dirs = sorted(by_dir, key=lambda d: natural_key(by_dir[d]))
+    for ctrl_dir in ctrl_dirs:
         for child in _listdir(ctrl_dir):
             child_dir = os.path.join(ctrl_dir, child)
             if os.path.islink(child_dir) or not os.path.isdir(child_dir):
                 continue
             # Old kernels give hidden disks no dev_t (no ``dev`` file), but every namespace
-            # disk has ``nsid``. Without it, the subsystem and namespace parts of the name
-            # still hold; only the c-number changed meaning.
+            # disk has ``nsid``.
             child_nsid = _read_text(os.path.join(child_dir, "nsid"))
+            named = bool(path_name and path_name.match(child))
             if nsid is not None and child_nsid is not None:
-                same = child_nsid == nsid
+                same = child_nsid == nsid and (linked or named)
             else:
-                same = bool(head_name) and re.match(
-                    r"^nvme%sc\d+n%s$" % head_name.groups(), child) is not None
+                same = named
             if same:
                 paths.append((child, by_dir[ctrl_dir]))
     return paths

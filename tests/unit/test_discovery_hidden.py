@@ -159,3 +159,15 @@ def test_skipped_downstream_port_keeps_its_place_in_the_acs_list(sim_node):
     bridge = {b["bdf"]: b for b in facts["bridges"]}["0000:39:02.0"]
     assert bridge["acs_ctrl"] is None and "0000:39:02.0/config" in bridge["acs_unknown"]
     assert any("0000:39:02.0" in w and "ACS state unknown" in w for w in warnings)
+
+
+def test_pcie_acs_on_topology_bridges_does_not_skip_an_unknown_one(sim_node):
+    root = sim_node("dgx-a100")
+    path = os.path.join(root, "sys/bus/pci/devices/0000:04:10.0/config")
+    with open(path, "rb") as handle:
+        data = handle.read(0x120)
+    with open(path, "wb") as handle:
+        handle.write(data)
+    rc, result = run_module("pcie_acs", {"sysfs_root": os.path.join(root, "sys"),
+                                         "procfs_root": os.path.join(root, "proc"), "state": "query"})
+    assert rc != 0 and "0000:04:10.0" in result["msg"] and "288 bytes" in result["msg"], result

@@ -95,3 +95,14 @@ def test_a_controller_without_namespaces_is_still_warned(sim_node):
     os.remove(os.path.join(root, "sys/block/nvme3n1"))
     facts, warnings = discover(os.path.join(root, "sys"), os.path.join(root, "proc"))
     assert any("nvme3" in w and "no namespace" in w for w in warnings)
+
+
+def test_without_multipath_directory_nor_controller_links(sim_node):
+    root, _, _ = build(sim_node, cntlids=CNTLIDS, nvme_path_names="cntlid", nvme_multipath="nolinks")
+    subsystems = os.path.join(root, "sys/devices/virtual/nvme-subsystem")
+    for subsys in os.listdir(subsystems):
+        for entry in os.listdir(os.path.join(subsystems, subsys)):
+            if os.path.islink(os.path.join(subsystems, subsys, entry)):
+                os.remove(os.path.join(subsystems, subsys, entry))
+    facts, warnings = discover(os.path.join(root, "sys"), os.path.join(root, "proc"))
+    check_placement(root, facts, warnings)
