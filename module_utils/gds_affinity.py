@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """GPUs, NVMe drives and RDMA NICs placed on the PCI tree, and the affinity groups between them.
 
-``discover()`` builds the ``gds_topology`` facts of DESIGN.md section 4 from one PciTree:
+``discover()`` builds the ``gds_topology`` facts (the gds_topology module's RETURN) from one PciTree:
 gpus, nvme, nics, matrix, groups, bridges. It is the only code that decides what a GPU, a drive
 or a NIC is and which of them belong together; modules and roles take its output.
 """
@@ -262,7 +262,7 @@ def _best(matrix, source, candidates):
 
 
 def affinity_groups(matrix, gpus, nvme, nics):
-    """DESIGN.md's groups: each GPU linked to the data drives of its best class (unless SYS);
+    """The affinity groups: each GPU linked to the data drives of its best class (unless SYS);
     the groups are the connected components of that GPU-NVMe graph; a group's NICs are, for each
     of its GPUs, the NICs of best class (unless SYS)."""
     data = [d["name"] for d in nvme if not d["system"]]

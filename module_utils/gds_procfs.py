@@ -298,9 +298,13 @@ def source_disks(source, sysfs_root, mdstat, devno=None):
     if path is not None:
         return _disks_below_dir(path, seen)
     name = _device_name(source, sysfs_root)
-    if not name or (name == "root" and name not in mdstat
-                    and _sysfs_dir_by_name(sysfs_root, name) is None):
-        return None  # /dev/root is the kernel's placeholder name, not a device
+    if not name:
+        return None
+    if (name == "root" or "/" in name) and name not in mdstat \
+            and _sysfs_dir_by_name(sysfs_root, name) is None:
+        # /dev/root is the kernel's placeholder, /dev/vg/lv or /dev/disk/by-*/ a udev alias:
+        # no kernel name to go by
+        return None
     return _disks_below_name(name, sysfs_root, mdstat, seen)
 
 

@@ -147,3 +147,10 @@ def test_binary_garbage_in_mdstat_names_the_file(sim_node):
     rc, result = run_module("gds_topology", {"sysfs_root": sys_, "procfs_root": proc})
     assert rc != 0 and "Traceback" not in str(result)
     assert path in result["msg"] and "codec" not in result["msg"]
+
+
+def test_udev_alias_without_mountinfo_is_reported(sim_node):
+    root, sys_, proc = node(sim_node, "/dev/disk/by-uuid/5a1b /boot ext4 rw 0 0\n", mountinfo=False)
+    unresolved = []
+    assert system_disks(proc, sys_, unresolved=unresolved) == set()
+    assert unresolved == [("/boot", "/dev/disk/by-uuid/5a1b")]
