@@ -129,6 +129,17 @@ ansible_facts:
           description: NUMA node numbers seen on PCI devices (-1 where the firmware gives none).
           type: list
           elements: int
+checks:
+  description:
+    - Report checks (name, verdict, expected, actual, detail) for what discovery could not see.
+    - "C(topology: ACS state readable on GPU/NVMe/NIC bridges) is WARN when a bridge's ACS state is
+      unknown, naming the bridges and config files."
+    - "C(topology: sysfs and procfs read without warnings) is WARN when discovery warned (skipped
+      devices, looping links, unresolvable system mounts)."
+  returned: always
+  type: list
+  elements: dict
+  sample: [{name: "topology: ACS state readable on GPU/NVMe/NIC bridges", verdict: PASS, expected: 0, actual: 0}]
 table:
   description: The affinity groups as text, one row per group (the guide's Table 5).
   returned: always
@@ -137,7 +148,7 @@ table:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gds_affinity import affinity_table, discover
+from ansible.module_utils.gds_affinity import affinity_table, discover, visibility_checks
 from ansible.module_utils.gds_nvml import NvmlUnavailable, nvml_gpus
 from ansible.module_utils.gds_pci import TopologyError
 from ansible.module_utils.gds_procfs import ProcfsError
@@ -174,7 +185,8 @@ def main():
     facts["index_source"] = "nvml" if nvml else "pci"
     for warning in warnings:
         module.warn(warning)
-    module.exit_json(changed=False, ansible_facts={"gds_topology": facts}, table=affinity_table(facts))
+    module.exit_json(changed=False, ansible_facts={"gds_topology": facts}, table=affinity_table(facts),
+                     checks=visibility_checks(facts, warnings))
 
 
 if __name__ == "__main__":

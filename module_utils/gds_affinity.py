@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 
+from ansible.module_utils.gds_checks import check
 from ansible.module_utils.gds_files import listdir, natural_key, read_text, resolve
 from ansible.module_utils.gds_pci import (
     CLASS_3D, CLASS_VGA, LINK_CLASSES, NVIDIA_VENDOR, PciTree, bdf_key, normalize_bdf, _CLASS_RANK,
@@ -339,6 +340,18 @@ def discover(sysfs_root="/sys", procfs_root="/proc", nvml_bus_ids=None):
         "numa_nodes": sorted({d.numa_node for d in tree.devices.values()}),
     }
     return facts, tree.warnings
+
+
+def visibility_checks(facts, warnings):
+    """Report checks for what discovery could not see: bridges of unknown ACS state (short
+    config space, e.g. read without root) and every warning (skipped devices, looping links)."""
+    unknown = [b for b in facts["bridges"] if b.get("acs_unknown")]
+    return [
+        check("topology: ACS state readable on GPU/NVMe/NIC bridges", "WARN" if unknown else "PASS",
+              0, len(unknown), "; ".join("%s (%s)" % (b["bdf"], b["acs_unknown"]) for b in unknown)),
+        check("topology: sysfs and procfs read without warnings", "WARN" if warnings else "PASS",
+              0, len(warnings), "; ".join(warnings[:20])),
+    ]
 
 
 def affinity_table(facts):

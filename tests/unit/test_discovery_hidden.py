@@ -171,3 +171,17 @@ def test_pcie_acs_on_topology_bridges_does_not_skip_an_unknown_one(sim_node):
     rc, result = run_module("pcie_acs", {"sysfs_root": os.path.join(root, "sys"),
                                          "procfs_root": os.path.join(root, "proc"), "state": "query"})
     assert rc != 0 and "0000:04:10.0" in result["msg"] and "288 bytes" in result["msg"], result
+
+
+def test_module_returns_a_check_for_unknown_acs_state(sim_node):
+    root = sim_node("dgx-a100")
+    path = os.path.join(root, "sys/bus/pci/devices/0000:04:10.0/config")
+    with open(path, "wb") as handle:
+        handle.write(b"")
+    rc, result = run_module("gds_topology", {"sysfs_root": os.path.join(root, "sys"),
+                                             "procfs_root": os.path.join(root, "proc")})
+    assert rc == 0
+    checks = {c["name"]: c for c in result["checks"]}
+    acs = checks["topology: ACS state readable on GPU/NVMe/NIC bridges"]
+    assert acs["verdict"] == "WARN" and acs["actual"] == 1
+    assert "0000:04:10.0" in acs["detail"] and os.path.realpath(path) in acs["detail"]
