@@ -141,6 +141,20 @@ def read_acs(config):
     return offset, cap, ctrl
 
 
+def acs_state(config, path):
+    """{acs_offset, acs_cap, acs_ctrl, acs_unknown} of one config-space image read from ``path``.
+
+    ``acs_unknown`` is None when the state was read (the other values None: no ACS capability),
+    else the reason, naming the file.
+    """
+    try:
+        offset, cap, ctrl = read_acs(config)
+    except ValueError as exc:
+        return {"acs_offset": None, "acs_cap": None, "acs_ctrl": None,
+                "acs_unknown": "%s: %s" % (path, exc)}
+    return {"acs_offset": offset, "acs_cap": cap, "acs_ctrl": ctrl, "acs_unknown": None}
+
+
 # --------------------------------------------------------------------------------------------
 # The tree
 # --------------------------------------------------------------------------------------------
@@ -299,16 +313,10 @@ class PciTree(object):
         set (the reason, naming the config file): the state could not be read, and a warning
         says so.
         """
-        config = self.config(bdf)
-        entry = {"bdf": bdf, "port_type": PORT_NAMES.get(self.port_type(bdf), "unknown"),
-                 "acs_offset": None, "acs_cap": None, "acs_ctrl": None, "acs_unknown": None}
-        try:
-            offset, cap, ctrl = read_acs(config)
-        except ValueError as exc:
-            entry["acs_unknown"] = "%s: %s" % (self.config_path(bdf), exc)
+        entry = {"bdf": bdf, "port_type": PORT_NAMES.get(self.port_type(bdf), "unknown")}
+        entry.update(acs_state(self.config(bdf), self.config_path(bdf)))
+        if entry["acs_unknown"]:
             self._warn("%s: ACS state unknown: %s" % (bdf, entry["acs_unknown"]))
-            return entry
-        entry.update(acs_offset=offset, acs_cap=cap, acs_ctrl=ctrl)
         return entry
 
     # -- SR-IOV -------------------------------------------------------------------------------
