@@ -14,10 +14,17 @@ description:
   - Classifies every GPU/NVMe/NIC pair the way C(nvidia-smi topo -mp) does (PIX, PXB, PHB, NODE,
     SYS) and builds the GPU-NVMe-NIC affinity groups of the NVIDIA GDS benchmarking guide.
   - Flags the NVMe drives that hold the running OS (mounted /, /boot, swap, or members of an md
-    array or device-mapper volume that does) as C(system); they never join a group.
-  - Understands the plain and the native-multipath NVMe sysfs layouts, Intel VMD domains, devices
-    straight on a root bus (cloud VMs), NVSwitches (NVIDIA functions that are not GPUs) and
-    C(numa_node) -1.
+    array or device-mapper volume that does) as C(system); they never join a group. Mounted
+    devices are identified by major:minor (C(/proc/self/mountinfo), C(/sys/dev/block)), so
+    C(/dev/root) and udev aliases count; without mountinfo, C(/proc/mounts) names and the kernel
+    command line's C(root=) are used, and a system mount that leads to no block device is warned.
+  - Understands the plain and the native-multipath NVMe sysfs layouts (path disks placed through
+    the C(device) and C(multipath/) links, never through the C(nvmeXcYnZ) name; a dual-port drive
+    is one drive with two paths), Intel VMD domains, devices straight on a root bus (cloud VMs),
+    NVSwitches (NVIDIA functions that are not GPUs), SR-IOV virtual functions (counted under their
+    physical function, never listed) and C(numa_node) -1.
+  - Says what it cannot see. A bridge whose config space is short gets C(acs_unknown); class
+    entries whose links loop or dangle are warned about, never dropped silently.
 version_added: "1.0.0"
 author: gds-commission contributors
 options:
@@ -40,7 +47,8 @@ options:
 notes:
   - Supports check mode; it only reads.
   - Reading the ACS capability needs the full 4096-byte config space, which the kernel returns to
-    root only; for other users the bridges' ACS fields are null and a warning says why.
+    root only; for other users the bridges' ACS fields are null, C(acs_unknown) says why and a
+    warning names the file.
 attributes:
   check_mode:
     support: full
@@ -81,15 +89,23 @@ ansible_facts:
           elements: dict
           sample: [{index: 0, bdf: "0000:07:00.0", numa_node: 0, device_id: "0x20b0", switch: "0000:05:00.0"}]
         nvme:
-          description: NVMe namespaces (name, controller, controllers, bdf, numa_node, model, size_bytes, system, switch).
+          description:
+            - NVMe namespaces (name, controller, controllers, bdf, numa_node, model, size_bytes, system, switch, paths).
+            - C(controller), C(bdf) and C(switch) are those of the first controller; C(paths) lists every
+              controller the namespace is reached through (name of the path disk, controller, bdf, switch),
+              one for a plain drive, two for a dual-port drive. The matrix takes the best path.
           type: list
           elements: dict
-          sample: [{name: nvme0n1, controller: nvme0, bdf: "0000:08:00.0", system: false}]
+          sample: [{name: nvme0n1, controller: nvme0, controllers: [nvme0], bdf: "0000:08:00.0", system: false,
+                    paths: [{name: nvme0n1, controller: nvme0, bdf: "0000:08:00.0", switch: "0000:05:00.0"}]}]
         nics:
-          description: RDMA devices on PCI (name, netdev, bdf, numa_node, switch).
+          description:
+            - RDMA devices on PCI (name, netdev, bdf, numa_node, switch, vfs).
+            - SR-IOV virtual functions are not listed, even with an RDMA device of their own; C(vfs) is the
+              number of virtual functions enabled on the physical function (0 without SR-IOV).
           type: list
           elements: dict
-          sample: [{name: mlx5_0, netdev: ib0, bdf: "0000:0c:00.0", numa_node: 0}]
+          sample: [{name: mlx5_0, netdev: ib0, bdf: "0000:0c:00.0", numa_node: 0, vfs: 0}]
         matrix:
           description: Link class between every pair of GPU<index>, NVMe names and NIC names (X on the diagonal).
           type: dict
@@ -100,14 +116,30 @@ ansible_facts:
           elements: dict
           sample: [{id: 1, gpus: [0, 1], nvme: [nvme0n1, nvme1n1], nics: [mlx5_0], numa_node: 0, link: PXB}]
         bridges:
-          description: Bridges above GPUs, data drives and NICs with their ACS capability and control (null without ACS).
+          description:
+            - Bridges above GPUs, data drives (every path) and NICs with their ACS capability and control
+              (null without ACS).
+            - C(acs_unknown) is null when the state was read, else why it could not be (naming the config
+              file, e.g. a config space shorter than 4096 bytes, as non-root readers get 64); then the ACS
+              fields are null too and the state is unknown, not absent.
           type: list
           elements: dict
-          sample: [{bdf: "0000:04:10.0", port_type: downstream, acs_offset: 328, acs_cap: 95, acs_ctrl: 29}]
+          sample: [{bdf: "0000:04:10.0", port_type: downstream, acs_offset: 328, acs_cap: 95, acs_ctrl: 29, acs_unknown: null}]
         numa_nodes:
           description: NUMA node numbers seen on PCI devices (-1 where the firmware gives none).
           type: list
           elements: int
+checks:
+  description:
+    - Report checks (name, verdict, expected, actual, detail) for what discovery could not see.
+    - "C(topology: ACS state readable on GPU/NVMe/NIC bridges) is WARN when a bridge's ACS state is
+      unknown, naming the bridges and config files."
+    - "C(topology: sysfs and procfs read without warnings) is WARN when discovery warned (skipped
+      devices, looping links, unresolvable system mounts)."
+  returned: always
+  type: list
+  elements: dict
+  sample: [{name: "topology: ACS state readable on GPU/NVMe/NIC bridges", verdict: PASS, expected: 0, actual: 0}]
 table:
   description: The affinity groups as text, one row per group (the guide's Table 5).
   returned: always
@@ -116,7 +148,7 @@ table:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gds_affinity import affinity_table, discover
+from ansible.module_utils.gds_affinity import affinity_table, discover, visibility_checks
 from ansible.module_utils.gds_nvml import NvmlUnavailable, nvml_gpus
 from ansible.module_utils.gds_pci import TopologyError
 from ansible.module_utils.gds_procfs import ProcfsError
@@ -153,7 +185,8 @@ def main():
     facts["index_source"] = "nvml" if nvml else "pci"
     for warning in warnings:
         module.warn(warning)
-    module.exit_json(changed=False, ansible_facts={"gds_topology": facts}, table=affinity_table(facts))
+    module.exit_json(changed=False, ansible_facts={"gds_topology": facts}, table=affinity_table(facts),
+                     checks=visibility_checks(facts, warnings))
 
 
 if __name__ == "__main__":

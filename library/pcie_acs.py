@@ -191,7 +191,8 @@ def main():
             facts, _ = discover(sysfs_root, params["procfs_root"])
         except (TopologyError, ProcfsError) as exc:
             module.fail_json(msg="bridges is empty and the topology cannot be read: %s" % exc, **result)
-        bridges = [b["bdf"] for b in facts["bridges"] if b["acs_cap"] is not None]
+        # a bridge whose ACS state is unknown stays in scope: reading it fails naming the file
+        bridges = [b["bdf"] for b in facts["bridges"] if b["acs_cap"] is not None or b.get("acs_unknown")]
 
     try:
         plan = AcsPlan(sysfs_root, bridges, state)

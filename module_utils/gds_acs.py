@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """PCIe ACS control of bridges, read and written through sysfs ``config`` files.
 
-The ACS capability is found with the shared config-space walker (``gds_pci.read_acs``); this file
+The ACS state is read with the shared config-space walker (``gds_pci.acs_state``); this file
 only adds what changing it needs: the desired control value per state, the write through the
 ``config`` file (what ``setpci -s BDF ECAP_ACS+0x6.w=0000`` does) with a read-back, and the two
 conditions that make a write unsafe or impossible: devices bound to vfio-pci (their isolation
@@ -15,7 +15,8 @@ import errno
 import os
 import struct
 
-from ansible.module_utils.gds_pci import PORT_NAMES, find_pcie_port_type, normalize_bdf, read_acs
+from ansible.module_utils.gds_files import read_text
+from ansible.module_utils.gds_pci import PORT_NAMES, acs_state, find_pcie_port_type, normalize_bdf
 
 # ACS Control bits (PCIe spec 7.7.8.3)
 ACS_BITS = (("SV", 0x01), ("TB", 0x02), ("RR", 0x04), ("CR", 0x08), ("UF", 0x10), ("EC", 0x20),
@@ -61,13 +62,12 @@ def read_bridge(sysfs_root, bdf):
             config = handle.read(4096)
     except OSError as exc:
         raise AcsError("bridge %s: cannot read %s: %s" % (bdf, path, exc.strerror or exc))
-    try:
-        offset, cap, ctrl = read_acs(config)
-    except ValueError as exc:
-        raise AcsError("bridge %s: %s: %s (reading ACS needs root)" % (bdf, path, exc))
+    state = acs_state(config, path)
+    if state["acs_unknown"]:
+        raise AcsError("bridge %s: ACS state unknown: %s (reading ACS needs root)" % (bdf, state["acs_unknown"]))
+    del state["acs_unknown"]
     port = find_pcie_port_type(config)
-    return {"bdf": bdf, "path": path, "port_type": PORT_NAMES.get(port) if port is not None else None,
-            "acs_offset": offset, "acs_cap": cap, "acs_ctrl": ctrl}
+    return dict(state, bdf=bdf, path=path, port_type=PORT_NAMES.get(port) if port is not None else None)
 
 
 def vfio_devices(sysfs_root):
@@ -83,11 +83,8 @@ def vfio_devices(sysfs_root):
 def lockdown_state(sysfs_root):
     """Kernel lockdown mode from /sys/kernel/security/lockdown (``none [integrity] confidentiality``):
     ``none``, ``integrity`` or ``confidentiality``; None when the kernel has no lockdown LSM."""
-    path = os.path.join(sysfs_root, "kernel", "security", "lockdown")
-    try:
-        with open(path) as handle:
-            text = handle.read()
-    except (OSError, UnicodeDecodeError):
+    text = read_text(os.path.join(sysfs_root, "kernel", "security", "lockdown"))
+    if text is None:
         return None
     start, end = text.find("["), text.find("]")
     if start < 0 or end < start:

@@ -10,13 +10,18 @@ or a NIC is and which of them belong together; modules and roles take its output
 from __future__ import annotations
 
 import os
+import re
 
-from ansible.module_utils.gds_files import listdir, read_text
+from ansible.module_utils.gds_checks import check
+from ansible.module_utils.gds_files import listdir, natural_key, read_text, resolve
 from ansible.module_utils.gds_pci import (
-    CLASS_3D, CLASS_VGA, LINK_CLASSES, NVIDIA_VENDOR, PciTree, bdf_key,
-    natural_key, normalize_bdf, _CLASS_RANK, _NAMESPACE, _PATH_DEVICE,
+    CLASS_3D, CLASS_VGA, LINK_CLASSES, NVIDIA_VENDOR, PciTree, bdf_key, normalize_bdf, _CLASS_RANK,
 )
 from ansible.module_utils.gds_procfs import ProcfsError, system_disks
+
+# A namespace block device as /sys/block lists it: the plain disk of a controller, or the head
+# disk of a multipath subsystem. Hidden path disks (nvme0c1n1) never match.
+_NAMESPACE = re.compile(r"^nvme(\d+)n(\d+)$")
 
 
 def _read_text(path):
@@ -28,24 +33,45 @@ def _listdir(path):
     return listdir(path, key=natural_key)
 
 
-def _pci_device_of(tree, class_dir_entry):
-    """BDF of the PCI function behind a /sys/class/<x>/<name> entry (its ``device`` link)."""
-    real = os.path.realpath(os.path.join(class_dir_entry, "device"))
-    name = os.path.basename(real)
-    return name if name in tree.devices else None
+def _class_entries(tree, class_name):
+    """(name, real path, BDF or None) for each /sys/class/<class_name> entry.
+
+    A class entry or ``device`` link that cannot be followed (symlink loop, dangling link) is
+    warned about and left out; BDF None means a device with no PCI function (fabrics NVMe,
+    soft RoCE).
+    """
+    base = os.path.join(tree.sysfs_root, "class", class_name)
+    for name in _listdir(base):
+        entry = os.path.join(base, name)
+        real, problem = resolve(entry)
+        if problem is not None:
+            tree.warnings.append("skipping %s: %s" % (entry, problem))
+            continue
+        link = os.path.join(entry, "device")
+        device, problem = resolve(link)
+        if problem is not None and not os.path.lexists(link):
+            yield name, real, None  # a virtual device: no parent at all
+            continue
+        if problem is not None:
+            tree.warnings.append("skipping %s: %s: %s" % (entry, link, problem))
+            continue
+        bdf = os.path.basename(device)
+        yield name, real, bdf if bdf in tree.devices else None
 
 
 # --------------------------------------------------------------------------------------------
 # Devices
 # --------------------------------------------------------------------------------------------
 def find_gpus(tree, nvml_bus_ids=None):
-    """NVIDIA display/3D functions (NVSwitches are class 0x0680 and are not GPUs).
+    """NVIDIA display/3D functions (NVSwitches are class 0x0680 and are not GPUs; SR-IOV virtual
+    functions of a GPU are not GPUs either: nvidia-smi lists their physical function).
 
     ``index`` follows NVML's order when ``nvml_bus_ids`` (bus ids in NVML index order) is given,
     else ascending PCI bus id, which is nvidia-smi's default order.
     """
     found = [dev for dev in tree.devices.values()
-             if dev.vendor == NVIDIA_VENDOR and dev.class_code >> 8 in (CLASS_VGA, CLASS_3D)]
+             if dev.vendor == NVIDIA_VENDOR and dev.class_code >> 8 in (CLASS_VGA, CLASS_3D)
+             and tree.physfn(dev.bdf) is None]
     found.sort(key=lambda dev: bdf_key(dev.bdf))
     order = {bdf: i for i, bdf in enumerate(normalize_bdf(b) for b in (nvml_bus_ids or []))}
     if order and all(dev.bdf in order for dev in found):
@@ -59,46 +85,114 @@ def find_gpus(tree, nvml_bus_ids=None):
             for i, dev in enumerate(found)]
 
 
+def _controller_of(disk_dir, by_dir):
+    """The controller a namespace or path disk belongs to: its ``device`` link (the gendisk's
+    parent device, drivers/nvme/host/core.c), else the directory it sits in; None if neither is
+    a known controller."""
+    device, problem = resolve(os.path.join(disk_dir, "device"))
+    if problem is None and device in by_dir:
+        return by_dir[device]
+    return by_dir.get(os.path.dirname(disk_dir))
+
+
+def _multipath_paths(tree, head, by_dir):
+    """Controllers of a native-multipath head disk, found through sysfs links, never through
+    the c-number of ``nvme<S>c<C>n<N>``: before 2019 kernels put the controller's cntlid there,
+    not its instance.
+
+    Current kernels link each path disk from the head's ``multipath/`` directory. Older ones
+    have no such directory: then the controllers linked from the subsystem directory
+    (nvme-subsysN/nvmeX) are searched for the path disk that carries the head's nsid.
+    """
+    paths = []
+    links = _listdir(os.path.join(head, "multipath"))
+    for link in links:
+        path_dir, problem = resolve(os.path.join(head, "multipath", link))
+        if problem is not None:
+            tree.warnings.append("%s: %s" % (os.path.join(head, "multipath", link), problem))
+            continue
+        paths.append((link, _controller_of(path_dir, by_dir)))
+    if links:
+        return paths
+    subsys = os.path.dirname(head)
+    nsid = _read_text(os.path.join(head, "nsid"))
+    head_name = _NAMESPACE.match(os.path.basename(head))
+    # The subsystem and namespace parts of a path disk's name still hold on every kernel; only
+    # the c-number changed meaning.
+    path_name = re.compile(r"^nvme%sc\d+n%s$" % head_name.groups()) if head_name else None
+    ctrl_dirs = [os.path.realpath(os.path.join(subsys, entry)) for entry in _listdir(subsys)]
+    ctrl_dirs = [d for d in ctrl_dirs if d in by_dir]  # not the heads and attributes
+    linked = bool(ctrl_dirs)
+    if not linked:  # no controller links either: every controller, by name and nsid
+        ctrl_dirs = sorted(by_dir, key=lambda d: natural_key(by_dir[d]))
+    for ctrl_dir in ctrl_dirs:
+        for child in _listdir(ctrl_dir):
+            child_dir = os.path.join(ctrl_dir, child)
+            if os.path.islink(child_dir) or not os.path.isdir(child_dir):
+                continue
+            # Old kernels give hidden disks no dev_t (no ``dev`` file), but every namespace
+            # disk has ``nsid``.
+            child_nsid = _read_text(os.path.join(child_dir, "nsid"))
+            named = bool(path_name and path_name.match(child))
+            if nsid is not None and child_nsid is not None:
+                same = child_nsid == nsid and (linked or named)
+            else:
+                same = named
+            if same:
+                paths.append((child, by_dir[ctrl_dir]))
+    return paths
+
+
 def find_nvme(tree, system):
-    """NVMe namespaces (block devices) with their controller, plain or native-multipath layout."""
+    """NVMe namespaces (block devices) with their controllers, plain or native-multipath layout.
+
+    ``controller``/``bdf``/``switch`` name the first controller; a drive reached through several
+    controllers (a dual-port drive, one subsystem) lists them all in ``controllers`` and
+    ``paths``; the matrix takes the best of its paths.
+    """
     root = tree.sysfs_root
     controllers = {}
-    for ctrl in _listdir(os.path.join(root, "class", "nvme")):
-        entry = os.path.join(root, "class", "nvme", ctrl)
-        bdf = _pci_device_of(tree, entry)
+    by_dir = {}
+    for ctrl, real, bdf in _class_entries(tree, "nvme"):
         if bdf is None:
             continue  # fabrics (TCP/RDMA/FC) controllers have no local PCI function
-        controllers[ctrl] = {"bdf": bdf, "model": _read_text(os.path.join(entry, "model"))}
+        controllers[ctrl] = {"bdf": bdf, "model": _read_text(os.path.join(real, "model"))}
+        by_dir[real] = ctrl
     drives = []
     block = os.path.join(root, "block")
     for name in _listdir(block):
         if not _NAMESPACE.match(name):
             continue
-        real = os.path.realpath(os.path.join(block, name))
-        if not os.path.isdir(real):
-            tree.warnings.append("skipping %s: dangling link" % os.path.join(block, name))
+        real, problem = resolve(os.path.join(block, name))
+        if problem is not None or not os.path.isdir(real):
+            tree.warnings.append("skipping %s: %s" % (os.path.join(block, name), problem or "not a directory"))
             continue
         if "nvme-subsystem" in real.split(os.sep):
-            # native multipath: the head's multipath/ links name the paths nvme<S>c<C>n<N>
-            paths = [p for p in _listdir(os.path.join(real, "multipath")) if _PATH_DEVICE.match(p)]
-            ctrls = ["nvme" + _PATH_DEVICE.match(p).group(1) for p in paths]
+            found = _multipath_paths(tree, real, by_dir)
         else:
-            ctrls = [os.path.basename(os.path.dirname(real))]
-        ctrls = [c for c in ctrls if c in controllers]
-        if not ctrls:
+            found = [(name, _controller_of(real, by_dir))]
+        unplaced = [path for path, ctrl in found if ctrl is None]
+        if unplaced and len(unplaced) < len(found):
+            tree.warnings.append("%s: path %s leads to no PCI NVMe controller"
+                                 % (name, ", ".join(unplaced)))
+        found = sorted(((p, c) for p, c in found if c is not None), key=lambda pc: natural_key(pc[1]))
+        if not found:
             continue  # not PCI-attached (fabrics), or a controller we could not place
-        ctrl = ctrls[0]
+        ctrl = found[0][1]
         sectors = _read_text(os.path.join(real, "size"))
         dev = tree.devices[controllers[ctrl]["bdf"]]
         drives.append({
-            "name": name, "controller": ctrl, "controllers": ctrls, "bdf": dev.bdf,
+            "name": name, "controller": ctrl, "controllers": [c for _, c in found], "bdf": dev.bdf,
             "numa_node": dev.numa_node, "model": controllers[ctrl]["model"],
             "size_bytes": int(sectors) * 512 if sectors and sectors.isdigit() else None,
             "system": name in system, "switch": tree.switch_of(dev.bdf),
+            "paths": [{"name": p, "controller": c, "bdf": controllers[c]["bdf"],
+                       "switch": tree.switch_of(controllers[c]["bdf"])} for p, c in found],
         })
     # PCI NVMe controllers with no namespace still matter for placement (and ACS): keep them
-    # visible in the warnings rather than silently dropping them.
-    named = {d["controller"] for d in drives}
+    # visible in the warnings rather than silently dropping them. A second port of a dual-port
+    # drive is a path of that drive, not such a controller.
+    named = {c for d in drives for c in d["controllers"]}
     for ctrl in sorted(set(controllers) - named, key=natural_key):
         tree.warnings.append("NVMe controller %s (%s) has no namespace block device"
                              % (ctrl, controllers[ctrl]["bdf"]))
@@ -106,17 +200,30 @@ def find_nvme(tree, system):
 
 
 def find_nics(tree):
-    """RDMA devices (/sys/class/infiniband) on PCI, with their first network interface."""
+    """RDMA devices (/sys/class/infiniband) on PCI, with their first network interface.
+
+    An SR-IOV virtual function (it has a ``physfn`` link) is no NIC of its own, even with its own
+    mlx5_N device: it is counted in ``vfs`` of its physical function's entry.
+    """
     nics = []
-    root = os.path.join(tree.sysfs_root, "class", "infiniband")
-    for name in _listdir(root):
-        bdf = _pci_device_of(tree, os.path.join(root, name))
+    vf_of = {}
+    for name, _, bdf in _class_entries(tree, "infiniband"):
         if bdf is None:
             continue  # soft RoCE/iWARP devices have no PCI function of their own
+        physfn = tree.physfn(bdf)
+        if physfn is not None:
+            vf_of[name] = (bdf, physfn)
+            continue
         dev = tree.devices[bdf]
         netdevs = _listdir(os.path.join(dev.path, "net"))
         nics.append({"name": name, "netdev": netdevs[0] if netdevs else None, "bdf": bdf,
-                     "numa_node": dev.numa_node, "switch": tree.switch_of(bdf)})
+                     "numa_node": dev.numa_node, "switch": tree.switch_of(bdf),
+                     "vfs": tree.num_vfs(bdf)})
+    pfs = {n["bdf"] for n in nics}
+    for name, (bdf, physfn) in sorted(vf_of.items()):
+        if physfn not in pfs:
+            tree.warnings.append("%s (%s) is an SR-IOV virtual function of %s, which has no RDMA "
+                                 "device: not listed as a NIC" % (name, bdf, physfn))
     return nics
 
 
@@ -125,15 +232,23 @@ def find_nics(tree):
 # --------------------------------------------------------------------------------------------
 def link_matrix(tree, gpus, nvme, nics):
     """{A: {B: CLASS}} over GPU<index>, NVMe names and NIC names; ``X`` on the diagonal."""
-    nodes = ([("GPU%d" % g["index"], g["bdf"]) for g in gpus]
-             + [(d["name"], d["bdf"]) for d in nvme] + [(n["name"], n["bdf"]) for n in nics])
+    nodes = ([("GPU%d" % g["index"], [g["bdf"]]) for g in gpus]
+             + [(d["name"], _drive_bdfs(d)) for d in nvme] + [(n["name"], [n["bdf"]]) for n in nics])
     matrix = {name: {} for name, _ in nodes}
-    for i, (name_a, bdf_a) in enumerate(nodes):
+    for i, (name_a, bdfs_a) in enumerate(nodes):
         matrix[name_a][name_a] = "X"
-        for name_b, bdf_b in nodes[i + 1:]:
-            cls = "X" if bdf_a == bdf_b else tree.link_class(bdf_a, bdf_b)
+        for name_b, bdfs_b in nodes[i + 1:]:
+            if set(bdfs_a) & set(bdfs_b):
+                cls = "X"
+            else:  # a drive with several paths: the best one (the kernel's numa iopolicy picks it)
+                cls = min((tree.link_class(a, b) for a in bdfs_a for b in bdfs_b), key=_CLASS_RANK.get)
             matrix[name_a][name_b] = matrix[name_b][name_a] = cls
     return matrix
+
+
+def _drive_bdfs(drive):
+    bdfs = [p["bdf"] for p in drive.get("paths") or []] or [drive["bdf"]]
+    return sorted(set(bdfs), key=bdf_key)
 
 
 def _best(matrix, source, candidates):
@@ -195,7 +310,7 @@ def path_bridges(tree, gpus, nvme, nics):
     above system drives alone are left out. Without GPUs (a storage-only node, the QEMU guest)
     the drives' and NICs' bridges still count, since GDS traffic will cross them once GPUs land.
     """
-    endpoints = [g["bdf"] for g in gpus] + [d["bdf"] for d in nvme if not d["system"]]
+    endpoints = [g["bdf"] for g in gpus] + [b for d in nvme if not d["system"] for b in _drive_bdfs(d)]
     endpoints += [n["bdf"] for n in nics]
     seen = set()
     for bdf in endpoints:
@@ -206,10 +321,14 @@ def path_bridges(tree, gpus, nvme, nics):
 def discover(sysfs_root="/sys", procfs_root="/proc", nvml_bus_ids=None):
     """The ``gds_topology`` facts. Returns (facts, warnings)."""
     tree = PciTree(sysfs_root)
+    unresolved = []
     try:
-        system = system_disks(procfs_root, sysfs_root)
+        system = system_disks(procfs_root, sysfs_root, unresolved=unresolved)
     except ProcfsError as exc:
         raise ProcfsError("%s (needed to tell system drives from data drives)" % exc)
+    for target, source in unresolved:
+        tree.warnings.append("%s is mounted from %s, which leads to no block device in %s: the drive "
+                             "behind it cannot be flagged as a system drive" % (target, source, sysfs_root))
     gpus = find_gpus(tree, nvml_bus_ids)
     nvme = find_nvme(tree, system)
     nics = find_nics(tree)
@@ -221,6 +340,18 @@ def discover(sysfs_root="/sys", procfs_root="/proc", nvml_bus_ids=None):
         "numa_nodes": sorted({d.numa_node for d in tree.devices.values()}),
     }
     return facts, tree.warnings
+
+
+def visibility_checks(facts, warnings):
+    """Report checks for what discovery could not see: bridges of unknown ACS state (short
+    config space, e.g. read without root) and every warning (skipped devices, looping links)."""
+    unknown = [b for b in facts["bridges"] if b.get("acs_unknown")]
+    return [
+        check("topology: ACS state readable on GPU/NVMe/NIC bridges", "WARN" if unknown else "PASS",
+              0, len(unknown), "; ".join("%s (%s)" % (b["bdf"], b["acs_unknown"]) for b in unknown)),
+        check("topology: sysfs and procfs read without warnings", "WARN" if warnings else "PASS",
+              0, len(warnings), "; ".join(warnings[:20])),
+    ]
 
 
 def affinity_table(facts):

@@ -1,23 +1,70 @@
 # -*- coding: utf-8 -*-
 # Copyright: gds-commission contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Tolerant readers for sysfs/procfs: a missing or unreadable entry is simply absent.
+"""The one reader for sysfs and procfs files.
 
-Callers that must fail on a missing file (naming it) open it themselves; these are for the many
-optional attributes where "not there" is an answer.
+The kernel hands out bytes, not UTF-8: a mount point may hold any byte but NUL and '/', and a
+corrupted file may hold anything. Every text read here decodes UTF-8 with ``surrogateescape``, so
+undecodable bytes survive as lone surrogates (``os`` functions turn them back into the same
+bytes) instead of ending the run in a UnicodeDecodeError that names no file.
+
+``read_text``/``listdir`` are tolerant: a missing or unreadable entry is simply absent, for the
+many optional attributes where "not there" is an answer. ``read_file`` is strict: it raises
+UnreadableFile naming the path. ``resolve`` tells a symlink loop or a dangling link from a good one.
 """
 from __future__ import annotations
 
+import errno
 import os
+import re
+
+ENCODING = "utf-8"
+ERRORS = "surrogateescape"
+
+_NATURAL = re.compile(r"(\d+)")
+
+
+class UnreadableFile(Exception):
+    """A file that must be read cannot be; the message names it."""
+
+    def __init__(self, path, reason):
+        Exception.__init__(self, "cannot read %s: %s" % (path, reason))
+        self.path = path
+        self.reason = reason
+
+
+def decode(data):
+    """Kernel bytes -> str; bytes that are not UTF-8 become lone surrogates, never an error."""
+    return data.decode(ENCODING, ERRORS)
+
+
+def natural_key(name):
+    """Sort key that orders ``nvme2`` before ``nvme10``."""
+    return [int(part) if part.isdigit() else part for part in _NATURAL.split(str(name))]
+
+
+def read_bytes(path, limit=1 << 20):
+    """The file's bytes (at most ``limit``), or None when it cannot be read."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(limit)
+    except OSError:
+        return None
 
 
 def read_text(path, limit=1 << 20):
-    """The file's text (at most ``limit`` characters), or None when it cannot be read."""
+    """The file's text (at most ``limit`` bytes, decoded as above), or None when unreadable."""
+    data = read_bytes(path, limit)
+    return None if data is None else decode(data)
+
+
+def read_file(path, limit=16 << 20):
+    """The file's text; raises UnreadableFile naming the path when it cannot be read."""
     try:
-        with open(path, "r") as handle:
-            return handle.read(limit)
-    except (OSError, UnicodeDecodeError):
-        return None
+        with open(path, "rb") as handle:
+            return decode(handle.read(limit))
+    except OSError as exc:
+        raise UnreadableFile(path, exc.strerror or str(exc))
 
 
 def listdir(path, key=None):
@@ -26,3 +73,18 @@ def listdir(path, key=None):
         return sorted(os.listdir(path), key=key)
     except OSError:
         return []
+
+
+def resolve(path):
+    """(real path, problem): problem is None, or why the link cannot be followed
+    ("symlink loop", "dangling link to X", or the OS error)."""
+    real = os.path.realpath(path)
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return real, "symlink loop"
+        if exc.errno == errno.ENOENT and os.path.lexists(path):
+            return real, "dangling link to %s" % real
+        return real, exc.strerror or str(exc)
+    return real, None

@@ -9,6 +9,7 @@ NvmlUnavailable with the reason, so callers can fall back to sysfs.
 """
 from __future__ import annotations
 
+from ansible.module_utils.gds_files import decode
 from ansible.module_utils.gds_pci import normalize_bdf
 
 
@@ -17,7 +18,7 @@ class NvmlUnavailable(Exception):
 
 
 def _text(value):
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    return decode(value) if isinstance(value, bytes) else str(value)
 
 
 def nvml_gpus(pynvml=None):

@@ -20,6 +20,8 @@ import os
 import re
 import struct
 
+from ansible.module_utils.gds_files import UnreadableFile, listdir, read_file, resolve
+
 NVIDIA_VENDOR = 0x10DE
 CLASS_VGA = 0x0300
 CLASS_3D = 0x0302
@@ -45,8 +47,6 @@ _CLASS_RANK = {name: rank for rank, name in enumerate(LINK_CLASSES)}
 
 _BDF = re.compile(r"^([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
 _ROOT_BUS = re.compile(r"^pci([0-9a-f]{4,8}):([0-9a-f]{2})$")
-_NAMESPACE = re.compile(r"^nvme\d+n\d+$")
-_PATH_DEVICE = re.compile(r"^nvme\d+c(\d+)n\d+$")
 
 
 class TopologyError(Exception):
@@ -77,8 +77,9 @@ def normalize_bdf(text):
     return "%04x:%s:%s.%s" % (int(domain, 16), bus, dev, fn)
 
 
-def natural_key(name):
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+def is_root_bus(element):
+    """True for a chain element that is a root bus (``pci0000:00``, VMD's ``pci10000:00``)."""
+    return bool(_ROOT_BUS.match(element or ""))
 
 
 # --------------------------------------------------------------------------------------------
@@ -107,10 +108,14 @@ def find_pcie_port_type(config):
 def find_ext_capability(config, cap_id):
     """Offset of an extended capability (walked from 0x100), or None.
 
-    Raises ValueError when the image is too short to hold extended config space (reads by a
-    non-root user return only 64 bytes; a truncated file must not look like "no ACS").
+    Raises ValueError when the image is too short to hold the extended config space: sysfs
+    gives an unprivileged reader 64 bytes, and a short or empty file must not look like "no
+    ACS". Only a conventional PCI function (no PCIe capability) has a 256-byte config space and
+    no extended capabilities at all.
     """
-    if len(config) < ECAP_START + 4:
+    if len(config) < 4096:
+        if len(config) == 256 and find_pcie_port_type(config) is None:
+            return None
         raise ValueError("config space is %d bytes, extended capabilities need 4096" % len(config))
     offset = ECAP_START
     for _ in range((4096 - ECAP_START) // 4):
@@ -136,6 +141,20 @@ def read_acs(config):
     return offset, cap, ctrl
 
 
+def acs_state(config, path):
+    """{acs_offset, acs_cap, acs_ctrl, acs_unknown} of one config-space image read from ``path``.
+
+    ``acs_unknown`` is None when the state was read (the other values None: no ACS capability),
+    else the reason, naming the file.
+    """
+    try:
+        offset, cap, ctrl = read_acs(config)
+    except ValueError as exc:
+        return {"acs_offset": None, "acs_cap": None, "acs_ctrl": None,
+                "acs_unknown": "%s: %s" % (path, exc)}
+    return {"acs_offset": offset, "acs_cap": cap, "acs_ctrl": ctrl, "acs_unknown": None}
+
+
 # --------------------------------------------------------------------------------------------
 # The tree
 # --------------------------------------------------------------------------------------------
@@ -143,7 +162,7 @@ class PciDevice(object):
     """One PCI function as sysfs shows it."""
 
     __slots__ = ("bdf", "chain", "path", "vendor", "device", "class_code", "numa_node",
-                 "driver", "_config", "_port_type", "model")
+                 "driver", "model")
 
     def __init__(self, bdf, chain, path, vendor, device, class_code, numa_node, driver):
         self.bdf = bdf
@@ -154,8 +173,6 @@ class PciDevice(object):
         self.class_code = class_code
         self.numa_node = numa_node
         self.driver = driver
-        self._config = None
-        self._port_type = None
         self.model = None
 
     @property
@@ -178,6 +195,9 @@ class PciTree(object):
         self.sysfs_root = sysfs_root
         self.devices = {}
         self.warnings = []
+        self._element_paths = {}  # chain element -> its sysfs directory
+        self._configs = {}
+        self._ports = {}
         self._scan()
 
     # -- reading ------------------------------------------------------------------------------
@@ -186,8 +206,7 @@ class PciTree(object):
 
     def _read_attr(self, dev_path, name, base=16):
         path = os.path.join(dev_path, name)
-        with open(path, "r") as handle:
-            text = handle.read().strip()
+        text = read_file(path).strip()
         try:
             return int(text, base)
         except ValueError:
@@ -205,27 +224,29 @@ class PciTree(object):
         devices_dir = os.path.realpath(os.path.join(root, "devices"))
         for entry in sorted(os.listdir(bus_dir), key=bdf_key):
             link = os.path.join(bus_dir, entry)
-            real = os.path.realpath(link)
-            if not os.path.isdir(real):
-                self._warn("skipping %s: dangling link to %s" % (link, real))
+            real, problem = resolve(link)
+            if problem is not None or not os.path.isdir(real):
+                self._warn("skipping %s: %s" % (link, problem or "%s is not a directory" % real))
                 continue
             rel = os.path.relpath(real, devices_dir)
             chain = tuple(rel.split(os.sep))
-            if rel.startswith("..") or not _ROOT_BUS.match(chain[0]) or chain[-1] != entry:
+            if rel.startswith("..") or not is_root_bus(chain[0]) or chain[-1] != entry:
                 self._warn("skipping %s: %s is not below %s/pciDDDD:BB" % (link, real, devices_dir))
                 continue
             try:
                 vendor = self._read_attr(real, "vendor")
                 device = self._read_attr(real, "device")
                 class_code = self._read_attr(real, "class")
-            except (OSError, ValueError) as exc:
+            except (UnreadableFile, ValueError) as exc:
                 self._warn("skipping %s: %s" % (entry, _reason(exc)))
                 continue
             try:
                 numa = self._read_attr(real, "numa_node", base=10)
-            except (OSError, ValueError) as exc:
+            except (UnreadableFile, ValueError) as exc:
                 self._warn("%s: numa_node unreadable (%s), using -1" % (entry, _reason(exc)))
                 numa = -1
+            for depth in range(1, len(chain) - 1):
+                self._element_paths.setdefault(chain[depth], os.path.join(devices_dir, *chain[:depth + 1]))
             driver_link = os.path.join(real, "driver")
             driver = os.path.basename(os.readlink(driver_link)) if os.path.islink(driver_link) else None
             self.devices[entry] = PciDevice(entry, chain, real, vendor, device, class_code, numa, driver)
@@ -239,57 +260,94 @@ class PciTree(object):
                         dev.numa_node = above.numa_node
                         break
 
-    def config(self, bdf):
-        """The device's config-space image (bytes); b'' when unreadable (warned)."""
-        dev = self.devices[bdf]
-        if dev._config is None:
-            path = os.path.join(dev.path, "config")
-            try:
-                with open(path, "rb") as handle:
-                    dev._config = handle.read(4096)
-            except OSError as exc:
-                self._warn("%s: cannot read %s (%s)" % (bdf, path, _reason(exc)))
-                dev._config = b""
-        return dev._config
+    # Config space and port type work for every chain element that is a PCI function: the
+    # devices of the tree, and bridges the scan had to skip (class or vendor unreadable), which
+    # still carry their children.
+    def _element_path(self, element):
+        dev = self.devices.get(element)
+        return dev.path if dev is not None else self._element_paths.get(element)
 
-    def port_type(self, bdf):
-        """PCIe port type of a bridge: from its PCIe capability, else from its place in the tree."""
-        dev = self.devices[bdf]
-        if dev._port_type is None:
-            port = find_pcie_port_type(self.config(bdf))
+    def config_path(self, element):
+        path = self._element_path(element)
+        return os.path.join(path, "config") if path else None
+
+    def config(self, element):
+        """The function's config-space image (bytes); b'' when unreadable (warned)."""
+        if element not in self._configs:
+            path = self.config_path(element)
+            data = b""
+            if path:
+                try:
+                    with open(path, "rb") as handle:
+                        data = handle.read(4096)
+                except OSError as exc:
+                    self._warn("%s: cannot read %s (%s)" % (element, path, _reason(exc)))
+            self._configs[element] = data
+        return self._configs[element]
+
+    def port_type(self, element):
+        """PCIe port type of a chain element: from its PCIe capability (Device/Port Type), else
+        from its place in the tree (on a root bus a root port, below a switch's upstream port a
+        downstream port, else an upstream port); None for a root bus."""
+        if is_root_bus(element):
+            return None
+        if element not in self._ports:
+            port = find_pcie_port_type(self.config(element))
             if port is None:
-                parent = self.devices.get(dev.parent)
-                if parent is None:  # on a root bus
+                path = self._element_path(element)
+                parent = os.path.basename(os.path.dirname(path)) if path else None
+                if parent is None or is_root_bus(parent):
                     port = PORT_ROOT
-                elif self.port_type(parent.bdf) == PORT_UPSTREAM:
+                elif self.port_type(parent) == PORT_UPSTREAM:
                     port = PORT_DOWNSTREAM
                 else:
                     port = PORT_UPSTREAM
-            dev._port_type = port
-        return dev._port_type
+            self._ports[element] = port
+        return self._ports[element]
 
     def acs(self, bdf):
-        """{bdf, port_type, acs_offset, acs_cap, acs_ctrl} for one bridge (None values: no ACS)."""
-        config = self.config(bdf)
-        entry = {"bdf": bdf, "port_type": PORT_NAMES.get(self.port_type(bdf), "unknown"),
-                 "acs_offset": None, "acs_cap": None, "acs_ctrl": None}
-        try:
-            offset, cap, ctrl = read_acs(config)
-        except ValueError as exc:
-            if config:
-                self._warn("%s: %s; ACS state unknown" % (bdf, exc))
-            return entry
-        entry.update(acs_offset=offset, acs_cap=cap, acs_ctrl=ctrl)
+        """{bdf, port_type, acs_offset, acs_cap, acs_ctrl, acs_unknown} for one bridge (also one
+        the scan skipped).
+
+        None values with ``acs_unknown`` None: the bridge has no ACS capability. ``acs_unknown``
+        set (the reason, naming the config file): the state could not be read, and a warning
+        says so.
+        """
+        entry = {"bdf": bdf, "port_type": PORT_NAMES.get(self.port_type(bdf), "unknown")}
+        entry.update(acs_state(self.config(bdf), self.config_path(bdf)))
+        if entry["acs_unknown"]:
+            self._warn("%s: ACS state unknown: %s" % (bdf, entry["acs_unknown"]))
         return entry
+
+    # -- SR-IOV -------------------------------------------------------------------------------
+    def physfn(self, bdf):
+        """The physical function of an SR-IOV virtual function (its ``physfn`` link), or None."""
+        link = os.path.join(self.devices[bdf].path, "physfn")
+        if not os.path.islink(link):
+            return None
+        return os.path.basename(os.path.realpath(link))
+
+    def num_vfs(self, bdf):
+        """Virtual functions enabled on a physical function: its ``virtfnN`` links, else
+        ``sriov_numvfs`` (0 without SR-IOV)."""
+        path = self.devices[bdf].path
+        links = [e for e in listdir(path) if re.match(r"^virtfn\d+$", e)]
+        if links:
+            return len(links)
+        try:
+            return self._read_attr(path, "sriov_numvfs", base=10)
+        except (UnreadableFile, ValueError):
+            return 0
 
     # -- placement ----------------------------------------------------------------------------
     def host_bridge(self, bdf):
         return self.devices[bdf].chain[0]
 
     def bridges_above(self, bdf):
-        """BDFs of the bridges between a device and its host bridge, nearest first."""
+        """BDFs of the bridges between a device and its host bridge, nearest first (a VMD
+        endpoint counts: its domain hangs below it)."""
         return [element for element in reversed(self.devices[bdf].chain[:-1])
-                if element in self.devices]
+                if not is_root_bus(element)]
 
     def switch_of(self, bdf):
         """The upstream port of the nearest PCIe switch above a device, or None."""
@@ -298,13 +356,12 @@ class PciTree(object):
                 return element
         return None
 
-    def _switch_id(self, element):
+    def _switch_id(self, element, parent):
         """Collapse the ports of one switch (and VMD's nested root bus) into one identity."""
-        dev = self.devices.get(element)
-        if dev is None:  # a nested root bus (VMD): part of the VMD endpoint above it
+        if is_root_bus(element):  # a nested root bus (VMD): part of the VMD endpoint above it
             return ("vmd", element)
-        if dev.is_bridge and self.port_type(element) == PORT_DOWNSTREAM:
-            return dev.parent
+        if self.port_type(element) == PORT_DOWNSTREAM:
+            return parent
         return element
 
     def link_class(self, bdf_a, bdf_b):
@@ -326,9 +383,9 @@ class PciTree(object):
             common += 1
         if common <= 1:
             return "PHB"
-        lca = a.chain[common - 1]
-        on_path = [lca] + list(a.chain[common:-1]) + list(b.chain[common:-1])
-        switches = {self._switch_id(element) for element in on_path}
+        on_path = [(common - 1, a.chain)] + [(i, a.chain) for i in range(common, len(a.chain) - 1)]
+        on_path += [(i, b.chain) for i in range(common, len(b.chain) - 1)]
+        switches = {self._switch_id(chain[i], chain[i - 1]) for i, chain in on_path}
         return "PIX" if len(switches) <= 1 else "PXB"
 
 

@@ -3,17 +3,23 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Parsers for the procfs files that tell which block devices hold the running OS.
 
-One place for /proc/mounts, /proc/swaps and /proc/mdstat: the topology model uses them to flag
-system drives, the RAID planner to see the arrays that exist. Every parser takes text and returns
-plain data, so it can be tested on the guide's outputs; the ``read_*`` helpers add the file access
-and raise ProcfsError naming the file at fault.
+One place for /proc/self/mountinfo (or /proc/mounts), /proc/swaps and /proc/mdstat: the topology
+model uses them to flag system drives, the RAID planner to see the arrays that exist. Every parser
+takes text and returns plain data, so it can be tested on the guide's outputs; the ``read_*``
+helpers add the file access and raise ProcfsError naming the file at fault.
+
+A mounted device is identified by its major:minor (mountinfo's third field), followed through
+/sys/dev/block/MAJ:MIN to its sysfs directory: the name it is mounted under (``/dev/root``, a
+udev alias, a /dev/mapper name) does not matter. From there dm/md ``slaves`` lead to the devices
+below, and a partition (a directory with a ``partition`` file) to its disk, the directory above.
+Device names are the fallback when mountinfo or the sysfs links are missing.
 """
 from __future__ import annotations
 
 import os
 import re
 
-from ansible.module_utils.gds_files import listdir
+from ansible.module_utils.gds_files import UnreadableFile, listdir, read_file, read_text
 
 # Mount points whose backing drives are "system": the contract names /, /boot and swap; /boot/efi,
 # /usr and /var are the same thing split out by some installers.
@@ -22,6 +28,9 @@ SYSTEM_MOUNTPOINTS = ("/", "/boot", "/boot/efi", "/usr", "/var")
 _MD_LINE = re.compile(r"^(md[\w/]+)\s*:\s*(\S+)\s*(.*)$")
 _MD_MEMBER = re.compile(r"^([\w/.-]+)\[(\d+)\]((?:\([A-Z]\))*)$")
 _PARTITION = re.compile(r"^(nvme\d+n\d+)p\d+$|^((?:sd|vd|xvd|hd)[a-z]+)\d+$|^(md\d+)p\d+$")
+_DEVNO = re.compile(r"^(\d+):(\d+)$")
+# fs/proc_namespace.c escapes exactly these four in mount fields (seq_escape " \t\n\\").
+_MOUNT_ESCAPE = re.compile(r"\\(040|011|012|134)")
 
 
 class ProcfsError(Exception):
@@ -29,15 +38,21 @@ class ProcfsError(Exception):
 
 
 def _unescape(field):
-    # /proc/mounts escapes space, tab, newline and backslash as octal.
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+    return _MOUNT_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), field)
+
+
+def _fields(line):
+    # Split on spaces only: the kernel escapes space, tab and newline, but not other control
+    # characters, which str.split() would also take for separators.
+    return [field for field in line.split(" ") if field]
 
 
 def parse_mounts(text):
-    """/proc/mounts (or /proc/self/mounts) -> [{source, target, fstype, options}]."""
+    """/proc/mounts (or /proc/self/mounts) -> [{source, target, fstype, options, devno}]
+    (``devno`` None: this file does not carry it)."""
     mounts = []
     for line in text.splitlines():
-        fields = line.split()
+        fields = _fields(line)
         if len(fields) < 4:
             continue
         mounts.append({
@@ -45,6 +60,33 @@ def parse_mounts(text):
             "target": _unescape(fields[1]),
             "fstype": fields[2],
             "options": fields[3].split(","),
+            "devno": None,
+        })
+    return mounts
+
+
+def parse_mountinfo(text):
+    """/proc/self/mountinfo -> [{source, target, fstype, options, devno, root}].
+
+    ``36 35 259:2 / / rw,relatime shared:1 - ext4 /dev/root rw``: mount id, parent id,
+    major:minor, root, mount point, options, optional fields up to ``-``, fstype, source, super
+    options (Documentation/filesystems/proc.rst).
+    """
+    mounts = []
+    for line in text.splitlines():
+        fields = _fields(line)
+        if len(fields) < 7 or "-" not in fields[6:]:
+            continue
+        dash = fields.index("-", 6)
+        if len(fields) < dash + 3 or not _DEVNO.match(fields[2]):
+            continue
+        mounts.append({
+            "source": _unescape(fields[dash + 2]),
+            "target": _unescape(fields[4]),
+            "fstype": fields[dash + 1],
+            "options": fields[5].split(","),
+            "devno": fields[2],
+            "root": _unescape(fields[3]),
         })
     return mounts
 
@@ -113,13 +155,17 @@ def base_disk(name):
 
 def _read(path):
     try:
-        with open(path, "r") as handle:
-            return handle.read()
-    except OSError as exc:
-        raise ProcfsError("cannot read %s: %s" % (path, exc.strerror or exc))
+        return read_file(path)
+    except UnreadableFile as exc:
+        raise ProcfsError(str(exc))
 
 
 def read_mounts(procfs_root):
+    """The mount table: /proc/self/mountinfo (with each device's major:minor) when present,
+    else /proc/self/mounts or /proc/mounts (names only)."""
+    path = os.path.join(procfs_root, "self", "mountinfo")
+    if os.path.exists(path):
+        return parse_mountinfo(_read(path))
     for rel in ("self/mounts", "mounts"):
         path = os.path.join(procfs_root, rel)
         if os.path.exists(path):
@@ -144,6 +190,41 @@ def read_mdstat(procfs_root):
         raise ProcfsError("%s: %s" % (path, exc))
 
 
+def kernel_root_device(procfs_root):
+    """``root=`` of the kernel command line when it names a /dev path (``/dev/nvme0n1p2``)."""
+    text = read_text(os.path.join(procfs_root, "cmdline")) or ""
+    for word in text.split():
+        if word.startswith("root=/dev/"):
+            return word[len("root="):]
+    return None
+
+
+def _is_live(root, live):
+    try:
+        return os.path.realpath(root) == live
+    except OSError:
+        return False
+
+
+# --------------------------------------------------------------------------------------------
+# From a mount source to the whole disks below it
+# --------------------------------------------------------------------------------------------
+def _sysfs_dir_by_devno(sysfs_root, devno):
+    """Real sysfs directory of block device MAJ:MIN, or None (major 0: no block device)."""
+    if not devno or devno.startswith("0:"):
+        return None
+    path = os.path.realpath(os.path.join(sysfs_root, "dev", "block", devno))
+    return path if os.path.isdir(path) else None
+
+
+def _sysfs_dir_by_name(sysfs_root, name):
+    path = os.path.realpath(os.path.join(sysfs_root, "class", "block", name))
+    if os.path.isdir(path):
+        return path
+    path = os.path.realpath(os.path.join(sysfs_root, "block", name))
+    return path if os.path.isdir(path) else None
+
+
 def _device_name(source, sysfs_root):
     """Kernel name of the block device behind a mount source or swap file name, or None."""
     if not source.startswith("/dev/"):
@@ -153,64 +234,107 @@ def _device_name(source, sysfs_root):
         # device-mapper: find dm-N whose dm/name matches
         wanted = name[len("mapper/"):]
         block = os.path.join(sysfs_root, "block")
-        for entry in _listdir(block):
+        for entry in listdir(block):
             if entry.startswith("dm-"):
-                try:
-                    with open(os.path.join(block, entry, "dm", "name")) as handle:
-                        if handle.read().strip() == wanted:
-                            return entry
-                except OSError:
-                    continue
+                text = read_text(os.path.join(block, entry, "dm", "name"))
+                if text is not None and text.strip() == wanted:
+                    return entry
         return None
     if name.startswith("md/"):
         # /dev/md/<name> is a udev link to /dev/mdN: only the live /dev can resolve it
-        if os.path.realpath(sysfs_root) == "/sys" and os.path.exists(source):
+        if _is_live(sysfs_root, "/sys") and os.path.exists(source):
             return os.path.basename(os.path.realpath(source))
         return "md" + name[3:] if name[3:].isdigit() else None
     return name
 
 
-_listdir = listdir
+def _disks_below_dir(path, seen):
+    """Whole disks under the block device whose sysfs directory is ``path``: dm/md ``slaves``
+    followed down; a partition (it has a ``partition`` file) stands for the disk above it."""
+    if path in seen:
+        return set()
+    seen.add(path)
+    slaves = listdir(os.path.join(path, "slaves"))
+    if slaves:
+        disks = set()
+        for slave in slaves:
+            below = os.path.realpath(os.path.join(path, "slaves", slave))
+            disks |= _disks_below_dir(below, seen) if os.path.isdir(below) else {base_disk(slave)}
+        return disks
+    if os.path.exists(os.path.join(path, "partition")):
+        return _disks_below_dir(os.path.dirname(path), seen)  # the disk, or the md/dm it splits
+    return {os.path.basename(path)}
 
 
-def _underlying_disks(name, sysfs_root, mdstat, seen=None):
-    """Whole disks under a block device: md members (mdstat), dm/md slaves (sysfs), partitions."""
-    seen = set() if seen is None else seen
+def _disks_below_name(name, sysfs_root, mdstat, seen):
+    """The same by name, for trees without sysfs entries: mdstat members, then the name's disk."""
+    path = _sysfs_dir_by_name(sysfs_root, name)
+    if path is not None:
+        return _disks_below_dir(path, seen)
     if name in seen:
         return set()
     seen.add(name)
-    disks = set()
-    lower = []
     if name in mdstat:
-        lower = [m["device"] for m in mdstat[name]["members"]]
-    else:
-        lower = _listdir(os.path.join(sysfs_root, "class", "block", name, "slaves"))
-        if not lower and name.startswith("md") and os.path.isdir(os.path.join(sysfs_root, "block", name)):
-            lower = _listdir(os.path.join(sysfs_root, "block", name, "slaves"))
-    if lower:
-        for dev in lower:
-            disks |= _underlying_disks(dev, sysfs_root, mdstat, seen)
+        disks = set()
+        for member in mdstat[name]["members"]:
+            disks |= _disks_below_name(member["device"], sysfs_root, mdstat, seen)
         return disks
-    disks.add(base_disk(name))
-    return disks
+    base = base_disk(name)
+    return {name} if base == name else _disks_below_name(base, sysfs_root, mdstat, seen)
 
 
-def system_disks(procfs_root, sysfs_root, mounts=None, swaps=None, mdstat=None):
+def source_disks(source, sysfs_root, mdstat, devno=None):
+    """Whole disks below one mount source or swap device: by major:minor when known (the name a
+    device is mounted under may be /dev/root or an alias), else by name. None when neither
+    leads to a block device."""
+    seen = set()
+    path = _sysfs_dir_by_devno(sysfs_root, devno)
+    if path is None and source.startswith("/dev/") and _is_live(sysfs_root, "/sys"):
+        try:
+            rdev = os.stat(source).st_rdev
+            path = _sysfs_dir_by_devno(sysfs_root, "%d:%d" % (os.major(rdev), os.minor(rdev)))
+        except OSError:
+            path = None
+    if path is not None:
+        return _disks_below_dir(path, seen)
+    name = _device_name(source, sysfs_root)
+    if not name:
+        return None
+    if (name == "root" or "/" in name) and name not in mdstat \
+            and _sysfs_dir_by_name(sysfs_root, name) is None:
+        # /dev/root is the kernel's placeholder, /dev/vg/lv or /dev/disk/by-*/ a udev alias:
+        # no kernel name to go by
+        return None
+    return _disks_below_name(name, sysfs_root, mdstat, seen)
+
+
+def system_disks(procfs_root, sysfs_root, mounts=None, swaps=None, mdstat=None, unresolved=None):
     """Names of the whole disks (``nvme0n1``, ``sda``) that hold the running OS.
 
     Mounted /, /boot (and the other SYSTEM_MOUNTPOINTS), active swap, and every member of an md
-    array or device-mapper volume that carries one of them.
+    array or device-mapper volume that carries one of them. A mount of ``/dev/root`` without a
+    major:minor (no mountinfo) is taken from the kernel command line's ``root=``. Sources that
+    lead to no block device are appended to ``unresolved`` (a list) as (mount point, source).
     """
     mounts = read_mounts(procfs_root) if mounts is None else mounts
     swaps = read_swaps(procfs_root) if swaps is None else swaps
     mdstat = read_mdstat(procfs_root) if mdstat is None else mdstat
-    sources = [m["source"] for m in mounts if m["target"] in SYSTEM_MOUNTPOINTS]
-    sources += [s["filename"] for s in swaps if s["type"] == "partition"]
+    sources = [(m["target"], m["source"], m.get("devno")) for m in mounts
+               if m["target"] in SYSTEM_MOUNTPOINTS]
+    sources += [("swap", s["filename"], None) for s in swaps if s["type"] == "partition"]
     disks = set()
-    for source in sources:
-        name = _device_name(source, sysfs_root)
-        if name:
-            disks |= _underlying_disks(name, sysfs_root, mdstat)
+    for target, source, devno in sources:
+        if not source.startswith("/dev/"):
+            continue  # network, overlay or virtual file systems hold no local drive
+        found = source_disks(source, sysfs_root, mdstat, devno)
+        if found is None and source == "/dev/root":
+            root = kernel_root_device(procfs_root)
+            found = source_disks(root, sysfs_root, mdstat) if root else None
+        if found is None:
+            if unresolved is not None:
+                unresolved.append((target, source))
+            continue
+        disks |= found
     return disks
 
 
@@ -220,9 +344,12 @@ def mounted_disks(procfs_root, sysfs_root, mounts=None, mdstat=None):
     mdstat = read_mdstat(procfs_root) if mdstat is None else mdstat
     result = {}
     for mount in mounts:
-        name = _device_name(mount["source"], sysfs_root)
-        if not name:
+        if not mount["source"].startswith("/dev/") and not _sysfs_dir_by_devno(sysfs_root, mount.get("devno")):
             continue
-        for disk in _underlying_disks(name, sysfs_root, mdstat):
+        disks = source_disks(mount["source"], sysfs_root, mdstat, mount.get("devno"))
+        if not disks and mount["source"] == "/dev/root":
+            root = kernel_root_device(procfs_root)
+            disks = source_disks(root, sysfs_root, mdstat) if root else None
+        for disk in sorted(disks or ()):
             result.setdefault(disk, []).append(mount["target"])
     return result

@@ -58,3 +58,10 @@ def test_system_disks_through_md_and_swap(tmp_path):
     disks = system_disks(str(tmp_path), str(tmp_path), mounts=mounts, swaps=swaps,
                          mdstat=parse_mdstat(MDSTAT))
     assert disks == {"nvme2n1", "nvme3n1", "nvme6n1"}
+
+
+def test_partition_of_an_md_array_is_its_members(tmp_path):
+    mounts = parse_mounts("/dev/md0p1 / ext4 rw 0 0\n")
+    disks = system_disks(str(tmp_path), str(tmp_path), mounts=mounts, swaps=[],
+                         mdstat=parse_mdstat(MDSTAT))
+    assert disks == {"nvme2n1", "nvme3n1"}
