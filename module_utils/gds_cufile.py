@@ -505,12 +505,15 @@ def report_checks(config, gds_mode, outcome, raid_devices=(), rdma_storage=False
     ``in place``, ``written``, ``would change``; ``file`` the file that holds our keys;
     ``keys`` the dotted keys set; ``alternative`` a sentence about the alternatives link."""
     props = (config or {}).get("properties") or {}
-    parts = []
+    would = outcome["state"] == "would change"
     if outcome.get("keys"):
-        verb = "would set" if outcome["state"] == "would change" else "set"
-        parts.append("%s %s in %s" % (verb, ", ".join(outcome["keys"]), outcome["file"]))
-    else:
-        parts.append("%s already as configured" % outcome["file"])
+        parts = ["%s %s in %s" % ("would set" if would else "set", ", ".join(outcome["keys"]),
+                                  outcome["file"])]
+    elif outcome["state"] == "in place":
+        parts = ["%s as configured" % outcome["file"]]
+    else:  # e.g. our alternative created from a vendor file that already says the same
+        parts = ["%s %s (no key differed from what cuFile read)" % (
+            "would write" if would else "wrote", outcome["file"])]
     if outcome.get("alternative"):
         parts.append(outcome["alternative"])
     if outcome.get("vendor"):
