@@ -15,13 +15,14 @@ description:
     wrong types, values outside their choices, and C(*_kb) sizes that are not 4K-aligned.
   - Merges them into the file's existing content, read even when it is NVIDIA's commented JSON
     (C(//) and C(/* */) comments, trailing commas). Every key it does not manage keeps its value
-    and its place; a new key goes to the end of its section. The merged result is written as
-    strict JSON (comments are not carried over; the vendor's commented file or the backup keeps
-    them). A malformed file is an error naming it with the line and column, and nothing changes.
+    and its place; a new key goes to the end of its section. The text is edited, not re-dumped:
+    comments, layout and untouched lines stay (strict JSON of the merged content is written only
+    if an edit would not parse back to exactly the wanted content). A malformed file is an error
+    naming it with the line and column, and nothing changes.
   - Where O(path) is the alternatives link that libcufile's packages install
     (C(/etc/cufile.json -> /etc/alternatives/cufile.json -> /usr/local/cuda-X.Y/gds/cufile.json)),
-    the vendor's file is left alone; the merge of the vendor file and the managed keys is written
-    to O(alternative_path), to be selected as the C(cufile.json) alternative at
+    the vendor's file is left alone; its text with the managed keys set is written to
+    O(alternative_path), to be selected as the C(cufile.json) alternative at
     O(alternative_priority) in auto mode. With O(register_alternative) the module selects it
     itself (the link and the administrative file that C(update-alternatives --install) writes),
     for simulated roots; otherwise run M(community.general.alternatives) after it.

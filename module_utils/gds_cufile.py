@@ -1,7 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: gds-commission contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""cufile.json: the schema of known keys, validation, and a reader for NVIDIA's commented JSON.
+"""cufile.json: the schema of known keys, validation, a reader for NVIDIA's commented JSON, the
+merge of our managed keys into a node's file (as a text edit that keeps its comments), the
+toolkit's alternatives link, and the report checks.
 
 The schema is the union of what NVIDIA documents for /etc/cufile.json: the GDS benchmarking
 guide's parameter table and JSON schema (logging, profile, execution, properties, fs.*, block.*,
@@ -549,6 +551,156 @@ def report_checks(config, gds_mode, outcome, raid_devices=(), rdma_storage=False
 
 
 # --------------------------------------------------------------------------------------------
+# Editing the text in place: comments, layout and untouched values stay as they were
+# --------------------------------------------------------------------------------------------
+class _Scanner(object):
+    """Spans of the values of a cufile.json text that loads() accepted (comments allowed)."""
+
+    def __init__(self, text):
+        self.text, self.pos = text, 0
+
+    def _skip(self):
+        text, n = self.text, len(self.text)
+        while self.pos < n:
+            if text[self.pos] in " \t\r\n":
+                self.pos += 1
+            elif text.startswith("//", self.pos):
+                end = text.find("\n", self.pos)
+                self.pos = n if end < 0 else end
+            elif text.startswith("/*", self.pos):
+                end = text.find("*/", self.pos + 2)
+                self.pos = n if end < 0 else end + 2
+            else:
+                return
+
+    def _string(self):
+        start, text = self.pos, self.text
+        self.pos += 1
+        while text[self.pos] != '"':
+            self.pos += 2 if text[self.pos] == "\\" else 1
+        self.pos += 1
+        return json.loads(text[start:self.pos])
+
+    def value(self):
+        self._skip()
+        start, char = self.pos, self.text[self.pos]
+        if char == "{":
+            return self._object()
+        if char in "[":
+            depth = 0
+            while True:  # lists are leaves: only their span matters
+                char = self.text[self.pos]
+                if char == '"':
+                    self._string()
+                    continue
+                if char in "/" and self.text[self.pos + 1] in "/*":
+                    self._skip()
+                    continue
+                depth += {"[": 1, "]": -1}.get(char, 0)
+                self.pos += 1
+                if depth == 0:
+                    break
+        elif char == '"':
+            self._string()
+        else:
+            while self.pos < len(self.text) and self.text[self.pos] not in ",]} \t\r\n/":
+                self.pos += 1
+        return {"kind": "value", "start": start, "end": self.pos}
+
+    def _object(self):
+        node = {"kind": "object", "start": self.pos, "members": []}
+        self.pos += 1
+        while True:
+            self._skip()
+            if self.text[self.pos] == "}":
+                node["close"] = self.pos
+                self.pos += 1
+                node["end"] = self.pos
+                return node
+            key_start = self.pos
+            key = self._string()
+            self._skip()
+            self.pos += 1  # the colon
+            member = {"key": key, "key_start": key_start, "value": self.value(), "comma": False}
+            node["members"].append(member)
+            self._skip()
+            if self.text[self.pos] == ",":
+                member["comma"] = True
+                self.pos += 1
+
+
+def _indent_at(text, pos):
+    line = text.rfind("\n", 0, pos) + 1
+    return re.match(r"[ \t]*", text[line:]).group(0)
+
+
+def _dump_at(value, indent):
+    """JSON for a value written at ``indent``: objects one key a line, lists on one line."""
+    if isinstance(value, dict) and value:
+        inner = indent + "    "
+        return "{\n%s\n%s}" % (",\n".join("%s%s: %s" % (inner, json.dumps(k), _dump_at(v, inner))
+                                           for k, v in value.items()), indent)
+    return json.dumps(value)
+
+
+def _edits(text, node, current, wanted, out):
+    members = {}
+    for member in node["members"]:
+        members[member["key"]] = member  # a repeated key: the last one counts, as for json
+    for key, value in wanted.items():
+        if key not in current:
+            continue
+        member = members[key]
+        if isinstance(value, dict) and isinstance(current[key], dict):
+            _edits(text, member["value"], current[key], value, out)
+        elif canonical(value) != canonical(current[key]):
+            out.append((member["value"]["start"], member["value"]["end"],
+                        _dump_at(value, _indent_at(text, member["key_start"]))))
+    new = [key for key in wanted if key not in current]
+    if not new:
+        return
+    if node["members"]:
+        last = node["members"][-1]
+        indent = _indent_at(text, last["key_start"])
+        if not last["comma"]:
+            out.append((last["value"]["end"], last["value"]["end"], ","))
+    else:
+        indent = _indent_at(text, node["start"]) + "    "
+    at = node["close"]
+    while at > node["start"] + 1 and text[at - 1] in " \t\r\n":
+        at -= 1
+    added = ",".join("\n%s%s: %s" % (indent, json.dumps(key), _dump_at(wanted[key], indent))
+                     for key in new)
+    if at == node["start"] + 1:
+        added += "\n" + _indent_at(text, node["start"])
+    out.append((at, at, added))
+
+
+def edit_text(text, current, wanted):
+    """``text`` (which parses to ``current``) changed to say ``wanted``, keeping its comments,
+    layout and untouched values; None when the edit cannot be made (then write dumps())."""
+    try:
+        root = _Scanner(text).value()
+        if root["kind"] != "object":
+            return None
+        out = []
+        _edits(text, root, current, wanted, out)
+    except (IndexError, ValueError, KeyError):
+        return None
+    # from the end backwards; at one position the later edit first, so a comma lands before
+    # the members added after it
+    for _, (start, end, new) in sorted(enumerate(out), key=lambda e: (e[1][0], e[1][1], e[0]),
+                                       reverse=True):
+        text = text[:start] + new + text[end:]
+    try:  # the edit must say exactly what we want, in the same key order
+        if json.dumps(loads(text)) != json.dumps(wanted):
+            return None
+    except CufileError:
+        return None
+    return text
+
+
+# --------------------------------------------------------------------------------------------
 # Writing
 # --------------------------------------------------------------------------------------------
 def _backup(path):
@@ -629,7 +781,7 @@ def configure(path, managed, root="", alternative_path="/etc/gds-commission/cufi
     if layout != "absent":
         text, current = read_config(target)
     desired = merge(current, managed)
-    after = dumps(desired)
+    after = (edit_text(text, current, desired) if current is not None else None) or dumps(desired)
     items = differences(current or {}, desired)
     write = current is None or canonical(current) != canonical(desired)
     result = {"path": path, "layout": layout, "file": target, "changed": False, "config": desired,
@@ -666,14 +818,17 @@ def _via_alternatives(paths, path, first, managed, ours, priority, register, bac
     base_file = paths.local(vendor["path"]) if vendor else None
     if not base_file or not os.path.exists(base_file):
         base_file = current_file if current_file != ours else None
-    base = read_config(base_file)[1] if base_file and os.path.exists(base_file) else {}
+    base_text, base = "", {}
+    if base_file and os.path.exists(base_file):
+        base_text, base = read_config(base_file)
     text, current = "", None
     if os.path.exists(current_file):
         text, current = read_config(current_file)
     ours_config = read_config(ours)[1] if os.path.exists(ours) else None
 
     desired = merge(base, managed)
-    after = dumps(desired)
+    # our file starts from the vendor's text: NVIDIA's comments stay readable in it
+    after = (edit_text(base_text, base, desired) if base_text else None) or dumps(desired)
     items = differences(current or {}, desired)
     write = ours_config is None or canonical(ours_config) != canonical(desired)
 

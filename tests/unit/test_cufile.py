@@ -191,7 +191,10 @@ def test_module_check_mode_diff_and_drift_on_vendor_file(module_runner, tmp_path
     assert rc == 0 and result["changed"] is True and result["previous_format"] == "commented"
     assert path.read_text() == VENDOR  # check mode changes nothing
     assert result["diff"]["before"] == VENDOR
-    assert json.loads(result["diff"]["after"]) == merge(loads(VENDOR), config)
+    assert loads(result["diff"]["after"]) == merge(loads(VENDOR), config)
+    # the file is edited as text: NVIDIA's comments and the untouched lines stay
+    assert "// e.g : export CUFILE_ENV_PATH_JSON" in result["diff"]["after"]
+    assert '"url_like": "http://example//not-a-comment",' in result["diff"]["after"]
     settings = {d["setting"].split(": ", 1)[1]: d for d in result["drift"]}
     assert all(d["setting"].startswith(str(path) + ": ") for d in result["drift"])
     assert settings["properties.allow_compat_mode"] == {

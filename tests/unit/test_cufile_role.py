@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from test_cufile_vendor import ADMIN_BOTH, OURS, TOOLKIT, VENDOR, VENDOR_TEXT, follow, survivors, vendor_node
-from ansible.module_utils.gds_cufile import key_order
+from ansible.module_utils.gds_cufile import key_order, loads
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(sys.executable)
@@ -89,7 +89,7 @@ def test_role_keeps_the_vendor_file_and_selects_ours(vendor_runs):
     assert (root / TOOLKIT.lstrip("/")).read_text() == VENDOR_TEXT
     assert follow(root, "/etc/cufile.json") == ["/etc/cufile.json", "/etc/alternatives/cufile.json", OURS]
     assert (root / "var/lib/dpkg/alternatives/cufile.json").read_text() == ADMIN_BOTH
-    config = json.loads((root / OURS.lstrip("/")).read_text())
+    config = loads((root / OURS.lstrip("/")).read_text())
     assert survivors(VENDOR, config) == key_order(VENDOR)
     assert config["properties"]["allow_compat_mode"] is False
     checks = {c["name"]: c for c in first["checks"]}

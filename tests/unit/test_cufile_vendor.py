@@ -9,7 +9,7 @@ import os
 import pytest
 
 from ansible.module_utils.gds_cufile import (
-    format_alternatives, key_order, loads, merge, read_alternatives, validate,
+    edit_text, format_alternatives, key_order, loads, merge, read_alternatives, validate,
 )
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -60,6 +60,10 @@ def args(root, **extra):
     return out
 
 
+def comments(text):
+    return [line.strip() for line in text.splitlines() if line.strip().startswith("//")]
+
+
 def survivors(before, after):
     """The keys of ``before`` as they appear in ``after``, in ``after``'s order."""
     keys = set(key_order(before))
@@ -100,10 +104,12 @@ def test_vendor_alternatives_layout_keeps_the_vendor_file_and_the_link(module_ru
     admin = root / "var" / "lib" / "dpkg" / "alternatives" / "cufile.json"
     assert admin.read_text() == ADMIN_BOTH
     # cuFile, following the link, reads every vendor key in its order, with our keys set
-    config = json.loads((root / OURS.lstrip("/")).read_text())
+    config = loads((root / OURS.lstrip("/")).read_text())
     assert survivors(VENDOR, config) == key_order(VENDOR)
     assert config == merge(VENDOR, MANAGED)
     assert config["properties"]["allow_compat_mode"] is False
+    # it is the vendor's text with our values: every comment is still there, in order
+    assert comments((root / OURS.lstrip("/")).read_text()) == comments(VENDOR_TEXT)
     assert oct(os.stat(str(root / OURS.lstrip("/"))).st_mode & 0o777) == "0o644"
 
     check = result["checks"][0]
@@ -141,7 +147,7 @@ def test_a_newer_toolkit_reaches_our_file_on_the_next_run(module_runner, tmp_pat
     (root / TOOLKIT.lstrip("/")).write_text(json.dumps(newer))
     rc, result = module_runner("gds_cufile", args(root))
     assert rc == 0 and result["changed"] and os.path.exists(result["backup_file"])
-    config = json.loads((root / OURS.lstrip("/")).read_text())
+    config = loads((root / OURS.lstrip("/")).read_text())
     assert config["properties"]["some_new_knob"] == 7 and config["properties"]["allow_compat_mode"] is False
 
 
@@ -152,7 +158,7 @@ def test_live_node_leaves_the_link_to_update_alternatives(module_runner, tmp_pat
     assert result["alternative"] == {"name": "cufile.json", "link": "/etc/cufile.json", "path": OURS,
                                      "priority": 1000, "selected": False, "vendor": TOOLKIT}
     # our file is ready for `update-alternatives --install`; the link is not ours to move here
-    assert json.loads((root / OURS.lstrip("/")).read_text()) == merge(VENDOR, MANAGED)
+    assert loads((root / OURS.lstrip("/")).read_text()) == merge(VENDOR, MANAGED)
     assert follow(root, "/etc/cufile.json")[-1] == TOOLKIT
     # what update-alternatives then does: our file is selected, and the next run is clean
     os.unlink(str(root / "etc" / "alternatives" / "cufile.json"))
@@ -168,11 +174,15 @@ def test_plain_vendor_file_is_edited_in_place_with_a_backup(module_runner, tmp_p
     path.write_text(VENDOR_TEXT)
     rc, result = module_runner("gds_cufile", {"path": str(path), "config": MANAGED})
     assert rc == 0 and result["changed"] and result["layout"] == "file"
-    config = json.loads(path.read_text())
+    config = loads(path.read_text())
     assert survivors(VENDOR, config) == key_order(VENDOR)
     assert config == merge(VENDOR, MANAGED)
     with open(result["backup_file"]) as handle:
         assert handle.read() == VENDOR_TEXT
+    # edited as text: comments kept, only the differing value changed, the new section appended
+    text = path.read_text()
+    assert comments(text) == comments(VENDOR_TEXT)
+    assert text.startswith(VENDOR_TEXT[:VENDOR_TEXT.index('"allow_compat_mode": true')] + '"allow_compat_mode": false,')
     detail = result["checks"][0]["detail"]
     assert detail.count(str(path)) == 2 and "backup %s" % result["backup_file"] in detail, detail
     rc, again = module_runner("gds_cufile", {"path": str(path), "config": MANAGED})
@@ -232,3 +242,16 @@ def test_detail_of_a_new_alternative_that_changes_no_key(module_runner, tmp_path
     detail = result["checks"][0]["detail"]
     assert detail.startswith("wrote %s (no key differed from what cuFile read); selected for "
                              "/etc/cufile.json" % OURS), detail
+
+
+@pytest.mark.parametrize("text,wanted,expected", [
+    ('{}', {"a": {"b": 1}}, '{\n    "a": {\n        "b": 1\n    }\n}'),
+    ('{"a": 1,}', {"a": 1, "b": [1, 2]}, '{"a": 1,\n"b": [1, 2]}'),
+    ('{\n    "a": 1 // one\n}\n', {"a": 2, "c": True}, '{\n    "a": 2, // one\n    "c": true\n}\n'),
+    ('{\n  "s": {\n    // only a comment\n  }\n}', {"s": {"k": "v"}},
+     '{\n  "s": {\n    // only a comment\n      "k": "v"\n  }\n}'),
+    ('{"a": 1, "a": 2}', {"a": 3}, '{"a": 1, "a": 3}'),  # a repeated key: the last one counts
+])
+def test_edit_text_keeps_comments_and_layout(text, wanted, expected):
+    out = edit_text(text, loads(text), wanted)
+    assert out == expected and loads(out) == wanted
