@@ -15,7 +15,7 @@ description:
     wrong types, values outside their choices, and C(*_kb) sizes that are not 4K-aligned.
   - Merges them into the file's existing content, read even when it is NVIDIA's commented JSON
     (C(//) and C(/* */) comments, trailing commas). Every key it does not manage keeps its value
-    and its place; a new key goes to the end of its section. The text is edited, not re-dumped:
+    and its place; a new key goes to the end of its section. The text is edited, not re-dumped;
     comments, layout and untouched lines stay (strict JSON of the merged content is written only
     if an edit would not parse back to exactly the wanted content). A malformed file is an error
     naming it with the line and column, and nothing changes.
@@ -29,7 +29,7 @@ description:
   - A plain file is edited in place, a symlink that is not an alternative has its target edited
     in place. Files are written atomically (temporary file in the same directory, then rename)
     with a timestamped backup of the previous version.
-  - Returns the report checks (C(cufile: ...)) and one drift item per differing key.
+  - Returns the report checks (named C(cufile) colon ...) and one drift item per differing key.
 version_added: "1.0.0"
 author: gds-commission contributors
 options:
@@ -90,7 +90,7 @@ options:
     elements: str
     default: []
   rdma_storage:
-    description: Storage is reached over RDMA; adds the C(cufile: rdma_dev_addr_list) check.
+    description: Storage is reached over RDMA; adds the C(rdma_dev_addr_list) check.
     type: bool
     default: false
   rdma_nics:
@@ -156,8 +156,8 @@ alternative:
   type: dict
 drift:
   description: One item per dotted key that differs between what cuFile reads and the merged
-    configuration (C(setting) is C(PATH: key), C(expected) the value wanted, C(actual) the file's
-    value or C((absent))), and C(PATH: alternative) when our file is not the selected alternative.
+    configuration (C(setting) is the file and the dotted key, C(PATH) colon C(key), C(expected) the value wanted, C(actual) the file's
+    value or C((absent))), and C(alternative) after the file when our file is not the selected alternative.
   returned: always
   type: list
   elements: dict
@@ -167,7 +167,7 @@ previous_format:
   returned: always
   type: str
 checks:
-  description: The report checks C({name, verdict, expected, actual, detail}) named C(cufile: ...).
+  description: The report checks C({name, verdict, expected, actual, detail}), named C(cufile) colon ....
   returned: always
   type: list
   elements: dict
