@@ -7,31 +7,65 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: gds_cufile
-short_description: Validate and write the cuFile configuration (/etc/cufile.json)
+short_description: Merge the managed keys into the cuFile configuration (/etc/cufile.json)
 description:
-  - Validates a cuFile configuration against the keys NVIDIA documents (logging, profile,
-    execution, properties, fs.*, block.*, denylist, miscellaneous) before anything is written;
-    a failure lists every offending key by its dotted path, with the nearest known key for an
-    unknown one, wrong types, values outside their choices, and C(*_kb) sizes that are not
-    4K-aligned.
-  - Reads the existing file even when it is NVIDIA's commented JSON (C(//) and C(/* */)
-    comments, trailing commas) and compares by content, so a vendor file that already says the
-    same thing is left alone.
-  - Writes strict JSON atomically (temporary file in the same directory, then rename), keeping a
-    timestamped backup of the previous file. Check mode and diff mode show what would change.
+  - Validates the managed keys against the keys NVIDIA documents (logging, profile, execution,
+    properties, fs.*, block.*, denylist, miscellaneous) before anything is written; a failure
+    lists every offending key by its dotted path, with the nearest known key for an unknown one,
+    wrong types, values outside their choices, and C(*_kb) sizes that are not 4K-aligned.
+  - Merges them into the file's existing content, read even when it is NVIDIA's commented JSON
+    (C(//) and C(/* */) comments, trailing commas). Every key it does not manage keeps its value
+    and its place; a new key goes to the end of its section. The text is edited, not re-dumped;
+    comments, layout and untouched lines stay (strict JSON of the merged content is written only
+    if an edit would not parse back to exactly the wanted content). A malformed file is an error
+    naming it with the line and column, and nothing changes.
+  - Where O(path) is the alternatives link that libcufile's packages install
+    (C(/etc/cufile.json -> /etc/alternatives/cufile.json -> /usr/local/cuda-X.Y/gds/cufile.json)),
+    the vendor's file is left alone; its text with the managed keys set is written to
+    O(alternative_path), to be selected as the C(cufile.json) alternative at
+    O(alternative_priority) in auto mode. With O(register_alternative) the module selects it
+    itself (the link and the administrative file that C(update-alternatives --install) writes),
+    for simulated roots; otherwise run M(community.general.alternatives) after it.
+  - A plain file is edited in place, a symlink that is not an alternative has its target edited
+    in place. Files are written atomically (temporary file in the same directory, then rename)
+    with a timestamped backup of the previous version.
+  - Returns the report checks (named C(cufile) colon ...) and one drift item per differing key.
 version_added: "1.0.0"
 author: gds-commission contributors
 options:
   path:
-    description: The file to write, C(/etc/cufile.json) on a node (or what C(CUFILE_ENV_PATH_JSON) names).
+    description:
+      - The file cuFile reads, C(/etc/cufile.json) on a node (or what C(CUFILE_ENV_PATH_JSON)
+        names); below O(root) on a simulated node.
     type: path
     required: true
   config:
-    description: The complete configuration (NVIDIA's defaults merged with profile and host overrides).
+    description: The managed keys (NVIDIA's documented defaults with profile and host overrides).
     type: dict
     required: true
+  root:
+    description:
+      - Prefix of every node path (a simulated node's tree); empty on a real node. Absolute
+        symlink targets are node paths below it, C(/etc/alternatives) and
+        C(/var/lib/dpkg/alternatives) are looked up below it.
+    type: str
+    default: ""
+  alternative_path:
+    description: Where the merged configuration goes when O(path) is an alternatives link (below O(root)).
+    type: path
+    default: /etc/gds-commission/cufile.json
+  alternative_priority:
+    description: Priority of that alternative; above the toolkit's (CUDA 13.0 registers 130).
+    type: int
+    default: 1000
+  register_alternative:
+    description:
+      - Select O(alternative_path) here, as C(update-alternatives --install) then C(--auto)
+        would. For simulated roots, where update-alternatives cannot run.
+    type: bool
+    default: false
   backup:
-    description: Keep a timestamped copy of the previous file when it changes.
+    description: Keep a timestamped copy of the file it rewrites.
     type: bool
     default: true
   extra_keys:
@@ -42,11 +76,30 @@ options:
     elements: str
     default: []
   mode:
-    description: Permissions of the written file.
+    description: Permissions of the file it writes.
     type: raw
     default: "0644"
+  gds_mode:
+    description: The node's GDS data path, for the checks (allow_compat_mode, use_pci_p2pdma).
+    type: str
+    choices: [nvfs, p2pdma, compat]
+    default: nvfs
+  raid_devices:
+    description: md arrays holding GDS data (P2PDMA with md RAID is a FAIL check).
+    type: list
+    elements: str
+    default: []
+  rdma_storage:
+    description: Storage is reached over RDMA; adds the C(rdma_dev_addr_list) check.
+    type: bool
+    default: false
+  rdma_nics:
+    description: The storage NICs, C({nic, address}) (address empty when unknown), for that check.
+    type: list
+    elements: dict
+    default: []
 notes:
-  - Supports check mode and diff mode.
+  - Supports check mode and diff mode; check mode changes nothing and reports every difference.
 attributes:
   check_mode:
     support: full
@@ -55,50 +108,73 @@ attributes:
 """
 
 EXAMPLES = r"""
-- name: Write the cuFile configuration
+- name: Merge the managed keys into cufile.json
   gds_cufile:
     path: /etc/cufile.json
-    config: "{{ lookup('ansible.builtin.template', 'cufile.json.j2') | from_json }}"
+    config: {properties: {allow_compat_mode: false, use_pci_p2pdma: false}}
+  register: cufile
 
-- name: Disable compat mode on top of the current file, see the diff first
-  gds_cufile:
-    path: /etc/cufile.json
-    config: "{{ current | combine({'properties': {'allow_compat_mode': false}}, recursive=true) }}"
-  check_mode: true
-  diff: true
+- name: Select our file where /etc/cufile.json is the toolkit's alternative
+  community.general.alternatives:
+    name: "{{ cufile.alternative.name }}"
+    link: "{{ cufile.alternative.link }}"
+    path: "{{ cufile.alternative.path }}"
+    priority: "{{ cufile.alternative.priority }}"
+    state: auto
+  when: cufile.alternative is defined
 """
 
 RETURN = r"""
 path:
-  description: The file.
+  description: The file cuFile reads (O(path)).
   returned: always
   type: str
+layout:
+  description: C(file), C(absent), C(symlink) (its target edited) or C(alternatives).
+  returned: always
+  type: str
+file:
+  description: The file holding the merged configuration (written, or to be written in check mode).
+  returned: always
+  type: str
+config:
+  description: The merged configuration.
+  returned: always
+  type: dict
+keys:
+  description: The dotted keys whose value differs from what cuFile read before.
+  returned: always
+  type: list
+  elements: str
 backup_file:
   description: The backup of the previous file, when one was made.
   returned: changed and backup
   type: str
+alternative:
+  description: C({name, link, path, priority, selected, vendor}) for the alternatives layout.
+  returned: layout is alternatives
+  type: dict
 drift:
-  description: One item per dotted key that differs between the file and the configuration
-    (C(setting) the dotted path, C(expected) the configured value, C(actual) the file's value or
-    C((absent))).
+  description: One item per dotted key that differs between what cuFile reads and the merged
+    configuration (C(setting) is the file and the dotted key, C(PATH) colon C(key), C(expected) the value wanted, C(actual) the file's
+    value or C((absent))), and C(alternative) after the file when our file is not the selected alternative.
   returned: always
   type: list
   elements: dict
-  sample: [{setting: properties.allow_compat_mode, expected: false, actual: true}]
+  sample: [{setting: "/etc/cufile.json: properties.allow_compat_mode", expected: false, actual: true}]
 previous_format:
-  description: C(strict) (plain JSON), C(commented) (NVIDIA's JSON with comments), C(invalid) or C(absent).
+  description: C(strict) (plain JSON), C(commented) (NVIDIA's JSON with comments) or C(absent).
   returned: always
   type: str
+checks:
+  description: The report checks C({name, verdict, expected, actual, detail}), named C(cufile) colon ....
+  returned: always
+  type: list
+  elements: dict
 """
 
-import json
-import os
-import tempfile
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gds_cufile import (
-    CufileError, canonical, deprecations, differences, dumps, loads, validate,
-)
+from ansible.module_utils.gds_cufile import CufileError, commission
 
 
 def main():
@@ -106,74 +182,27 @@ def main():
         argument_spec=dict(
             path=dict(type="path", required=True),
             config=dict(type="dict", required=True),
+            root=dict(type="str", default=""),
+            alternative_path=dict(type="path", default="/etc/gds-commission/cufile.json"),
+            alternative_priority=dict(type="int", default=1000),
+            register_alternative=dict(type="bool", default=False),
             backup=dict(type="bool", default=True),
             extra_keys=dict(type="list", elements="str", default=[]),
             mode=dict(type="raw", default="0644"),
+            gds_mode=dict(type="str", choices=["nvfs", "p2pdma", "compat"], default="nvfs"),
+            raid_devices=dict(type="list", elements="str", default=[]),
+            rdma_storage=dict(type="bool", default=False),
+            rdma_nics=dict(type="list", elements="dict", default=[]),
         ),
         supports_check_mode=True,
     )
-    path = module.params["path"]
-    config = module.params["config"]
-    errors = validate(config, module.params["extra_keys"])
-    if errors:
-        module.fail_json(msg="invalid cuFile configuration for %s: %s" % (path, "; ".join(errors)),
-                         errors=errors, path=path)
-    for warning in deprecations(config):
-        module.warn(warning)
-
-    after = dumps(config)
-    before, previous, fmt = "", None, "absent"
-    if os.path.exists(path):
-        try:
-            with open(path, "r") as handle:
-                before = handle.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            module.fail_json(msg="cannot read %s: %s" % (path, exc), path=path)
-        try:
-            previous = loads(before, path)
-            fmt = "strict" if before.strip() and _is_strict(before) else "commented"
-        except CufileError as exc:
-            fmt = "invalid"
-            module.warn("%s; it will be replaced (a backup is kept)" % exc)
-
-    if previous is None:
-        drift = [{"setting": path, "expected": "cuFile configuration",
-                  "actual": "(absent)" if fmt == "absent" else "(not valid JSON)"}]
-        changed = True
-    else:
-        # name the file too: an SRE reading drift.json sees which cufile.json and which key
-        drift = [dict(item, setting="%s: %s" % (path, item["setting"])) for item in differences(previous, config)]
-        changed = canonical(previous) != canonical(config)
-
-    result = dict(changed=changed, path=path, drift=drift, previous_format=fmt)
-    if changed:
-        result["diff"] = {"before": before, "after": after, "before_header": path,
-                          "after_header": path}
-    if changed and not module.check_mode:
-        directory = os.path.dirname(path) or "."
-        try:
-            if not os.path.isdir(directory):
-                os.makedirs(directory, 0o755)
-            if module.params["backup"] and fmt != "absent":
-                result["backup_file"] = module.backup_local(path)
-            fd, tmp = tempfile.mkstemp(prefix=".cufile.json.", dir=directory)
-            with os.fdopen(fd, "w") as handle:
-                handle.write(after)
-        except OSError as exc:
-            module.fail_json(msg="cannot write %s: %s" % (path, exc), path=path)
-        module.atomic_move(tmp, path)
-    if os.path.exists(path) and not module.check_mode:
-        result["changed"] = module.set_mode_if_different(path, module.params["mode"],
-                                                         result["changed"])
-    module.exit_json(**result)
-
-
-def _is_strict(text):
     try:
-        json.loads(text)
-        return True
-    except ValueError:
-        return False
+        result, warnings = commission(module.params, check_mode=module.check_mode)
+    except (CufileError, OSError) as exc:
+        module.fail_json(msg=str(exc), path=module.params["path"])
+    for warning in warnings:
+        module.warn(warning)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

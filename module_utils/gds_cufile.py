@@ -1,7 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: gds-commission contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""cufile.json: the schema of known keys, validation, and a reader for NVIDIA's commented JSON.
+"""cufile.json: the schema of known keys, validation, a reader for NVIDIA's commented JSON, the
+merge of our managed keys into a node's file (as a text edit that keeps its comments), the
+toolkit's alternatives link, and the report checks.
 
 The schema is the union of what NVIDIA documents for /etc/cufile.json: the GDS benchmarking
 guide's parameter table and JSON schema (logging, profile, execution, properties, fs.*, block.*,
@@ -12,10 +14,17 @@ their choices, IPv4 lists that are not addresses, and ``*_kb`` sizes that are no
 """
 from __future__ import annotations
 
+import copy
 import difflib
 import ipaddress
 import json
+import os
 import re
+import shutil
+import tempfile
+import time
+
+from ansible.module_utils.gds_checks import check
 
 BOOL, INT, STR, KB = "bool", "int", "str", "kb"
 
@@ -351,3 +360,557 @@ def differences(actual, expected):
 def canonical(value):
     """A comparison key that tells 0 from false and ignores key order."""
     return json.dumps(value, sort_keys=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Merging the managed keys into the file's existing content
+# --------------------------------------------------------------------------------------------
+def merge(base, managed):
+    """``base`` with the ``managed`` keys set. Every other key keeps its value and its place;
+    a managed key that is new goes to the end of its section. Objects merge key by key, any
+    other value (lists included) replaces the old one."""
+    out = copy.deepcopy(base) if isinstance(base, dict) else {}
+    for key, value in (managed or {}).items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def key_order(config, prefix=""):
+    """Every dotted key path in document order (sections before their members)."""
+    paths = []
+    for key, value in (config or {}).items():
+        paths.append(prefix + key)
+        if isinstance(value, dict):
+            paths.extend(key_order(value, prefix + key + "."))
+    return paths
+
+
+def read_config(path):
+    """(text, config) of an existing cufile.json. Raises CufileError naming the file."""
+    try:
+        with open(path, "r") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CufileError("cannot read %s: %s" % (path, exc))
+    return text, loads(text, path)
+
+
+def text_format(text):
+    """``strict`` (plain JSON) or ``commented`` (NVIDIA's JSON with comments)."""
+    try:
+        json.loads(text)
+        return "strict"
+    except ValueError:
+        return "commented"
+
+
+# --------------------------------------------------------------------------------------------
+# Where cuFile reads its configuration: a plain file, a symlink, or the alternatives link
+# --------------------------------------------------------------------------------------------
+# libcufile's packages register the toolkit's gds/cufile.json with update-alternatives:
+# /etc/cufile.json -> /etc/alternatives/cufile.json -> /usr/local/cuda-X.Y/gds/cufile.json.
+# On a simulated node every node path lives below ``root``; link targets stay node paths,
+# exactly what update-alternatives writes on the node.
+class NodePaths(object):
+    def __init__(self, root=""):
+        self.root = (root or "").rstrip("/")
+
+    def local(self, node_path):
+        """The node path ``/etc/x`` as a path here (``<root>/etc/x``)."""
+        return self.root + node_path if self.root and node_path.startswith("/") else node_path
+
+    def node(self, local_path):
+        """A path here below ``root`` as the node sees it."""
+        if self.root and (local_path == self.root or local_path.startswith(self.root + "/")):
+            return local_path[len(self.root):] or "/"
+        return local_path
+
+    def readlink(self, local_path):
+        """The local path a symlink points to (absolute targets are node paths)."""
+        target = os.readlink(local_path)
+        if target.startswith("/"):
+            return os.path.normpath(self.local(target))
+        return os.path.normpath(os.path.join(os.path.dirname(local_path), target))
+
+    def resolve(self, local_path):
+        """Follow a symlink chain to the final local path (which may not exist)."""
+        seen = set()
+        while os.path.islink(local_path):
+            if local_path in seen or len(seen) > 40:
+                raise CufileError("%s: symlink loop" % local_path)
+            seen.add(local_path)
+            local_path = self.readlink(local_path)
+        return local_path
+
+
+def read_alternatives(admin_file):
+    """update-alternatives' administrative file for one name, or None when there is none.
+
+    Its format: the mode (auto/manual), the master link, (slave name, slave link) pairs up to an
+    empty line, then per alternative its path, its priority and one line per slave, up to an
+    empty line."""
+    try:
+        with open(admin_file, "r") as handle:
+            lines = handle.read().split("\n")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CufileError("cannot read %s: %s" % (admin_file, exc))
+    try:
+        mode, link, pos = lines[0], lines[1], 2
+        if mode not in ("auto", "manual"):
+            raise ValueError("mode %r" % mode)
+        slaves = []
+        while lines[pos] != "":
+            slaves.append((lines[pos], lines[pos + 1]))
+            pos += 2
+        pos += 1
+        choices = []
+        while pos < len(lines) and lines[pos] != "":
+            choices.append({"path": lines[pos], "priority": int(lines[pos + 1]),
+                            "slaves": lines[pos + 2:pos + 2 + len(slaves)]})
+            pos += 2 + len(slaves)
+    except (IndexError, ValueError) as exc:
+        raise CufileError("%s is not an update-alternatives file: %s" % (admin_file, exc))
+    return {"mode": mode, "link": link, "slaves": slaves, "choices": choices}
+
+
+def format_alternatives(admin):
+    """The administrative file's text as update-alternatives writes it (choices by path)."""
+    lines = [admin["mode"], admin["link"]]
+    for name, link in admin["slaves"]:
+        lines += [name, link]
+    lines.append("")
+    for choice in sorted(admin["choices"], key=lambda c: c["path"]):
+        lines += [choice["path"], str(choice["priority"])]
+        lines += (list(choice.get("slaves") or []) + [""] * len(admin["slaves"]))[:len(admin["slaves"])]
+    lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def best_choice(choices, exclude=None):
+    """The alternative auto mode selects (highest priority), optionally leaving one out."""
+    pool = [c for c in choices if c["path"] != exclude]
+    return max(pool, key=lambda c: c["priority"]) if pool else None
+
+
+# --------------------------------------------------------------------------------------------
+# Report checks
+# --------------------------------------------------------------------------------------------
+def report_checks(config, gds_mode, outcome, raid_devices=(), rdma_storage=False, rdma_nics=()):
+    """The cufile checks for the report.
+
+    ``outcome`` is ``{state, file, keys, backup, alternative, vendor}``: ``state`` one of
+    ``in place``, ``written``, ``would change``; ``file`` the file that holds our keys;
+    ``keys`` the dotted keys set; ``alternative`` a sentence about the alternatives link."""
+    props = (config or {}).get("properties") or {}
+    would = outcome["state"] == "would change"
+    if outcome.get("keys"):
+        parts = ["%s %s in %s" % ("would set" if would else "set", ", ".join(outcome["keys"]),
+                                  outcome["file"])]
+    elif outcome["state"] == "in place":
+        parts = ["%s as configured" % outcome["file"]]
+    else:  # e.g. our alternative created from a vendor file that already says the same
+        parts = ["%s %s (no key differed from what cuFile read)" % (
+            "would write" if would else "wrote", outcome["file"])]
+    if outcome.get("alternative"):
+        parts.append(outcome["alternative"])
+    if outcome.get("vendor"):
+        parts.append("vendor file %s left as it is" % outcome["vendor"])
+    if outcome.get("backup"):
+        parts.append("backup %s" % outcome["backup"])
+    out = [check("cufile: configuration", "PASS", "valid cufile.json", outcome["state"],
+                 "; ".join(parts))]
+
+    compat_expected = gds_mode == "compat"
+    compat = props.get("allow_compat_mode", False)
+    out.append(check(
+        "cufile: allow_compat_mode", "PASS" if compat == compat_expected else "WARN",
+        compat_expected, compat,
+        "gds_mode %s: %s" % (gds_mode, "compat mode is the plan here" if compat_expected
+                             else "a POSIX fallback must fail loudly while commissioning")))
+    p2p_expected = gds_mode == "p2pdma"
+    p2p = props.get("use_pci_p2pdma", False)
+    out.append(check("cufile: use_pci_p2pdma", "PASS" if p2p == p2p_expected else "FAIL",
+                     p2p_expected, p2p, "gds_mode %s" % gds_mode))
+    if p2p and raid_devices:
+        out.append(check("cufile: P2PDMA with md RAID", "FAIL", "no md RAID", ",".join(raid_devices),
+                         "NVIDIA does not support GDS P2PDMA on md RAID"))
+    if rdma_storage:
+        missing = [n["nic"] for n in rdma_nics if not n.get("address")]
+        listed = props.get("rdma_dev_addr_list") or []
+        out.append(check(
+            "cufile: rdma_dev_addr_list", "WARN" if missing or not listed else "PASS",
+            ",".join(n["nic"] for n in rdma_nics), ",".join(listed),
+            "no IPv4 address for %s (set gds_cufile_rdma_addresses)" % ",".join(missing)
+            if missing else None))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Editing the text in place: comments, layout and untouched values stay as they were
+# --------------------------------------------------------------------------------------------
+class _Scanner(object):
+    """Spans of the values of a cufile.json text that loads() accepted (comments allowed)."""
+
+    def __init__(self, text):
+        self.text, self.pos = text, 0
+
+    def _skip(self):
+        text, n = self.text, len(self.text)
+        while self.pos < n:
+            if text[self.pos] in " \t\r\n":
+                self.pos += 1
+            elif text.startswith("//", self.pos):
+                end = text.find("\n", self.pos)
+                self.pos = n if end < 0 else end
+            elif text.startswith("/*", self.pos):
+                end = text.find("*/", self.pos + 2)
+                self.pos = n if end < 0 else end + 2
+            else:
+                return
+
+    def _string(self):
+        start, text = self.pos, self.text
+        self.pos += 1
+        while text[self.pos] != '"':
+            self.pos += 2 if text[self.pos] == "\\" else 1
+        self.pos += 1
+        return json.loads(text[start:self.pos])
+
+    def value(self):
+        self._skip()
+        start, char = self.pos, self.text[self.pos]
+        if char == "{":
+            return self._object()
+        if char in "[":
+            depth = 0
+            while True:  # lists are leaves: only their span matters
+                char = self.text[self.pos]
+                if char == '"':
+                    self._string()
+                    continue
+                if char in "/" and self.text[self.pos + 1] in "/*":
+                    self._skip()
+                    continue
+                depth += {"[": 1, "]": -1}.get(char, 0)
+                self.pos += 1
+                if depth == 0:
+                    break
+        elif char == '"':
+            self._string()
+        else:
+            while self.pos < len(self.text) and self.text[self.pos] not in ",]} \t\r\n/":
+                self.pos += 1
+        return {"kind": "value", "start": start, "end": self.pos}
+
+    def _object(self):
+        node = {"kind": "object", "start": self.pos, "members": []}
+        self.pos += 1
+        while True:
+            self._skip()
+            if self.text[self.pos] == "}":
+                node["close"] = self.pos
+                self.pos += 1
+                node["end"] = self.pos
+                return node
+            key_start = self.pos
+            key = self._string()
+            self._skip()
+            self.pos += 1  # the colon
+            member = {"key": key, "key_start": key_start, "value": self.value(), "comma": False}
+            node["members"].append(member)
+            self._skip()
+            if self.text[self.pos] == ",":
+                member["comma"] = True
+                self.pos += 1
+
+
+def _indent_at(text, pos):
+    line = text.rfind("\n", 0, pos) + 1
+    return re.match(r"[ \t]*", text[line:]).group(0)
+
+
+def _dump_at(value, indent):
+    """JSON for a value written at ``indent``: objects one key a line, lists on one line."""
+    if isinstance(value, dict) and value:
+        inner = indent + "    "
+        return "{\n%s\n%s}" % (",\n".join("%s%s: %s" % (inner, json.dumps(k), _dump_at(v, inner))
+                                           for k, v in value.items()), indent)
+    return json.dumps(value)
+
+
+def _edits(text, node, current, wanted, out):
+    members = {}
+    for member in node["members"]:
+        members[member["key"]] = member  # a repeated key: the last one counts, as for json
+    for key, value in wanted.items():
+        if key not in current:
+            continue
+        member = members[key]
+        if isinstance(value, dict) and isinstance(current[key], dict):
+            _edits(text, member["value"], current[key], value, out)
+        elif canonical(value) != canonical(current[key]):
+            out.append((member["value"]["start"], member["value"]["end"],
+                        _dump_at(value, _indent_at(text, member["key_start"]))))
+    new = [key for key in wanted if key not in current]
+    if not new:
+        return
+    if node["members"]:
+        last = node["members"][-1]
+        indent = _indent_at(text, last["key_start"])
+        if not last["comma"]:
+            out.append((last["value"]["end"], last["value"]["end"], ","))
+    else:
+        indent = _indent_at(text, node["start"]) + "    "
+    at = node["close"]
+    while at > node["start"] + 1 and text[at - 1] in " \t\r\n":
+        at -= 1
+    added = ",".join("\n%s%s: %s" % (indent, json.dumps(key), _dump_at(wanted[key], indent))
+                     for key in new)
+    if at == node["start"] + 1:
+        added += "\n" + _indent_at(text, node["start"])
+    out.append((at, at, added))
+
+
+def edit_text(text, current, wanted):
+    """``text`` (which parses to ``current``) changed to say ``wanted``, keeping its comments,
+    layout and untouched values; None when the edit cannot be made (then write dumps())."""
+    try:
+        root = _Scanner(text).value()
+        if root["kind"] != "object":
+            return None
+        out = []
+        _edits(text, root, current, wanted, out)
+    except (IndexError, ValueError, KeyError):
+        return None
+    # from the end backwards; at one position the later edit first, so a comma lands before
+    # the members added after it
+    for _, (start, end, new) in sorted(enumerate(out), key=lambda e: (e[1][0], e[1][1], e[0]),
+                                       reverse=True):
+        text = text[:start] + new + text[end:]
+    try:  # the edit must say exactly what we want, in the same key order
+        if json.dumps(loads(text)) != json.dumps(wanted):
+            return None
+    except CufileError:
+        return None
+    return text
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+# --------------------------------------------------------------------------------------------
+def _backup(path):
+    """A timestamped copy next to ``path`` (the name Ansible's backup option uses)."""
+    dest = "%s.%s.%s~" % (path, os.getpid(), time.strftime("%Y-%m-%d@%H:%M:%S"))
+    shutil.copy2(path, dest)
+    return dest
+
+
+def _atomic_write(path, text, mode):
+    """Write ``text`` to a temporary file in the same directory, then rename it over ``path``:
+    a reader sees the old file or the new one, never half of one."""
+    directory = os.path.dirname(path) or "."
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o755)
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _atomic_symlink(path, target):
+    tmp = "%s.gds-commission.%d" % (path, os.getpid())
+    if os.path.lexists(tmp):
+        os.unlink(tmp)
+    os.symlink(target, tmp)
+    os.replace(tmp, path)
+
+
+def _mode_differs(path, mode):
+    return os.path.exists(path) and (os.stat(path).st_mode & 0o7777) != mode
+
+
+def parse_mode(value):
+    """0644, '0644' or '644' as an integer file mode."""
+    try:
+        return value if isinstance(value, int) else int(str(value), 8)
+    except ValueError:
+        raise CufileError("mode %r is not an octal file mode such as 0644" % (value,))
+
+
+def configure(path, managed, root="", alternative_path="/etc/gds-commission/cufile.json",
+              priority=1000, register_alternative=False, backup=True, mode=0o644,
+              check_mode=False):
+    """Merge the ``managed`` keys into the cuFile configuration that ``path`` holds.
+
+    ``path`` may be a plain file (edited in place, atomically, with a backup), absent (created),
+    a symlink (its final target is edited in place) or the alternatives link that libcufile's
+    packages install (``path -> <root>/etc/alternatives/NAME -> vendor file``): then the vendor's
+    file is left alone, the merged content goes to ``alternative_path`` and that file is the
+    alternative to select, at ``priority``. ``register_alternative`` selects it here (the link
+    and the administrative file update-alternatives would write, for a simulated root);
+    otherwise the caller runs update-alternatives. Returns the module result without checks;
+    raises CufileError for a malformed file, naming it."""
+    paths = NodePaths(root)
+    if os.path.islink(path):
+        first = paths.readlink(path)
+        if os.path.dirname(first) == paths.local("/etc/alternatives"):
+            return _via_alternatives(paths, path, first, managed, alternative_path, priority,
+                                     register_alternative, backup, mode, check_mode)
+        target = paths.resolve(path)
+        if not os.path.exists(target):
+            raise CufileError("%s is a symlink to %s, which does not exist" % (path, paths.node(target)))
+        layout = "symlink"
+    else:
+        target = path
+        layout = "file" if os.path.exists(path) else "absent"
+
+    text, current = "", None
+    if layout != "absent":
+        text, current = read_config(target)
+    desired = merge(current, managed)
+    after = (edit_text(text, current, desired) if current is not None else None) or dumps(desired)
+    items = differences(current or {}, desired)
+    write = current is None or canonical(current) != canonical(desired)
+    result = {"path": path, "layout": layout, "file": target, "changed": False, "config": desired,
+              "previous_format": text_format(text) if current is not None else "absent",
+              "keys": [i["setting"] for i in items],
+              "drift": [dict(i, setting="%s: %s" % (path, i["setting"])) for i in items]}
+    if write:
+        result["diff"] = {"before": text, "after": after, "before_header": target,
+                          "after_header": target}
+    result["changed"] = write or _mode_differs(target, mode)
+    if check_mode or not result["changed"]:
+        return result
+    if write:
+        if backup and current is not None:
+            result["backup_file"] = _backup(target)
+        _atomic_write(target, after, mode)
+    else:
+        os.chmod(target, mode)
+    return result
+
+
+def _via_alternatives(paths, path, first, managed, ours, priority, register, backup, mode,
+                      check_mode):
+    name = os.path.basename(first)
+    admin_file = paths.local("/var/lib/dpkg/alternatives/" + name)
+    admin = read_alternatives(admin_file)
+    ours_node, link_node = paths.node(ours), paths.node(path)
+    selected = paths.node(paths.readlink(first)) if os.path.islink(first) else None
+    current_file = paths.resolve(path)
+
+    # the base is the vendor's file (the best alternative that is not ours), so a newer toolkit's
+    # keys reach our file on the next run; without an administrative file, what the link shows
+    vendor = best_choice(admin["choices"], exclude=ours_node) if admin else None
+    base_file = paths.local(vendor["path"]) if vendor else None
+    if not base_file or not os.path.exists(base_file):
+        base_file = current_file if current_file != ours else None
+    base_text, base = "", {}
+    if base_file and os.path.exists(base_file):
+        base_text, base = read_config(base_file)
+    text, current = "", None
+    if os.path.exists(current_file):
+        text, current = read_config(current_file)
+    ours_config = read_config(ours)[1] if os.path.exists(ours) else None
+
+    desired = merge(base, managed)
+    # our file starts from the vendor's text: NVIDIA's comments stay readable in it
+    after = (edit_text(base_text, base, desired) if base_text else None) or dumps(desired)
+    items = differences(current or {}, desired)
+    write = ours_config is None or canonical(ours_config) != canonical(desired)
+
+    choices = [c for c in (admin["choices"] if admin else []) if c["path"] != ours_node]
+    choices.append({"path": ours_node, "priority": priority, "slaves": []})
+    winner = best_choice(choices)
+    if winner["path"] != ours_node or [c["priority"] for c in choices].count(priority) > 1:
+        raise CufileError("%s: the alternative %s has priority %d, not below %d: raise "
+                          "gds_cufile_alternative_priority" % (admin_file, winner["path"],
+                                                               winner["priority"], priority))
+    wanted_admin = {"mode": "auto", "link": link_node, "slaves": admin["slaves"] if admin else [],
+                    "choices": choices}
+    registered = (admin is not None and admin["mode"] == "auto" and admin["link"] == link_node
+                  and any(c["path"] == ours_node and c["priority"] == priority
+                          for c in admin["choices"]))
+    link_ok = registered and selected == ours_node
+
+    drift = [dict(i, setting="%s: %s" % (path, i["setting"])) for i in items]
+    if not link_ok:
+        drift.append({"setting": "%s: alternative" % path, "expected": ours_node,
+                      "actual": selected or "(none)"})
+    result = {"path": path, "layout": "alternatives", "file": ours, "changed": False,
+              "config": desired,
+              "previous_format": text_format(text) if current is not None else "absent",
+              "keys": [i["setting"] for i in items], "drift": drift,
+              "alternative": {"name": name, "link": link_node, "path": ours_node,
+                              "priority": priority, "selected": link_ok,
+                              "vendor": vendor["path"] if vendor else None}}
+    if write or not link_ok:
+        result["diff"] = {"before": text, "after": after,
+                          "before_header": paths.node(current_file), "after_header": ours_node}
+    mode_fix = not write and _mode_differs(ours, mode)
+    result["changed"] = write or mode_fix or (not link_ok and (register or check_mode))
+    if check_mode or not result["changed"]:
+        return result
+    if write:
+        if backup and ours_config is not None:
+            result["backup_file"] = _backup(ours)
+        _atomic_write(ours, after, mode)
+    elif mode_fix:
+        os.chmod(ours, mode)
+    if register and not link_ok:
+        _atomic_write(admin_file, format_alternatives(wanted_admin), 0o644)
+        _atomic_symlink(first, ours_node)
+        result["alternative"]["selected"] = True
+    return result
+
+
+def commission(params, check_mode=False):
+    """The module's work: validate the managed keys, merge and write them, and the checks.
+
+    Returns ``(result, warnings)``; raises CufileError with a message that names the file, the
+    line and column, or every offending key."""
+    managed = params["config"]
+    errors = validate(managed, params.get("extra_keys") or ())
+    if errors:
+        raise CufileError("invalid cuFile configuration: %s" % "; ".join(errors))
+    root = params.get("root") or ""
+    result = configure(params["path"], managed, root=root,
+                       alternative_path=params["alternative_path"],
+                       priority=params["alternative_priority"],
+                       register_alternative=params["register_alternative"],
+                       backup=params["backup"], mode=parse_mode(params["mode"]),
+                       check_mode=check_mode)
+    warnings = deprecations(result["config"])
+    paths = NodePaths(root)
+    alternative = result.get("alternative")
+    sentence = None
+    if alternative:
+        done = alternative["selected"] or (not check_mode and not params["register_alternative"])
+        sentence = "%s for %s through update-alternatives (%s, priority %d, auto mode)" % (
+            "selected" if done else "would be selected", alternative["link"], alternative["name"],
+            alternative["priority"])
+    state = "in place"
+    if result["changed"]:
+        state = "would change" if check_mode else "written"
+    outcome = {"state": state, "file": paths.node(result["file"]), "keys": result["keys"],
+               "alternative": sentence,
+               "vendor": alternative.get("vendor") if alternative else None,
+               "backup": paths.node(result["backup_file"]) if result.get("backup_file") else None}
+    result["checks"] = report_checks(result["config"], params.get("gds_mode") or "nvfs", outcome,
+                                     raid_devices=params.get("raid_devices") or (),
+                                     rdma_storage=params.get("rdma_storage", False),
+                                     rdma_nics=params.get("rdma_nics") or ())
+    return result, warnings

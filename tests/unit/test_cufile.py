@@ -7,7 +7,7 @@ import yaml
 from jinja2 import Environment
 
 from ansible.module_utils.gds_cufile import (
-    CufileError, deprecations, differences, dumps, flatten, loads, strip_comments, suggest, validate,
+    CufileError, deprecations, differences, dumps, flatten, loads, merge, strip_comments, suggest, validate,
 )
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -190,12 +190,17 @@ def test_module_check_mode_diff_and_drift_on_vendor_file(module_runner, tmp_path
     rc, result = module_runner("gds_cufile", {"path": str(path), "config": config}, check_mode=True)
     assert rc == 0 and result["changed"] is True and result["previous_format"] == "commented"
     assert path.read_text() == VENDOR  # check mode changes nothing
-    assert result["diff"]["before"] == VENDOR and json.loads(result["diff"]["after"]) == config
+    assert result["diff"]["before"] == VENDOR
+    assert loads(result["diff"]["after"]) == merge(loads(VENDOR), config)
+    # the file is edited as text: NVIDIA's comments and the untouched lines stay
+    assert "// e.g : export CUFILE_ENV_PATH_JSON" in result["diff"]["after"]
+    assert '"url_like": "http://example//not-a-comment",' in result["diff"]["after"]
     settings = {d["setting"].split(": ", 1)[1]: d for d in result["drift"]}
     assert all(d["setting"].startswith(str(path) + ": ") for d in result["drift"])
     assert settings["properties.allow_compat_mode"] == {
         "setting": "%s: properties.allow_compat_mode" % path, "expected": False, "actual": True}
-    assert settings["blacklist.drivers"]["expected"] == "(absent)"
+    assert "blacklist.drivers" not in settings  # a key we do not manage is no difference
+    assert "properties.url_like" not in settings
 
 
 def test_module_keeps_a_backup_and_leaves_an_equal_vendor_file_alone(module_runner, tmp_path):
@@ -224,11 +229,44 @@ def test_module_fails_before_writing_on_a_bad_key(module_runner, tmp_path):
     assert path.read_text() == VENDOR
 
 
-def test_module_replaces_an_unparsable_file_with_a_warning(module_runner, tmp_path):
+def test_module_refuses_a_malformed_file_naming_line_and_column(module_runner, tmp_path):
     path = tmp_path / "cufile.json"
-    path.write_text("{ not json")
-    rc, result = module_runner("gds_cufile", {"path": str(path), "config": render_defaults()})
-    assert rc == 0 and result["changed"] and result["previous_format"] == "invalid"
-    assert any("not valid JSON" in w for w in result.get("warnings", []))
-    assert result["drift"] == [{"setting": str(path), "expected": "cuFile configuration",
-                                "actual": "(not valid JSON)"}]
+    bad = '{\n    "logging": {"level": "ERROR"}\n    "profile": {}\n}\n'
+    path.write_text(bad)
+    for check_mode in (True, False):
+        rc, result = module_runner("gds_cufile", {"path": str(path), "config": render_defaults()},
+                                   check_mode=check_mode)
+        assert rc != 0 and result["failed"]
+        assert result["msg"].startswith("%s is not valid JSON at line 3 column 5" % path), result["msg"]
+        assert path.read_text() == bad and os.listdir(tmp_path) == ["cufile.json"]
+
+
+def test_documentation_parses_and_matches_the_argument_spec(monkeypatch):
+    """ansible-doc reads DOCUMENTATION/RETURN as YAML: they must parse and mirror the spec."""
+    import sys
+    from ansible.module_utils import basic
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def capture(self, argument_spec, **kwargs):
+        seen.update(argument_spec)
+        raise Stop()
+
+    monkeypatch.setattr(basic.AnsibleModule, "__init__", capture)
+    sys.path.insert(0, os.path.join(ROOT, "library"))
+    try:
+        mod = __import__("gds_cufile")
+        with pytest.raises(Stop):
+            mod.main()
+    finally:
+        sys.path.pop(0)
+        sys.modules.pop("gds_cufile", None)
+    doc = yaml.safe_load(mod.DOCUMENTATION)["options"]
+    assert set(doc) == set(seen)
+    for name, spec in seen.items():
+        for field in ("type", "default", "choices", "elements"):
+            assert doc[name].get(field) == spec.get(field), (name, field)
+    yaml.safe_load(mod.EXAMPLES)
+    assert {"checks", "drift", "alternative", "file", "layout"} <= set(yaml.safe_load(mod.RETURN))

@@ -1,10 +1,10 @@
 """Verify nvme_raid and cufile on the simulated nodes after converge (testinfra).
 
 The simulated nodes live on the controller under gds_root (build/sim/<host>/ unless GDS_SIM_ROOT
-says otherwise): cufile.json must be strict, valid JSON whose flags follow gds_mode, and every
-array of the RAID plan must have its scratch directory (the mount stand-in the benchmark uses).
+says otherwise): the cufile.json that cuFile reads (through the alternatives link where the node
+has the toolkit's) must be valid JSON (NVIDIA's comments allowed) whose flags follow gds_mode, and every array of the
+RAID plan must have its scratch directory (the mount stand-in the benchmark uses).
 """
-import json
 import os
 import sys
 
@@ -17,7 +17,7 @@ if os.path.join(PROJECT, "module_utils") not in ansible.module_utils.__path__:
 sys.path.insert(0, os.path.join(PROJECT, "tests", "fixtures"))
 
 from ansible.module_utils.gds_affinity import discover  # noqa: E402
-from ansible.module_utils.gds_cufile import validate  # noqa: E402
+from ansible.module_utils.gds_cufile import NodePaths, loads, validate  # noqa: E402
 from ansible.module_utils.gds_procfs import (  # noqa: E402
     mounted_disks, read_mdstat, read_mounts, system_disks,
 )
@@ -50,19 +50,23 @@ def _mode(host):
     return mode if mode in ("nvfs", "p2pdma", "compat") else "nvfs"
 
 
-def test_cufile_json_is_strict_valid_json(host):
-    path = os.path.join(_root(host), "etc", "cufile.json")
-    cufile = host.file(path)
+def _cufile(host):
+    """The file cuFile reads on the simulated node: its cufile.json, links followed below the root."""
+    return NodePaths(_root(host)).resolve(os.path.join(_root(host), "etc", "cufile.json"))
+
+
+def test_cufile_json_is_valid(host):
+    cufile = host.file(_cufile(host))
     assert cufile.exists and cufile.is_file
     assert cufile.mode == 0o644
-    config = json.loads(cufile.content_string)  # strict: no comments, no trailing commas
+    config = loads(cufile.content_string, _cufile(host))  # cuFile's parser takes // comments too
     assert validate(config) == []
     assert set(config) >= {"logging", "profile", "execution", "properties", "fs", "denylist"}
 
 
 def test_cufile_flags_follow_gds_mode(host):
-    with open(os.path.join(_root(host), "etc", "cufile.json")) as handle:
-        props = json.load(handle)["properties"]
+    with open(_cufile(host)) as handle:
+        props = loads(handle.read())["properties"]
     mode = _mode(host)
     overrides = _vars(host).get("gds_cufile_overrides") or {}
     if "allow_compat_mode" not in (overrides.get("properties") or {}):
