@@ -28,7 +28,8 @@ SHOW = """
     - name: Recorded
       ansible.builtin.debug:
         msg:
-          checks: "{{{{ (gds_pcie_acs_checks | default([])) + (gds_iommu_checks | default([])) + (gds_driver_checks | default([])) }}}}"
+          checks: "{{{{ (gds_facts_checks | default([])) + (gds_pcie_acs_checks | default([])) + (gds_iommu_checks | default([]))
+                      + (gds_driver_checks | default([])) }}}}"
           reboot: "{{{{ gds_reboot_required | default(none) }}}}"
       tags: [always]
 """
@@ -121,6 +122,19 @@ BAD = {
     "bad-live-flag": ("dgx-a100", {"gds_live": "maybe"}, "gds_live", "bool"),
     "bad-rw-stats": ("dgx-a100", {"gds_driver_nvfs_rw_stats": "loud"}, "gds_driver_nvfs_rw_stats", "bool"),
     "bad-peermem": ("dgx-a100", {"gds_driver_peermem": "yes please"}, "gds_driver_peermem", "auto, always, never"),
+    # a string where a list belongs: the argument specs would split it at commas, the role by characters
+    "acs-bridge-string": ("dgx-a100", {"gds_pcie_acs_bridges": "0000:04:10.0"}, "gds_pcie_acs_bridges",
+                          "must be a YAML list"),
+    # written into a root systemd unit: an absolute path and nothing else
+    "bad-setpci": ("dgx-a100", {"gds_pcie_acs_setpci": "/usr/bin/setpci; reboot"}, "gds_pcie_acs_setpci",
+                   "absolute path"),
+    "relative-setpci": ("dgx-a100", {"gds_pcie_acs_setpci": "setpci"}, "gds_pcie_acs_setpci", "absolute path"),
+    "bad-expect-type": ("dgx-a100", {"gds_facts_expect": {"gpus": "eight"}}, "gds_facts_expect", "gpus"),
+    "bad-expect-value": ("dgx-a100", {"gds_facts_expect": {"gpus": -8}}, "gds_facts_expect", "whole numbers >= 0"),
+    "bad-reboot-timeout": ("dgx-a100", {"gds_reboot_timeout": "soon"}, "gds_reboot_timeout", "int"),
+    # the roles after the platform ones: still checked before anything changes
+    "bad-raid-group-by": ("dgx-a100", {"gds_raid_group_by": "rack"}, "gds_raid_group_by", "affinity, switch"),
+    "bad-cufile-backup": ("dgx-a100", {"gds_cufile_backup": "sometimes"}, "gds_cufile_backup", "bool"),
 }
 
 REFUSED = {
@@ -184,7 +198,8 @@ GOOD = {
     "a100": ("dgx-a100", {"gds_iommu_mode": "off"}),
     "h100-p2pdma": ("hgx-h100", {"gds_mode": "p2pdma", "gds_iommu_mode": "pt", "gds_raid_enabled": False,
                                  "gds_pcie_acs_persist": "both", "gds_pcie_acs_cmdline_param": "disable_acs_redir"}),
-    "gh200": (gh200(), {}),
+    # gds_reboot_ok, but a simulated node is never rebooted
+    "gh200": (gh200(), {"gds_reboot_ok": True}),
     "dgx-package": (variant("dgx-a100", files={
         "var/lib/dpkg/status": "Package: nvidia-acs-disable\nStatus: install ok installed\nVersion: 23.11-1\n"}), {}),
     "no-udev": (variant("hgx-h100", drop=("run/",)), {"gds_iommu_mode": "pt"}),
@@ -197,7 +212,8 @@ GOOD = {
 @pytest.fixture(scope="module")
 def good_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("variants")
-    return run_playbook(tmp, GOOD)
+    # the reboot play in batches of two hosts (a fleet reboots a few nodes at a time)
+    return run_playbook(tmp, GOOD, extra_args=["-e", "gds_reboot_batch=2"])
 
 
 def test_variants_converge(good_run):
@@ -266,6 +282,14 @@ def test_missing_udev_data_is_reported(good_run):
     _, results, _ = good_run
     check = results["no-udev"]["checks"]["driver: udev data for data drives"]
     assert check["verdict"] == "FAIL" and check["actual"] == 0 and "cuFile cannot register" in check["detail"]
+    # the remedy is udevd's: the check says where to look, the product writes no udev record
+    assert "systemd-udevd" in check["detail"] and "/run/udev is mounted" in check["detail"]
+
+
+def test_host_in_no_platform_group_gets_a_warning(good_run):
+    _, results, _ = good_run
+    check = results["a100"]["checks"]["topology: platform profile"]
+    assert check["verdict"] == "WARN" and "no profile applied" in check["detail"]
 
 
 def test_peer_memory_module_name_follows_what_the_node_ships(good_run):
@@ -326,7 +350,7 @@ def test_check_mode_changes_nothing_and_reports_the_drift(tmp_path):
 # --------------------------------------------------------------------------------------------
 # Conventions: every public variable documented in defaults and mirrored in the argument specs
 # --------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("role", ["pcie_acs", "iommu", "gds_driver"])
+@pytest.mark.parametrize("role", ["gds_facts", "pcie_acs", "iommu", "gds_driver", "gds_reboot"])
 def test_defaults_are_commented_and_mirrored_in_argument_specs(role):
     base = os.path.join(ROOT, "roles", role)
     with open(os.path.join(base, "defaults", "main.yml")) as handle:
@@ -339,6 +363,8 @@ def test_defaults_are_commented_and_mirrored_in_argument_specs(role):
         specs = yaml.safe_load(handle)["argument_specs"]
     options = specs["main"]["options"]
     assert set(defaults) <= set(options), set(defaults) - set(options)
+    # the specs carry the defaults too (ansible-doc and the argument spec show them)
+    assert {name: options[name].get("default") for name in defaults} == defaults
     assert all(name.startswith("gds_") for name in options)
     assert all(options[name].get("description") for name in options)
     assert specs["validate"] == specs["main"]  # the tune playbook validates before any change
