@@ -26,8 +26,3 @@ const struct engine *engine_get(int xfer)
 	return table[xfer];
 }
 
-/* Known to gdsio and to this tool, whether or not this build carries it. */
-int engine_built(int xfer)
-{
-	return engine_get(xfer) != NULL;
-}

@@ -75,7 +75,6 @@ struct engine {
 };
 
 const struct engine *engine_get(int xfer);
-int engine_built(int xfer);
 
 struct path_info {
 	char mode[16];		/* nvfs | p2pdma | compat | posix | unknown */

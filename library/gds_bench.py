@@ -76,11 +76,8 @@ options:
     type: str
 notes:
   - In check mode nothing is run and every job's checks are SKIP.
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - gds
 """
 
 EXAMPLES = r"""

@@ -100,11 +100,8 @@ options:
     default: []
 notes:
   - Supports check mode and diff mode; check mode changes nothing and reports every difference.
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
+extends_documentation_fragment:
+  - gds.diff
 """
 
 EXAMPLES = r"""

@@ -56,13 +56,9 @@ options:
 notes:
   - Supports check mode; it only reads.
   - A missing file is a fact (null or false), never a failure.
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  facts:
-    support: full
+extends_documentation_fragment:
+  - gds
+  - gds.facts
 seealso:
   - module: gds_topology
   - module: pcie_acs
@@ -172,6 +168,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gds_affinity import discover
+from ansible.module_utils.gds_files import is_live_root
 from ansible.module_utils.gds_nvml import NvmlUnavailable
 from ansible.module_utils.gds_pci import TopologyError
 from ansible.module_utils.gds_platform import collect
@@ -209,7 +206,7 @@ def main():
             module.fail_json(msg="block_devices is empty and the topology cannot be read: %s" % exc)
     source = params["gpu_source"]
     if source == "auto":
-        source = "auto" if os.path.realpath(params["procfs_root"]) == "/proc" else "none"
+        source = "auto" if is_live_root(params["procfs_root"], "/proc") else "none"
     try:
         facts, warnings = collect(params["sysfs_root"], params["procfs_root"], params["root"],
                                   block_devices=block_devices, gpu_source=source)

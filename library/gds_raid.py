@@ -125,11 +125,8 @@ notes:
     and mounted, with the commands) and changes nothing; it runs read-only probes (mdadm --detail,
     wipefs without --all, blkid) on a live node.
   - Commands run as argument lists through run_command, never through a shell.
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - gds
 """
 
 EXAMPLES = r"""

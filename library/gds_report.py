@@ -60,11 +60,8 @@ options:
     default: [bench]
 notes:
   - In check mode nothing is written; the documents are still returned.
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - gds
 """
 
 EXAMPLES = r"""

@@ -49,13 +49,9 @@ notes:
   - Reading the ACS capability needs the full 4096-byte config space, which the kernel returns to
     root only; for other users the bridges' ACS fields are null, C(acs_unknown) says why and a
     warning names the file.
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  facts:
-    support: full
+extends_documentation_fragment:
+  - gds
+  - gds.facts
 """
 
 EXAMPLES = r"""
@@ -149,6 +145,7 @@ table:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gds_affinity import affinity_table, discover, visibility_checks
+from ansible.module_utils.gds_files import is_live_root
 from ansible.module_utils.gds_nvml import NvmlUnavailable, nvml_gpus
 from ansible.module_utils.gds_pci import TopologyError
 from ansible.module_utils.gds_procfs import ProcfsError
@@ -165,7 +162,7 @@ def main():
     )
     params = module.params
     nvml = None
-    live = params["sysfs_root"].rstrip("/") == "/sys"
+    live = is_live_root(params["sysfs_root"], "/sys")
     if params["gpu_index_source"] == "nvml" or (params["gpu_index_source"] == "auto" and live):
         try:
             nvml = nvml_gpus()

@@ -66,11 +66,8 @@ notes:
   - Under kernel lockdown (C(integrity) or C(confidentiality), usually from Secure Boot) the kernel
     refuses config writes; disable ACS in the firmware setup or through the kernel command line
     (C(pci=config_acs=), Linux 6.11+) instead.
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
+extends_documentation_fragment:
+  - gds.diff
 seealso:
   - module: gds_topology
 """

@@ -38,6 +38,15 @@ def decode(data):
     return data.decode(ENCODING, ERRORS)
 
 
+def is_live_root(path, live):
+    """True when ``path`` is the running system's own ``live`` mount (``/sys``, ``/proc``), not a
+    fixture tree or a guest image: only then may code act on the devices it shows."""
+    try:
+        return os.path.realpath(path) == live
+    except (OSError, ValueError):
+        return False
+
+
 def natural_key(name):
     """Sort key that orders ``nvme2`` before ``nvme10``."""
     return [int(part) if part.isdigit() else part for part in _NATURAL.split(str(name))]

@@ -61,10 +61,6 @@ def bdf_key(bdf):
     return tuple(int(part, 16) for part in match.groups())
 
 
-def is_bdf(text):
-    return bool(_BDF.match(text or ""))
-
-
 def normalize_bdf(text):
     """``00000000:34:00.0`` (NVML) or ``34:00.0`` -> ``0000:34:00.0``; None if it is no BDF."""
     text = (text or "").strip().lower()

@@ -19,7 +19,7 @@ import os
 import platform
 import re
 
-from ansible.module_utils.gds_files import listdir, read_text
+from ansible.module_utils.gds_files import is_live_root, listdir, read_text
 from ansible.module_utils.gds_acs import lockdown_state, vfio_devices
 from ansible.module_utils.gds_nvml import NvmlUnavailable, nvml_gpus
 from ansible.module_utils.gds_procfs import ProcfsError, base_disk, read_mdstat
@@ -77,7 +77,7 @@ def kernel_release(procfs_root, cmdline_params):
         match = re.search(r"vmlinu[xz]-(\S+)$", image)
         if match:
             return match.group(1), "cmdline"
-    if os.path.realpath(procfs_root) == "/proc":
+    if is_live_root(procfs_root, "/proc"):
         return platform.release(), "uname"
     return None, None
 
@@ -107,7 +107,7 @@ def cpu_info(procfs_root):
 
 
 def machine_arch(procfs_root, cpu):
-    if os.path.realpath(procfs_root) == "/proc":
+    if is_live_root(procfs_root, "/proc"):
         return platform.machine()
     return cpu["arch"]
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import re
 
-from ansible.module_utils.gds_files import UnreadableFile, listdir, read_file, read_text
+from ansible.module_utils.gds_files import UnreadableFile, is_live_root, listdir, read_file, read_text
 
 # Mount points whose backing drives are "system": the contract names /, /boot and swap; /boot/efi,
 # /usr and /var are the same thing split out by some installers.
@@ -199,12 +199,6 @@ def kernel_root_device(procfs_root):
     return None
 
 
-def _is_live(root, live):
-    try:
-        return os.path.realpath(root) == live
-    except OSError:
-        return False
-
 
 # --------------------------------------------------------------------------------------------
 # From a mount source to the whole disks below it
@@ -242,7 +236,7 @@ def _device_name(source, sysfs_root):
         return None
     if name.startswith("md/"):
         # /dev/md/<name> is a udev link to /dev/mdN: only the live /dev can resolve it
-        if _is_live(sysfs_root, "/sys") and os.path.exists(source):
+        if is_live_root(sysfs_root, "/sys") and os.path.exists(source):
             return os.path.basename(os.path.realpath(source))
         return "md" + name[3:] if name[3:].isdigit() else None
     return name
@@ -289,7 +283,7 @@ def source_disks(source, sysfs_root, mdstat, devno=None):
     leads to a block device."""
     seen = set()
     path = _sysfs_dir_by_devno(sysfs_root, devno)
-    if path is None and source.startswith("/dev/") and _is_live(sysfs_root, "/sys"):
+    if path is None and source.startswith("/dev/") and is_live_root(sysfs_root, "/sys"):
         try:
             rdev = os.stat(source).st_rdev
             path = _sysfs_dir_by_devno(sysfs_root, "%d:%d" % (os.major(rdev), os.minor(rdev)))

@@ -34,12 +34,12 @@ import os
 import re
 
 from ansible.module_utils.gds_checks import check
+from ansible.module_utils.gds_files import natural_key
 from ansible.module_utils.gds_procfs import base_disk
 
 DEFAULT_CHUNK_KB = 512          # DGX OS creates its data RAID0 with 512 KiB chunks
 FS_BLOCK_BYTES = 4096           # mkfs.ext4 -b 4096: stride/stripe_width are counted in these
 
-_NATURAL = re.compile(r"(\d+)")
 
 
 class RaidError(Exception):
@@ -56,9 +56,6 @@ def flag_hint(flag, value=None):
     text = flag if value is None else "%s is %s" % (flag, str(value).lower())
     return "%s (role variable %s)" % (text, ROLE_FLAGS[flag])
 
-
-def natural_key(text):
-    return [int(part) if part.isdigit() else part for part in _NATURAL.split(str(text))]
 
 
 def _sorted(names):

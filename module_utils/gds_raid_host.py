@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import tempfile
 
-from ansible.module_utils.gds_files import listdir
+from ansible.module_utils.gds_files import is_live_root, listdir
 from ansible.module_utils.gds_procfs import (
     base_disk, mounted_disks, read_mdstat, read_mounts, read_swaps, system_disks,
 )
@@ -27,10 +27,6 @@ from ansible.module_utils.gds_raid import (
 EXECUTED_OPS = ("umount", "stop", "zero_superblock", "wipe", "create", "mkfs")
 DEV_MD = "/dev/md"  # udev's links /dev/md/<name> -> /dev/mdN
 
-
-def _is_live(procfs_root):
-    """True when procfs_root is this system's /proc (commands then act on the devices it shows)."""
-    return os.path.realpath(procfs_root) == "/proc"
 
 
 def _default_mdadm_conf():
@@ -67,7 +63,7 @@ class RaidHost(object):
         self.module = module
         self.params = module.params
         self.runner = Runner(module)
-        self.live = _is_live(self.params["procfs_root"])
+        self.live = is_live_root(self.params["procfs_root"], "/proc")
         self.probing = self.live and not self.params["plan_only"]
         self.conf_path = self.params["mdadm_conf"] or _default_mdadm_conf()
 

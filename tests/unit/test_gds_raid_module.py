@@ -131,7 +131,7 @@ class FakeSystem(object):
 
 
 def run_in_process(mod, args, fake, monkeypatch, check_mode=False):
-    monkeypatch.setattr(gds_raid_host, "_is_live", lambda _root: True)
+    monkeypatch.setattr(gds_raid_host, "is_live_root", lambda _root, _live: True)
     monkeypatch.setattr(gds_raid_host, "DEV_MD", "/nonexistent-dev-md")
     monkeypatch.setattr(basic.AnsibleModule, "run_command",
                         lambda self, args, **kw: fake.run_command(args, **kw))
@@ -227,7 +227,7 @@ def test_partition_held_by_device_mapper_refuses_its_drive(module_runner, sim_no
 def test_missing_mdadm_is_a_clear_failure_before_anything_runs(a100, tmp_path, monkeypatch):
     fake = FakeSystem()
     mod = load_module()
-    monkeypatch.setattr(gds_raid_host, "_is_live", lambda _root: True)
+    monkeypatch.setattr(gds_raid_host, "is_live_root", lambda _root, _live: True)
     monkeypatch.setattr(gds_raid_host, "DEV_MD", "/nonexistent-dev-md")
     monkeypatch.setattr(basic.AnsibleModule, "run_command",
                         lambda self, args, **kw: fake.run_command(args, **kw))
