@@ -149,6 +149,7 @@ import subprocess
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gds_checks import udev_record_check
 from ansible.module_utils.gds_thresholds import (
     GPU_DIRECT_XFER_TYPES, ThresholdError, evaluate, gpu_skip_check, job_checks, jobs_run_check,
     lookup_metric, skipped_job_checks,
@@ -236,13 +237,8 @@ def udev_check(job, udev_root, prefix):
         return None
     where = job.get("file") or job["target"]
     dev = os.stat(where if os.path.exists(where) else os.path.dirname(where)).st_dev
-    record = os.path.join(udev_root, "data", "b%d:%d" % (os.major(dev), os.minor(dev)))
-    if os.path.exists(record):
-        return {"name": prefix + "udev record", "verdict": "PASS", "expected": "present", "actual": record}
-    return {"name": prefix + "udev record", "verdict": "FAIL", "expected": "present", "actual": "missing",
-            "detail": "%s is missing: cuFile cannot register files on block device %d:%d without its udev "
-                      "record (run udevd, or add the record with E:ID_FS_USAGE=filesystem and "
-                      "E:ID_FS_TYPE=<fs>)" % (record, os.major(dev), os.minor(dev))}
+    devno = (os.major(dev), os.minor(dev))
+    return udev_record_check(prefix + "udev record", os.path.join(udev_root, "data", "b%d:%d" % devno), devno)
 
 
 class Workspace(object):

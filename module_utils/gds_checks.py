@@ -9,6 +9,7 @@ their list as the host fact ``gds_<role>_checks``; the report collects those.
 """
 from __future__ import annotations
 
+import os
 import re
 
 VERDICTS = ("PASS", "WARN", "FAIL", "SKIP", "ERROR")
@@ -262,6 +263,27 @@ def driver_checks(platform, mode, gpus=0, rw_stats=True, want_peermem=False, liv
     return checks
 
 
+def udev_remedy(record, device=None):
+    """What to do about a missing udev record ``record`` (/run/udev/data/b<major>:<minor>): udevd
+    writes it on a change event; the product never writes or deletes udev records itself."""
+    target = "/dev/%s" % device if device else "the block device"
+    return ("Check with `udevadm info %s`; `udevadm trigger --action=change %s` makes systemd-udevd "
+            "write %s (in a container: udevd runs on the host, whose /run/udev must be mounted in)"
+            % (target, target, record))
+
+
+def udev_record_check(name, record, devno):
+    """``bench: JOB: udev record``: the record of the block device ``devno`` (major, minor) that
+    holds a benchmark's files; cuFile cannot register a file there without it."""
+    if record is None:
+        return None
+    if os.path.exists(record):
+        return check(name, "PASS", "present", record)
+    return check(name, "FAIL", "present", "missing",
+                 "%s is missing: cuFile cannot register files on block device %d:%d and fails or falls "
+                 "back to compat mode. %s" % (record, devno[0], devno[1], udev_remedy(record)))
+
+
 def udev_check(udev):
     """``driver: udev data for data drives``: cuFile looks the block device behind a file up in the
     udev database (/run/udev/data/b<major>:<minor>) and cannot register the file without it. The
@@ -284,11 +306,9 @@ def udev_check(udev):
         first = missing[0]
         record = "%s/data/b%s" % (path, numbers.get(first)) if numbers.get(first) else "its record in %s/data" % path
         detail = ("no udev entry for %s: cuFile cannot register files there and fails or falls back to "
-                  "compat mode. Check with `udevadm info /dev/%s`; `udevadm trigger --action=change /dev/%s` "
-                  "makes systemd-udevd write %s (in a container: udevd runs on the host, whose /run/udev "
-                  "must be mounted in)"
-                  % (", ".join("%s (%s)" % (m, numbers.get(m) or "no dev number") for m in missing), first, first,
-                     record))
+                  "compat mode. %s"
+                  % (", ".join("%s (%s)" % (m, numbers.get(m) or "no dev number") for m in missing),
+                     udev_remedy(record, first)))
     return check(name, "FAIL", len(devices), present, detail)
 
 

@@ -122,6 +122,8 @@ def test_missing_udev_record_is_reported_before_cufile_fails(tmp_path):
     rc, result = run_module("gds_bench", {"binary": binary, "jobs": [job(tmp_path)], "udev_root": str(udev)})
     check = [c for c in result["checks"] if c["name"].endswith("udev record")][0]
     assert check["verdict"] == "FAIL" and "cuFile cannot register" in check["detail"]
+    # the same remedy as the driver check: udevd writes the record, the product never does
+    assert "udevadm trigger --action=change" in check["detail"]
     dev = os.stat(tmp_path).st_dev
     (udev / "data" / ("b%d:%d" % (os.major(dev), os.minor(dev)))).write_text("E:ID_FS_USAGE=filesystem\n")
     rc, result = run_module("gds_bench", {"binary": binary, "jobs": [job(tmp_path)], "udev_root": str(udev)})
