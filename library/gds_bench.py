@@ -78,6 +78,7 @@ notes:
   - In check mode nothing is run and every job's checks are SKIP.
 extends_documentation_fragment:
   - gds
+  - gds.no_diff
 """
 
 EXAMPLES = r"""

@@ -101,6 +101,7 @@ options:
 notes:
   - Supports check mode and diff mode; check mode changes nothing and reports every difference.
 extends_documentation_fragment:
+  - gds
   - gds.diff
 """
 

@@ -58,6 +58,7 @@ notes:
   - A missing file is a fact (null or false), never a failure.
 extends_documentation_fragment:
   - gds
+  - gds.no_diff
   - gds.facts
 seealso:
   - module: gds_topology

@@ -127,6 +127,7 @@ notes:
   - Commands run as argument lists through run_command, never through a shell.
 extends_documentation_fragment:
   - gds
+  - gds.no_diff
 """
 
 EXAMPLES = r"""

@@ -62,6 +62,7 @@ notes:
   - In check mode nothing is written; the documents are still returned.
 extends_documentation_fragment:
   - gds
+  - gds.no_diff
 """
 
 EXAMPLES = r"""

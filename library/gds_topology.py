@@ -51,6 +51,7 @@ notes:
     warning names the file.
 extends_documentation_fragment:
   - gds
+  - gds.no_diff
   - gds.facts
 """
 

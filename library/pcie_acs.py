@@ -67,6 +67,7 @@ notes:
     refuses config writes; disable ACS in the firmware setup or through the kernel command line
     (C(pci=config_acs=), Linux 6.11+) instead.
 extends_documentation_fragment:
+  - gds
   - gds.diff
 seealso:
   - module: gds_topology

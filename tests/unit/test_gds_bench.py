@@ -260,41 +260,6 @@ def test_real_benchmark_leaves_no_data_files(tmp_path):
     assert not (tmp_path / "data").exists()
 
 
-def test_documentation_matches_argument_spec(monkeypatch):
-    """DOCUMENTATION options == argument_spec for the modules of this area (ansible-doc parses them)."""
-    import sys
-
-    import yaml
-    from ansible.module_utils import basic
-    for module in ("gds_bench", "gds_report"):
-        seen = {}
-
-        class Stop(Exception):
-            pass
-
-        def capture(self, argument_spec, **kwargs):
-            seen.update(argument_spec)
-            raise Stop()
-
-        monkeypatch.setattr(basic.AnsibleModule, "__init__", capture)
-        sys.path.insert(0, os.path.join(ROOT, "library"))
-        try:
-            mod = __import__(module)
-            with pytest.raises(Stop):
-                mod.main()
-        finally:
-            sys.path.pop(0)
-            sys.modules.pop(module, None)
-        doc = yaml.safe_load(mod.DOCUMENTATION)["options"]
-        assert set(doc) == set(seen), module
-        for name, spec in seen.items():
-            assert doc[name]["type"] == spec["type"], (module, name)
-            assert doc[name].get("default") == spec.get("default"), (module, name)
-            assert doc[name].get("choices") == spec.get("choices"), (module, name)
-        yaml.safe_load(mod.EXAMPLES)
-        yaml.safe_load(mod.RETURN)
-
-
 def test_no_ratio_against_a_job_that_broke(tmp_path):
     binary = fake_bench(tmp_path, 'if [[ " $* " == *" -d 12 "* ]]; then echo "cuFileHandleRegister failed" >&2; exit 1; '
                                   "else echo '%s'; fi" % json.dumps(RECORD))

@@ -339,16 +339,3 @@ def test_p2pdma_never_applies_even_when_asked(a100, tmp_path, monkeypatch):
     assert result["checks"][0] == dict(result["checks"][0], name="raid: md RAID with P2PDMA", verdict="FAIL",
                                        actual="/dev/md1")
     assert all(c["verdict"] == "SKIP" and c["actual"] == "planned, not applied" for c in result["checks"][1:])
-
-
-def test_documentation_matches_argument_spec():
-    import yaml
-    mod = load_module()
-    doc = yaml.safe_load(mod.DOCUMENTATION)["options"]
-    assert set(doc) == set(mod.ARGUMENT_SPEC)
-    for name, spec in mod.ARGUMENT_SPEC.items():
-        for key in ("type", "default", "choices", "elements"):
-            assert doc[name].get(key) == spec.get(key), (name, key)
-    returns = yaml.safe_load(mod.RETURN)
-    assert {"arrays", "plan", "mounts", "checks", "drift", "executed"} <= set(returns)
-    yaml.safe_load(mod.EXAMPLES)
