@@ -23,6 +23,11 @@ description:
     is one drive with two paths), Intel VMD domains, devices straight on a root bus (cloud VMs),
     NVSwitches (NVIDIA functions that are not GPUs), SR-IOV virtual functions (counted under their
     physical function, never listed) and C(numa_node) -1.
+  - Returns the PCIe link state of every GPU, NVMe controller, RDMA NIC and every bridge port on
+    their paths to the root port (C(pcie_links)), and a C(pcie) colon C(link) check per entry: FAIL
+    when a link trained below the best both of its ends support, naming the slow end.
+  - With I(link_baseline), records the link states at commissioning and reports each link that
+    changed since then as drift in check mode.
   - Says what it cannot see. A bridge whose config space is short gets C(acs_unknown); class
     entries whose links loop or dangle are warned about, never dropped silently.
 version_added: "1.0.0"
@@ -44,8 +49,17 @@ options:
     type: str
     choices: [auto, nvml, pci]
     default: auto
+  link_baseline:
+    description:
+      - A JSON file with the link state of every C(pcie_links) entry (C(x16 16.0 GT/s); on both
+        ends of a GPU's link C(x16 up to 16.0 GT/s), since a GPU trains its speed down when idle).
+      - Not in check mode it is written (atomically, the previous file kept as a timestamped
+        backup) when the states differ, which reports C(changed). In check mode nothing is written
+        and every link that differs from the file is a C(drift) item, which also reports C(changed).
+      - Unset, no baseline is read or written.
+    type: path
 notes:
-  - Supports check mode; it only reads.
+  - Supports check mode; it only reads sysfs, and writes only I(link_baseline), never in check mode.
   - Reading the ACS capability needs the full 4096-byte config space, which the kernel returns to
     root only; for other users the bridges' ACS fields are null, C(acs_unknown) says why and a
     warning names the file.
@@ -126,6 +140,26 @@ ansible_facts:
           description: NUMA node numbers seen on PCI devices (-1 where the firmware gives none).
           type: list
           elements: int
+        pcie_links:
+          description:
+            - One entry per GPU, NVMe controller (every path of a drive), RDMA NIC and bridge port on
+              their paths to the root port, sorted by bdf, from C(current_link_speed),
+              C(max_link_speed), C(current_link_width) and C(max_link_width).
+            - C(kind) is gpu, nvme, nic or bridge; C(port) the PCIe port type (endpoint, root_port,
+              upstream, downstream). Speeds are floats in GT/s, widths ints; null when unreadable.
+            - An endpoint or switch upstream port shows the link to the port above it (C(upstream));
+              a root or downstream port the link to the device below. C(partner) is the other end
+              of that link (null when it is on no path). C(expected_speed_gts)/C(expected_width)
+              are the best both ends support (the lower of the two maxima; without a partner its
+              own maximum).
+            - C(degraded) is true when the current speed or width is below the expected, null when
+              a value is unknown; C(problem) names the files that could not be read (missing,
+              C(Unknown), width 0, unreadable), else null.
+          type: list
+          elements: dict
+          sample: [{bdf: "0000:08:00.0", kind: nvme, port: endpoint, current_speed_gts: 16.0, max_speed_gts: 16.0,
+                    current_width: 4, max_width: 4, expected_speed_gts: 16.0, expected_width: 4,
+                    degraded: false, upstream: "0000:04:10.0", partner: "0000:04:10.0", problem: null}]
 checks:
   description:
     - Report checks (name, verdict, expected, actual, detail) for what discovery could not see.
@@ -133,10 +167,28 @@ checks:
       unknown, naming the bridges and config files."
     - "C(topology: sysfs and procfs read without warnings) is WARN when discovery warned (skipped
       devices, looping links, unresolvable system mounts)."
+    - "C(pcie: link <bdf>) for every C(pcie_links) entry: FAIL when the link runs below the best both
+      ends support (the detail names the slow end, e.g. switch upstream port 0000:01:00.0 x8 of x16),
+      WARN when a value could not be read. A GPU's link is judged on width only here (a GPU trains
+      its speed down when idle; the benchmark judges its speed under load)."
   returned: always
   type: list
   elements: dict
   sample: [{name: "topology: ACS state readable on GPU/NVMe/NIC bridges", verdict: PASS, expected: 0, actual: 0}]
+drift:
+  description:
+    - In check mode with I(link_baseline), one item per link whose state differs from the baseline,
+      C(setting) C(pcie link <bdf>), C(expected) the baseline's state, C(actual) the current one
+      (C(absent) for a link that appeared or vanished); one item C(pcie link baseline <path>) when
+      the file is missing or unusable.
+  returned: check mode with link_baseline
+  type: list
+  elements: dict
+  sample: [{setting: "pcie link 0000:08:00.0", expected: "x4 16.0 GT/s", actual: "x2 16.0 GT/s"}]
+backup_file:
+  description: The previous baseline, kept when a new one replaced it.
+  returned: when link_baseline was rewritten
+  type: str
 table:
   description: The affinity groups as text, one row per group (the guide's Table 5).
   returned: always
@@ -147,6 +199,7 @@ table:
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gds_affinity import affinity_table, discover, visibility_checks
 from ansible.module_utils.gds_files import is_live_root
+from ansible.module_utils.gds_health import BaselineError, link_baseline, link_checks
 from ansible.module_utils.gds_nvml import NvmlUnavailable, nvml_gpus
 from ansible.module_utils.gds_pci import TopologyError
 from ansible.module_utils.gds_procfs import ProcfsError
@@ -158,6 +211,7 @@ def main():
             sysfs_root=dict(type="path", default="/sys"),
             procfs_root=dict(type="path", default="/proc"),
             gpu_index_source=dict(type="str", default="auto", choices=["auto", "nvml", "pci"]),
+            link_baseline=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -183,8 +237,14 @@ def main():
     facts["index_source"] = "nvml" if nvml else "pci"
     for warning in warnings:
         module.warn(warning)
-    module.exit_json(changed=False, ansible_facts={"gds_topology": facts}, table=affinity_table(facts),
-                     checks=visibility_checks(facts, warnings))
+    result = {"changed": False}
+    if params["link_baseline"]:
+        try:
+            result = link_baseline(params["link_baseline"], facts["pcie_links"], module.check_mode)
+        except BaselineError as exc:
+            module.fail_json(msg=str(exc))
+    module.exit_json(ansible_facts={"gds_topology": facts}, table=affinity_table(facts),
+                     checks=visibility_checks(facts, warnings) + link_checks(facts["pcie_links"]), **result)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ import re
 from ansible.module_utils.gds_checks import check
 from ansible.module_utils.gds_files import listdir, natural_key, read_text, resolve
 from ansible.module_utils.gds_pci import (
-    CLASS_3D, CLASS_VGA, LINK_CLASSES, NVIDIA_VENDOR, PciTree, bdf_key, normalize_bdf, _CLASS_RANK,
+    CLASS_3D, CLASS_VGA, LINK_CLASSES, NVIDIA_VENDOR, PORT_DOWNSTREAM, PORT_NAMES, PORT_ROOT, PciTree,
+    bdf_key, is_root_bus, normalize_bdf, _CLASS_RANK,
 )
 from ansible.module_utils.gds_procfs import ProcfsError, system_disks
 
@@ -318,6 +319,72 @@ def path_bridges(tree, gpus, nvme, nics):
     return [tree.acs(bdf) for bdf in sorted(seen, key=bdf_key)]
 
 
+def pcie_links(tree, gpus, nvme, nics):
+    """The PCIe link state of every GPU, NVMe controller (each path of a drive), RDMA NIC and
+    each bridge port between them and their root port, sorted by BDF.
+
+    A link has two ends that show the same current speed and width: an endpoint or a switch
+    upstream port sees the link to the port above it, a root or downstream port the link to the
+    device below. ``partner`` is that other end, ``upstream`` the port above in the tree.
+    ``expected_*`` is the best both ends support (the lower of the two maxima; a port whose other
+    end is not on any path, its own), so a x4 drive below a x16-capable port expects x4.
+    """
+    kinds = {}
+    for gpu in gpus:
+        kinds[gpu["bdf"]] = "gpu"
+    for drive in nvme:
+        for bdf in _drive_bdfs(drive):
+            kinds.setdefault(bdf, "nvme")
+    for nic in nics:
+        kinds.setdefault(nic["bdf"], "nic")
+    upstream = {}
+    for bdf in list(kinds):
+        chain = tree.devices[bdf].chain
+        for index in range(len(chain) - 1, 0, -1):
+            element = chain[index]
+            if is_root_bus(element):
+                break  # a nested root bus (VMD): the path to the root port ends here
+            kinds.setdefault(element, "bridge")
+            upstream[element] = None if is_root_bus(chain[index - 1]) else chain[index - 1]
+    below = {}
+    for bdf, parent in upstream.items():
+        if parent is not None:
+            below.setdefault(parent, []).append(bdf)
+    states = {bdf: tree.link_state(bdf) for bdf in kinds}
+    links = []
+    for bdf in sorted(kinds, key=bdf_key):
+        kind, state = kinds[bdf], states[bdf]
+        port = PORT_NAMES.get(tree.port_type(bdf), "unknown") if kind == "bridge" else "endpoint"
+        faces_down = kind == "bridge" and tree.port_type(bdf) in (PORT_ROOT, PORT_DOWNSTREAM)
+        partners = sorted(below.get(bdf, []), key=bdf_key) if faces_down else [upstream[bdf]]
+        partners = [p for p in partners if p is not None]
+        problems = list(state["problems"])
+        expected = {}
+        for key in ("speed_gts", "width"):
+            own = state["max_" + key]
+            theirs = [states[p]["max_" + key] for p in partners]
+            if own is None or None in theirs:
+                expected[key] = None
+                if own is not None:
+                    problems.append("expected %s unknown: the other end (%s) has no readable max"
+                                    % (key.replace("_gts", ""), ", ".join(partners)))
+            else:
+                expected[key] = min([own] + theirs)
+        verdicts = [state["current_" + key] < expected[key]
+                    if state["current_" + key] is not None and expected[key] is not None else None
+                    for key in ("speed_gts", "width")]
+        degraded = True if True in verdicts else None if None in verdicts else False
+        links.append({
+            "bdf": bdf, "kind": kind, "port": port,
+            "current_speed_gts": state["current_speed_gts"], "max_speed_gts": state["max_speed_gts"],
+            "current_width": state["current_width"], "max_width": state["max_width"],
+            "expected_speed_gts": expected["speed_gts"], "expected_width": expected["width"],
+            "degraded": degraded, "upstream": upstream.get(bdf), "partner": partners[0] if partners else None,
+            "problem": "; ".join(problems) or None,
+        })
+    return links
+
+
 def discover(sysfs_root="/sys", procfs_root="/proc", nvml_bus_ids=None):
     """The ``gds_topology`` facts. Returns (facts, warnings)."""
     tree = PciTree(sysfs_root)
@@ -337,6 +404,7 @@ def discover(sysfs_root="/sys", procfs_root="/proc", nvml_bus_ids=None):
         "gpus": gpus, "nvme": nvme, "nics": nics, "matrix": matrix,
         "groups": affinity_groups(matrix, gpus, nvme, nics),
         "bridges": path_bridges(tree, gpus, nvme, nics),
+        "pcie_links": pcie_links(tree, gpus, nvme, nics),
         "numa_nodes": sorted({d.numa_node for d in tree.devices.values()}),
     }
     return facts, tree.warnings

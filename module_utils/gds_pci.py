@@ -45,6 +45,20 @@ ECAP_START = 0x100
 LINK_CLASSES = ("PIX", "PXB", "PHB", "NODE", "SYS")
 _CLASS_RANK = {name: rank for rank, name in enumerate(LINK_CLASSES)}
 
+# Link speeds as the kernel prints them (drivers/pci/pci.h PCIE_SPEED2STR: "16.0 GT/s PCIe";
+# kernels before 4.20 "8 GT/s"; "Unknown" or "Unknown speed" when the speed field is reserved).
+_SPEED = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*GT/s\b")
+SPEED_GENS = ((2.5, 1), (5.0, 2), (8.0, 3), (16.0, 4), (32.0, 5), (64.0, 6))
+LINK_FILES = ("current_link_speed", "max_link_speed", "current_link_width", "max_link_width")
+# aer_dev_* files and the line that holds their total (drivers/pci/pcie/aer.c), and the root
+# port's totals (one number each)
+AER_DEV_FILES = (("correctable", "aer_dev_correctable", "TOTAL_ERR_COR"),
+                 ("nonfatal", "aer_dev_nonfatal", "TOTAL_ERR_NONFATAL"),
+                 ("fatal", "aer_dev_fatal", "TOTAL_ERR_FATAL"))
+AER_ROOTPORT_FILES = (("rootport_correctable", "aer_rootport_total_err_cor"),
+                      ("rootport_nonfatal", "aer_rootport_total_err_nonfatal"),
+                      ("rootport_fatal", "aer_rootport_total_err_fatal"))
+
 _BDF = re.compile(r"^([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
 _ROOT_BUS = re.compile(r"^pci([0-9a-f]{4,8}):([0-9a-f]{2})$")
 
@@ -76,6 +90,80 @@ def normalize_bdf(text):
 def is_root_bus(element):
     """True for a chain element that is a root bus (``pci0000:00``, VMD's ``pci10000:00``)."""
     return bool(_ROOT_BUS.match(element or ""))
+
+
+def speed_gts(text):
+    """A link speed file's text -> GT/s as a float; None for "Unknown" or anything else."""
+    match = _SPEED.match(text or "")
+    return float(match.group(1)) if match else None
+
+
+def gen_of_speed(gts):
+    """GT/s -> PCIe generation (2.5 -> 1 ... 64 -> 6); None when it is no generation's rate."""
+    for rate, gen in SPEED_GENS:
+        if gts is not None and abs(gts - rate) < 0.01:
+            return gen
+    return None
+
+
+def speed_of_gen(gen):
+    """PCIe generation -> GT/s; None when unknown."""
+    return dict((g, rate) for rate, g in SPEED_GENS).get(gen)
+
+
+def read_link_file(dev_path, name):
+    """(value, problem) of one link attribute: a float for the speeds, an int for the widths.
+
+    value None: the problem says why, naming the file (missing: no PCIe capability or an older
+    kernel; "Unknown"; a width of 0, which the kernel prints while the link is down; unreadable).
+    """
+    path = os.path.join(dev_path, name)
+    if not os.path.lexists(path):
+        return None, "%s is missing" % path
+    try:
+        text = read_file(path, limit=256).strip()
+    except UnreadableFile as exc:
+        return None, str(exc)
+    if name.endswith("_speed"):
+        value = speed_gts(text)
+        return (value, None) if value else (None, "%s reads %r, not a speed" % (path, text[:40]))
+    if not text.isdigit():
+        return None, "%s reads %r, not a width" % (path, text[:40])
+    if int(text) == 0:
+        return None, "%s reads 0 (link down or width unknown)" % path
+    return int(text), None
+
+
+def read_aer_file(path, total_line=None):
+    """One AER counter file -> int, or None when missing or unreadable/malformed.
+
+    ``total_line``: the line of an aer_dev_* file that holds the total; without it the file is
+    one number (aer_rootport_total_err_*).
+    """
+    try:
+        text = read_file(path, limit=8192)
+    except UnreadableFile:
+        return None
+    for line in text.splitlines():
+        fields = line.split()
+        if total_line is None and len(fields) == 1 and fields[0].isdigit():
+            return int(fields[0])
+        if total_line is not None and len(fields) == 2 and fields[0] == total_line and fields[1].isdigit():
+            return int(fields[1])
+    return None
+
+
+def aer_counters(sysfs_root, bdf):
+    """{correctable, nonfatal, fatal, rootport_correctable, rootport_nonfatal, rootport_fatal}
+    of one function, from /sys/bus/pci/devices/<bdf>; None where the file is missing (no AER
+    capability, not a root port) or unreadable."""
+    base = os.path.join(sysfs_root, "bus", "pci", "devices", bdf)
+    out = {}
+    for key, name, total in AER_DEV_FILES:
+        out[key] = read_aer_file(os.path.join(base, name), total)
+    for key, name in AER_ROOTPORT_FILES:
+        out[key] = read_aer_file(os.path.join(base, name))
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -314,6 +402,22 @@ class PciTree(object):
         if entry["acs_unknown"]:
             self._warn("%s: ACS state unknown: %s" % (bdf, entry["acs_unknown"]))
         return entry
+
+    def link_state(self, element):
+        """{current_speed_gts, max_speed_gts, current_width, max_width, problems} of one function's
+        PCIe link (the link to its parent for an endpoint or a switch upstream port, the link to
+        the device below for a root or downstream port); problems name the files at fault."""
+        path = self._element_path(element)
+        state = {"problems": []}
+        for name in LINK_FILES:
+            if path is None:
+                value, problem = None, "%s: no sysfs directory" % element
+            else:
+                value, problem = read_link_file(path, name)
+            state[name.replace("_link", "").replace("speed", "speed_gts")] = value
+            if problem:
+                state["problems"].append(problem)
+        return state
 
     # -- SR-IOV -------------------------------------------------------------------------------
     def physfn(self, bdf):
