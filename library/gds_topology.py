@@ -24,7 +24,7 @@ description:
     NVSwitches (NVIDIA functions that are not GPUs), SR-IOV virtual functions (counted under their
     physical function, never listed) and C(numa_node) -1.
   - Returns the PCIe link state of every GPU, NVMe controller, RDMA NIC and every bridge port on
-    their paths to the root port (C(pcie_links)), and a C(pcie) colon C(link) check per entry: FAIL
+    their paths to the root port (C(pcie_links)), and a C(pcie) colon C(link) check per entry, FAIL
     when a link trained below the best both of its ends support, naming the slow end.
   - With I(link_baseline), records the link states at commissioning and reports each link that
     changed since then as drift in check mode.
