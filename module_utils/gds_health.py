@@ -40,6 +40,8 @@ def _role(link):
     if link is None:
         return "port"
     if link.get("kind") == "bridge":
+        if "port" not in link and "upstream" in link and link["upstream"] is None:
+            return "root port"
         return PORT_ROLES.get(link.get("port"), "bridge")
     return KIND_ROLES.get(link.get("kind"), link.get("kind") or "device")
 
@@ -56,12 +58,23 @@ def _state(width, speed):
     return "%s %s" % (_width(width), _speed(speed))
 
 
+def _partner(link, by_bdf):
+    """The other end of a link entry; entries without ``partner`` (built by hand) fall back on the
+    device below a port (a GPU entry whose ``upstream`` it is), else ``upstream``."""
+    if "partner" in link:
+        return by_bdf.get(link["partner"])
+    below = [other for other in by_bdf.values() if other.get("upstream") == link["bdf"]]
+    if link.get("kind") == "bridge" and below:
+        return below[0]
+    return by_bdf.get(link.get("upstream"))
+
+
 def _gpu_side(link, by_bdf):
     """The GPU at either end of this link (its BDF), or None: a GPU trains its link speed down
     when idle, so both ends of its link show the idle speed."""
     if link.get("kind") == "gpu":
         return link["bdf"]
-    partner = by_bdf.get(link.get("partner"))
+    partner = _partner(link, by_bdf)
     if partner is not None and partner.get("kind") == "gpu":
         return partner["bdf"]
     return None
@@ -70,13 +83,13 @@ def _gpu_side(link, by_bdf):
 def _slow_end(link, by_bdf, what):
     """Which end is slow, e.g. "switch upstream port 0000:01:00.0 x8 of x16 (the other end,
     root port 0000:00:01.1, supports x16 16.0 GT/s)"."""
-    partner = by_bdf.get(link.get("partner"))
+    partner = _partner(link, by_bdf)
     if what == "width":
-        text = "%s %s %s of %s" % (_role(link), link["bdf"], _width(link["current_width"]),
-                                    _width(link["expected_width"]))
+        text = "%s %s %s of %s" % (_role(link), link["bdf"], _width(link.get("current_width")),
+                                    _width(link.get("expected_width")))
     else:
-        text = "%s %s %s of %s" % (_role(link), link["bdf"], _speed(link["current_speed_gts"]),
-                                    _speed(link["expected_speed_gts"]))
+        text = "%s %s %s of %s" % (_role(link), link["bdf"], _speed(link.get("current_speed_gts")),
+                                    _speed(link.get("expected_speed_gts")))
     if partner is not None:
         text += " (the other end, %s %s, supports %s)" % (
             _role(partner), partner["bdf"], _state(partner.get("max_width"), partner.get("max_speed_gts")))

@@ -200,3 +200,20 @@ def test_dual_port_drive_lists_both_controllers(sim_node):
 def test_speed_text(text, gts, gen):
     assert speed_gts(text) == gts
     assert gen_of_speed(gts) == gen
+
+
+def test_link_checks_take_entries_with_only_the_contract_keys():
+    """Entries built by another module (bdf, kind, speeds, widths, expected, degraded, upstream,
+    problem; no partner, no port): the port above an idle GPU is judged like the GPU."""
+    def entry(bdf, kind, speed, width, upstream):
+        return {"bdf": bdf, "kind": kind, "current_speed_gts": speed, "max_speed_gts": 16.0,
+                "current_width": width, "max_width": 16, "expected_speed_gts": 16.0, "expected_width": 16,
+                "degraded": speed < 16.0 or width < 16, "upstream": upstream, "problem": None}
+    links = [entry("0000:00:01.0", "bridge", 2.5, 16, None), entry("0000:01:00.0", "gpu", 2.5, 16, "0000:00:01.0"),
+             entry("0000:00:02.0", "bridge", 16.0, 8, None), entry("0000:02:00.0", "nvme", 16.0, 16, "0000:00:02.0")]
+    checks = {c["name"]: c for c in link_checks(links)}
+    assert checks["pcie: link 0000:00:01.0"]["verdict"] == "PASS"
+    assert checks["pcie: link 0000:01:00.0"]["verdict"] == "PASS"
+    assert checks["pcie: link 0000:00:02.0"]["verdict"] == "FAIL"
+    assert checks["pcie: link 0000:00:02.0"]["detail"].startswith("root port 0000:00:02.0 x8 of x16")
+    assert checks["pcie: link 0000:02:00.0"]["verdict"] == "PASS"
