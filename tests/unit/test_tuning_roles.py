@@ -131,6 +131,8 @@ BAD = {
     "relative-setpci": ("dgx-a100", {"gds_pcie_acs_setpci": "setpci"}, "gds_pcie_acs_setpci", "absolute path"),
     "bad-expect-type": ("dgx-a100", {"gds_facts_expect": {"gpus": "eight"}}, "gds_facts_expect", "gpus"),
     "bad-expect-value": ("dgx-a100", {"gds_facts_expect": {"gpus": -8}}, "gds_facts_expect", "whole numbers >= 0"),
+    "relative-link-baseline": ("dgx-a100", {"gds_facts_link_baseline": "var/pcie_links.json"},
+                               "gds_facts_link_baseline", "absolute file path"),
     "bad-reboot-timeout": ("dgx-a100", {"gds_reboot_timeout": "soon"}, "gds_reboot_timeout", "int"),
     # the roles after the platform ones: still checked before anything changes
     "bad-raid-group-by": ("dgx-a100", {"gds_raid_group_by": "rack"}, "gds_raid_group_by", "affinity, switch"),
