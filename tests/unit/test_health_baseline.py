@@ -1,8 +1,15 @@
 """The link baseline: written at commissioning, compared (read-only) in check mode."""
+import importlib.util
 import json
 import os
 
+from conftest import ROOT
 from simtree import file_hashes
+
+_SPEC = importlib.util.spec_from_file_location(
+    "gds_commission_callback", os.path.join(ROOT, "plugins", "callback", "gds_commission.py"))
+callback = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(callback)
 
 DSP, NVME, GPU, GPU_PORT = "0000:04:10.0", "0000:08:00.0", "0000:07:00.0", "0000:06:00.0"
 
@@ -51,6 +58,8 @@ def test_a_changed_link_is_drift_and_check_mode_writes_nothing(sim_node, module_
         {"setting": "pcie link " + DSP, "expected": "x4 16.0 GT/s", "actual": "x2 16.0 GT/s"},
         {"setting": "pcie link " + NVME, "expected": "x4 16.0 GT/s", "actual": "x2 16.0 GT/s"}]
     assert file_hashes(root) == before
+    # the callback's drift machinery reports the module's own items, nothing else
+    assert callback.drift_items("Discover the PCIe topology from sysfs", result) == result["drift"]
     checks = {c["name"]: c["verdict"] for c in result["checks"]}
     assert checks["pcie: link " + NVME] == "FAIL" and checks["pcie: link " + DSP] == "FAIL"
     # commissioning again takes the new state, keeping the old baseline
