@@ -115,8 +115,8 @@ def link_checks(pcie_links, gpu_load=None):
         actual = _state(link.get("current_width"), link.get("current_speed_gts"))
         gpu = _gpu_side(link, by_bdf)
         slow, notes = [], []
-        width_ok = _below(link.get("current_width"), link.get("expected_width"))
-        if width_ok is True:
+        width_low = _below(link.get("current_width"), link.get("expected_width"))
+        if width_low is True:
             slow.append(_slow_end(link, by_bdf, "width"))
         speed_low = _below(link.get("current_speed_gts"), link.get("expected_speed_gts"))
         load = gpu_load.get(gpu) if gpu else None
@@ -130,9 +130,9 @@ def link_checks(pcie_links, gpu_load=None):
             if speed_low:
                 slow.append("%s %s Gen%s of Gen%s under load" % (_role(link), link["bdf"], seen, want))
         elif gpu and speed_low is not None:
-            if speed_low:
-                notes.append("idle: speed judged under load only (now %s of %s)"
-                             % (_speed(link.get("current_speed_gts")), _speed(link.get("expected_speed_gts"))))
+            # say which it was: without load data the speed is reported, never judged
+            notes.append("idle: speed judged under load only (now %s of %s)"
+                         % (_speed(link.get("current_speed_gts")), _speed(link.get("expected_speed_gts"))))
             speed_low = False
         elif speed_low:
             slow.append(_slow_end(link, by_bdf, "speed"))
@@ -140,7 +140,7 @@ def link_checks(pcie_links, gpu_load=None):
             notes.append(link["problem"])
         if slow:
             verdict = "FAIL"
-        elif width_ok is None or speed_low is None or link.get("problem"):
+        elif width_low is None or speed_low is None or link.get("problem"):
             verdict = "WARN"
             notes.insert(0, "unknown: link state not fully readable")
         else:
