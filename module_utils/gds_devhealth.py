@@ -360,8 +360,8 @@ def nvme_smart(name, sysfs_root="/sys", cli="nvme"):
                 out["source"] = "nvme-cli"
                 out["critical_warning"] = _number(data.get("critical_warning"))
                 out["media_errors"] = _number(data.get("media_errors"))
-                used = data.get("percent_used", data.get("percentage_used"))
-                out["percentage_used"] = _number(used)
+                used = data.get("percent_used")  # older nvme-cli: percentage_used
+                out["percentage_used"] = _number(used if used is not None else data.get("percentage_used"))
                 kelvin = _number(data.get("temperature"))
                 out["temperature_c"] = kelvin - KELVIN if kelvin else None
         except (OSError, subprocess.TimeoutExpired) as exc:
