@@ -76,10 +76,10 @@ options:
     type: str
   pcie_links:
     description:
-      - The node's PCIe links (C(gds_topology)'s C(pcie_links)). Their AER counters are read right
+      - "The node's PCIe links (C(gds_topology)'s C(pcie_links)). Their AER counters are read right
         before the first job and after the last (C(pcie: aer <bdf>) checks), and the links of the
         GPUs the jobs use are judged under load from NVML's samples
-        (C(pcie: link <bdf> under load)).
+        (C(pcie: link <bdf> under load))."
     type: list
     elements: dict
     default: []
@@ -88,7 +88,7 @@ options:
     type: path
     default: /sys
   nvme_devices:
-    description: NVMe controllers (C(nvme0)) whose SMART health is read before and after the jobs (C(nvme: health <dev>)).
+    description: "NVMe controllers (C(nvme0)) whose SMART health is read before and after the jobs (C(nvme: health <dev>))."
     type: list
     elements: str
     default: []
