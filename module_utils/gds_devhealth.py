@@ -232,7 +232,7 @@ def gpu_memory_health(pynvml, handle):
         value, why = nvml_value(pynvml, names, handle, *args)
         facts[key] = value
         if why:
-            unknown.append(why)
+            unknown.append("%s: %s" % (key, why.split(": ", 1)[-1]))
         return value
 
     unc = getattr(pynvml, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1)

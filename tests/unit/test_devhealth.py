@@ -158,7 +158,7 @@ def test_remapped_rows_pending_fails_and_retired_pages_are_unknown_on_hopper():
     checks, health = run_health(FakeNvml(remapped=(0, 1, True, False)))
     gpu = checks["gpu: health 0"]
     assert gpu["verdict"] == "FAIL" and "remapped rows pending" in gpu["actual"]
-    assert "nvmlDeviceGetRetiredPagesPendingStatus: not supported" in gpu["detail"]
+    assert "retired_pages_pending: not supported" in gpu["detail"]
     facts = health.facts()["gpus"]["0"]
     assert facts["retired_pages_pending"] is None and facts["remapped_rows"]["pending"] is True
     checks, _ = run_health(FakeNvml(remapped=(0, 1, True, False)), thresholds={"gpu_remapped_rows_pending": False})
