@@ -370,6 +370,8 @@ def nvme_smart(name, sysfs_root="/sys", cli="nvme"):
             out["problem"] = "%s printed bad JSON: %s" % (" ".join(cmd), exc)
     elif cli:
         out["problem"] = "nvme-cli (%s) is not installed: no SMART data" % cli
+    else:
+        out["problem"] = "SMART not read (no nvme-cli given)"
     if out["temperature_c"] is None:
         temp = sysfs_temperature(sysfs_root, name)
         if temp is not None:
