@@ -474,11 +474,15 @@ class HealthRun(object):
     def checks(self):
         out = []
         load = self.gpu_load()
-        gpu_links = [link for link in self.links if link.get("kind") == "gpu" and link.get("bdf") in load]
-        for item in link_checks(gpu_links, gpu_load=load) if gpu_links else []:
-            if not item["name"].endswith(" under load"):
-                item = dict(item, name=item["name"] + " under load")
-            out.append(item)
+        sampled = [link["bdf"] for link in self.links if link.get("kind") == "gpu" and link.get("bdf") in load]
+        if sampled:
+            # under load the GPU's width is NVML's widest seen, not what sysfs showed at idle
+            links = [dict(link, current_width=load[link["bdf"]]["max_width_seen"])
+                     if link.get("bdf") in sampled and load[link["bdf"]]["max_width_seen"] else link
+                     for link in self.links]
+            for item in link_checks(links, gpu_load=load):
+                if item["name"] in ["pcie: link %s" % bdf for bdf in sampled]:
+                    out.append(dict(item, name=item["name"] + " under load"))
         if self.aer_before:
             out.extend(aer_checks(self.aer_before, self.aer_after, self.th["aer_correctable_limit"]))
         for name in self.nvme_devices:
