@@ -84,13 +84,20 @@ time.sleep(2)
 idle.stop()
 print("idle, 2 s sampled:", json.dumps(idle.gpu_load()), "clock events:", reason_names(idle.gpus[0].reasons))
 
-links = []
+links, drives = [], []
 try:
     from ansible.module_utils.gds_affinity import discover
-    links = discover("/sys", "/proc")[0].get("pcie_links") or []
+    topo = discover("/sys", "/proc")[0]
+    links = topo.get("pcie_links") or []
+    drives = sorted({c for d in topo.get("nvme", []) if not d.get("system") for c in d.get("controllers", [])})
 except Exception as exc:
-    print("no pcie_links from the topology (%s): link and AER checks from NVML only" % exc)
-health = HealthRun(links, sysfs_root="/sys", gpu_indices=[0], interval=0.5)
+    print("no topology (%s): link and AER checks from NVML only" % exc)
+bdf0 = idle.gpus[0].bdf
+for link in links:  # sysfs's view of GPU 0's link, both ends
+    if link["bdf"] == bdf0 or any(l["bdf"] == bdf0 and l.get("upstream") == link["bdf"] for l in links):
+        print("sysfs (idle):", json.dumps(link))
+print("data drives read with nvme smart-log:", drives or "none")
+health = HealthRun(links, sysfs_root="/sys", nvme_devices=drives, gpu_indices=[0], interval=0.5)
 health.begin()
 cmd = [gds, "-D", data, "-x", "0", "-I", "0", "-w", "4", "-s", "256M", "-i", "1M", "-d", "0", "-T", str(secs)]
 env = dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID")
