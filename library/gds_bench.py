@@ -74,8 +74,48 @@ options:
       - "Why the GPU transfer types are not run on this host (no usable GPU); adds the SKIP check
         C(bench: GPU transfer types) naming the transfer type that ran instead."
     type: str
+  pcie_links:
+    description:
+      - "The node's PCIe links (C(gds_topology)'s C(pcie_links)). Their AER counters are read right
+        before the first job and after the last (C(pcie: aer <bdf>) checks), and the links of the
+        GPUs the jobs use are judged under load from NVML's samples
+        (C(pcie: link <bdf> under load))."
+    type: list
+    elements: dict
+    default: []
+  sysfs_root:
+    description: Where sysfs is mounted (AER counters, NVMe hwmon temperatures).
+    type: path
+    default: /sys
+  nvme_devices:
+    description: "NVMe controllers (C(nvme0)) whose SMART health is read before and after the jobs (C(nvme: health <dev>))."
+    type: list
+    elements: str
+    default: []
+  nvme_cli:
+    description:
+      - The nvme-cli executable (name or path) that reads C(smart-log -o json). When it is absent
+        (or empty) only the temperature is read, from the controller's hwmon device in sysfs.
+    type: str
+    default: nvme
+  health_thresholds:
+    description:
+      - "Device health limits: C(aer_correctable_limit), C(nvme_percentage_used_max),
+        C(nvme_temperature_max_c), C(gpu_throttle_fail) and C(gpu_throttle_warn) (lists of clock
+        event reasons: gpu_idle, applications_clocks_setting, sw_power_cap, hw_slowdown,
+        sync_boost, sw_thermal, hw_thermal, hw_power_brake, display_clock_setting),
+        C(gpu_remapped_rows_pending) (pending remapped rows or retired pages FAIL when true, WARN
+        when false). Missing keys take their defaults."
+    type: dict
+    default: {}
+  nvml_interval:
+    description: Seconds between NVML samples of each GPU used by a GPU-direct job.
+    type: float
+    default: 0.5
 notes:
   - In check mode nothing is run and every job's checks are SKIP.
+  - NVML (pynvml) is sampled only when it can be imported and GPU-direct jobs run; what a GPU does
+    not support (retired pages on Hopper) is unknown, never a failure.
 extends_documentation_fragment:
   - gds
   - gds.no_diff
@@ -141,6 +181,14 @@ removed:
   returned: always
   type: list
   elements: str
+health:
+  description:
+    - "What the health checks were judged from: C(gpu_load) ({bdf: {max_gen_seen, max_width_seen,
+      max_gen, max_width, samples, gpu_max_gen, gpu_max_width, first_gen, first_width, index}}),
+      C(gpus) ({index: ECC, retired pages, remapped rows, clock_events}), C(nvml_problem),
+      C(nvme) ({dev: {before, after}}), C(aer) ({before, after})."
+  returned: when jobs ran
+  type: dict
 """
 
 import json
@@ -151,6 +199,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gds_checks import udev_record_check
+from ansible.module_utils.gds_devhealth import HealthConfigError, HealthRun
 from ansible.module_utils.gds_thresholds import (
     GPU_DIRECT_XFER_TYPES, ThresholdError, evaluate, gpu_skip_check, job_checks, jobs_run_check,
     lookup_metric, skipped_job_checks,
@@ -314,10 +363,18 @@ def compare_check(job, result, records):
     return check
 
 
-def run_all(params, check_mode, env):
+def gpu_indices(jobs):
+    """The GPUs the GPU-direct jobs that will run use (NVML samples those)."""
+    return sorted({int(j["gpu"]) for j in jobs if not j.get("skip") and j.get("gpu") is not None
+                   and int(j.get("xfer_type", 0)) in GPU_DIRECT_XFER_TYPES})
+
+
+def run_all(params, check_mode, env, health=None):
     """Run the jobs in order; returns (results, error messages, removed paths)."""
     results, records, errors, skips = [], {}, [], []
     workspace, halted = Workspace(), None
+    if health is not None:
+        health.begin()  # AER and SMART counters right before the first job, NVML sampling on
     try:
         for job in params["jobs"]:
             reason = job.get("skip") or ("check mode: nothing was run" if check_mode else None) or halted
@@ -359,6 +416,8 @@ def run_all(params, check_mode, env):
                                          "verdict": "SKIP", "expected": None, "actual": None,
                                          "detail": "not judged: job %s did not complete" % other})
     finally:
+        if health is not None:
+            health.end()  # after the last job, before the files go
         removed = [] if params["keep_files"] or check_mode else workspace.clean()
     return results, errors, removed, skips
 
@@ -374,6 +433,12 @@ def main():
             udev_root=dict(type="str", default="/run/udev"),
             keep_files=dict(type="bool", default=False),
             gpu_skip_reason=dict(type="str"),
+            pcie_links=dict(type="list", elements="dict", default=[]),
+            sysfs_root=dict(type="path", default="/sys"),
+            nvme_devices=dict(type="list", elements="str", default=[]),
+            nvme_cli=dict(type="str", default="nvme"),
+            health_thresholds=dict(type="dict", default={}),
+            nvml_interval=dict(type="float", default=0.5),
         ),
         supports_check_mode=True,
     )
@@ -385,6 +450,8 @@ def main():
         module.fail_json(msg=msg, checks=[check], results=[], removed=[], **extra)
 
     env = dict(os.environ)
+    # CUDA's default order is fastest first; PCI order makes -d N the GPU NVML and the topology call N
+    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     if params["cufile_config"]:
         env["CUFILE_ENV_PATH_JSON"] = params["cufile_config"]
     names = [job.get("name") for job in params["jobs"]]
@@ -393,11 +460,23 @@ def main():
     if not module.check_mode and not all(job.get("skip") for job in params["jobs"]) \
             and not os.access(params["binary"], os.X_OK):
         broken("binary %s is missing or not executable" % params["binary"])
+    health = None
     try:
-        results, errors, removed, skips = run_all(params, module.check_mode, env)
+        if not module.check_mode and any(not j.get("skip") for j in params["jobs"]):
+            health = HealthRun(params["pcie_links"], params["sysfs_root"], params["nvme_devices"],
+                               params["nvme_cli"], params["health_thresholds"], gpu_indices(params["jobs"]),
+                               interval=max(0.05, params["nvml_interval"]))
+    except (HealthConfigError, ValueError, TypeError) as exc:
+        broken("health_thresholds: %s" % exc)
+    try:
+        results, errors, removed, skips = run_all(params, module.check_mode, env, health)
     except (ThresholdError, KeyError) as exc:
         broken("bad threshold or compare: %s" % exc)
     checks = [check for result in results for check in result["checks"]]
+    extra = {}
+    if health is not None:
+        checks.extend(health.checks())
+        extra["health"] = health.facts()
     ran = [r for r in results if r.pop("attempted", False)]
     if not module.check_mode:
         none_ran = jobs_run_check(ran, len(params["jobs"]), skips)
@@ -408,8 +487,8 @@ def main():
                                          [int(j.get("xfer_type", 0)) for j in params["jobs"] if not j.get("skip")]))
     if errors:
         module.fail_json(msg="benchmark job(s) broke: %s" % " | ".join(e[:600] for e in errors),
-                         results=results, checks=checks, removed=removed)
-    module.exit_json(changed=False, results=results, checks=checks, removed=removed)
+                         results=results, checks=checks, removed=removed, **extra)
+    module.exit_json(changed=False, results=results, checks=checks, removed=removed, **extra)
 
 
 if __name__ == "__main__":
