@@ -4,11 +4,12 @@
 #   1. NVML idle: current/max link generation and width, clock event reasons (a few samples);
 #   2. NVML under load: gdsbench -x 0 (cuFile reads on GPU 0) runs for $SECS seconds while the
 #      sampler runs every 0.5 s; the max generation/width seen, the reasons seen, and
-#      `nvidia-smi -q -d PCIE` taken mid-run;
+#      nvidia-smi's link query taken mid-run;
 #   3. ECC, retired pages, remapped rows (NVML), and the health checks the module would record
 #      (`pcie: link <bdf> under load`, `gpu: health 0`, `pcie: aer <bdf>` when the topology
 #      gives pcie_links);
-#   4. nvidia-smi -q -d PCIE,ECC,PAGE_RETIREMENT,ROW_REMAPPER,PERFORMANCE idle, for comparison.
+#   4. nvidia-smi's link query and -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER,PERFORMANCE idle, for
+#      comparison (PCIe is no -d section: the link comes from --query-gpu pcie.link.*).
 # Read-only apart from the benchmark's data files (removed at the end). Needs pynvml
 # (nvidia-ml-py) and CUDA (bench/ is built with $CUDA_HOME when bench/gdsbench is missing).
 #   scripts/gpu-health.sh [DATA_DIR]        (SECS=10 OUT=build/gpu-health by default)
@@ -35,15 +36,18 @@ fi
 mkdir -p "$DATA" && RUN=$(mktemp -d "$DATA/gds-health.XXXXXX") || exit 1
 say "data directory $DATA on $(findmnt -no SOURCE,FSTYPE -T "$DATA")"
 
-say "nvidia-smi -q -d PCIE,ECC,PAGE_RETIREMENT,ROW_REMAPPER,PERFORMANCE (idle)"
-nvidia-smi -q -i 0 -d PCIE,ECC,PAGE_RETIREMENT,ROW_REMAPPER,PERFORMANCE | tee "$OUT/nvidia-smi-idle.txt"
+LINKQ=pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max
+say "nvidia-smi: link (idle) and -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER,PERFORMANCE"
+{ nvidia-smi -i 0 --query-gpu=$LINKQ --format=csv
+  nvidia-smi -q -i 0 -d ECC,PAGE_RETIREMENT,ROW_REMAPPER,PERFORMANCE; } 2>&1 | tee "$OUT/nvidia-smi-idle.txt"
 
 say "write the files the read job uses"
 "$GDS" -D "$RUN" -x 0 -I 1 -w 4 -s 256M -i 1M -d 0 >"$OUT/write.txt" 2>&1 || { cat "$OUT/write.txt"; exit 1; }
 tail -n 1 "$OUT/write.txt"
 
 # nvidia-smi's own view of the link while the read job runs
-( sleep $((SECS / 2)); nvidia-smi -q -i 0 -d PCIE,PERFORMANCE >"$OUT/nvidia-smi-load.txt" 2>&1 ) &
+( sleep $((SECS / 2)); { nvidia-smi -i 0 --query-gpu=$LINKQ --format=csv
+  nvidia-smi -q -i 0 -d PERFORMANCE; } >"$OUT/nvidia-smi-load.txt" 2>&1 ) &
 smi=$!
 
 say "NVML through module_utils/gds_devhealth: idle, then under gdsbench -x 0 for ${SECS}s"
@@ -119,7 +123,7 @@ pynvml.nvmlShutdown()
 PY
 rc=$?
 wait "$smi"
-say "nvidia-smi -q -d PCIE,PERFORMANCE mid-run"
+say "nvidia-smi: link and -q -d PERFORMANCE mid-run"
 cat "$OUT/nvidia-smi-load.txt"
 rm -rf "$RUN"
 exit $rc
