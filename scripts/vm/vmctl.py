@@ -14,7 +14,8 @@ with the cached kernel and initrd, on q35 with an emulated Intel IOMMU, and gets
     00:04.0 root port -> nvme  serial gds-os      the OS disk (ext4 root, label gds-root)
     00:05.0 root port -> x3130 switch 1 -> 2 downstream ports -> nvme gds-sw1-a, gds-sw1-b
     00:06.0 root port -> x3130 switch 2 -> 2 downstream ports -> nvme gds-sw2-a, gds-sw2-b
-    00:07.0 root port -> nvme  serial gds-keep    extra data drive behind no switch
+    00:07.0 root port -> nvme  serial gds-keep    extra data drive behind no switch; the root
+                                                  port can do x4 8 GT/s, its link is x1 2.5 GT/s
     virtio-net on user networking; SSH forwarded from 127.0.0.1:PORT only
 
 Everything of one run lives in --run-dir: the SSH key pair (generated here once per run dir and
@@ -40,12 +41,22 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 # PCIe layout (contract for tests/vm and inventory/vm): root port address -> what sits below it.
+# `link`: the root port's Link Capabilities as QEMU's x-speed / x-width (GT/s, lanes). QEMU's NVMe
+# and x3130 switch ports are x1 2.5 GT/s and a root port's Link Status follows the device below
+# (hw/pci/pcie.c pcie_sync_bridge_lnk), so a root port that can do more shows a link trained
+# below its capability: rp3's x1 2.5 GT/s of x4 8 GT/s is the scenario's one degraded hop.
+# The others are capped at x1 2.5 GT/s, QEMU's default (x32 16 GT/s) would leave them all
+# below their capability.
 ROOT_PORTS = [
-    {"id": "rp0", "addr": "0x4", "chassis": 1, "drives": ["gds-os"]},
-    {"id": "rp1", "addr": "0x5", "chassis": 2, "switch": "sw1", "drives": ["gds-sw1-a", "gds-sw1-b"]},
-    {"id": "rp2", "addr": "0x6", "chassis": 3, "switch": "sw2", "drives": ["gds-sw2-a", "gds-sw2-b"]},
-    {"id": "rp3", "addr": "0x7", "chassis": 4, "drives": ["gds-keep"]},
+    {"id": "rp0", "addr": "0x4", "chassis": 1, "drives": ["gds-os"], "link": ("2_5", 1)},
+    {"id": "rp1", "addr": "0x5", "chassis": 2, "switch": "sw1", "drives": ["gds-sw1-a", "gds-sw1-b"],
+     "link": ("2_5", 1)},
+    {"id": "rp2", "addr": "0x6", "chassis": 3, "switch": "sw2", "drives": ["gds-sw2-a", "gds-sw2-b"],
+     "link": ("2_5", 1)},
+    {"id": "rp3", "addr": "0x7", "chassis": 4, "drives": ["gds-keep"], "link": ("8", 4)},
 ]
+# What every emulated link trains at (QEMU's NVMe, x3130 upstream and downstream ports).
+TRAINED_LINK = {"width": 1, "speed_gts": 2.5}
 DATA_DISK_SIZE = os.environ.get("GDS_VM_DATA_SIZE", "2G")
 # The first boot's command line; guest/etc/default/grub has the same GRUB_CMDLINE_LINUX, so a
 # reboot through the guest's grub.cfg boots with it plus whatever grub.d drop-ins add.
@@ -68,7 +79,10 @@ def topology() -> dict:
     bus = 1
     for rp in ROOT_PORTS:
         bdf = f"0000:00:{int(rp['addr'], 16):02x}.0"
-        entry = {"bdf": bdf, "id": rp["id"], "secondary_bus": bus, "acs": True}
+        speed, width = rp["link"]
+        max_link = {"width": width, "speed_gts": float(speed.replace("_", "."))}
+        entry = {"bdf": bdf, "id": rp["id"], "secondary_bus": bus, "acs": True, "max_link": max_link,
+                 "current_link": dict(TRAINED_LINK), "degraded": max_link != TRAINED_LINK}
         out["root_ports"].append(entry)
         if "switch" in rp:
             up_bus = bus
@@ -88,14 +102,16 @@ def topology() -> dict:
             out["drives"][rp["drives"][0]] = {"bdf": f"0000:{bus:02x}:00.0", "switch": None,
                                               "root_port": bdf}
             bus += 1
+    out["degraded_links"] = [rp["bdf"] for rp in out["root_ports"] if rp["degraded"]]
     return out
 
 
 def qemu_device_args() -> list[str]:
     args: list[str] = []
     for rp in ROOT_PORTS:
+        speed, width = rp["link"]
         args += ["-device", f"pcie-root-port,id={rp['id']},bus=pcie.0,addr={rp['addr']},"
-                            f"chassis={rp['chassis']},slot=0"]
+                            f"chassis={rp['chassis']},slot=0,x-speed={speed},x-width={width}"]
         if "switch" in rp:
             sw = rp["switch"]
             args += ["-device", f"x3130-upstream,id={sw}up,bus={rp['id']}"]
