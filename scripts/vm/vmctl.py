@@ -46,7 +46,9 @@ HERE = Path(__file__).resolve().parent
 # (hw/pci/pcie.c pcie_sync_bridge_lnk), so a root port that can do more shows a link trained
 # below its capability: rp3's x1 2.5 GT/s of x4 8 GT/s is the scenario's one degraded hop.
 # The others are capped at x1 2.5 GT/s, QEMU's default (x32 16 GT/s) would leave them all
-# below their capability.
+# below their capability. Only pcie-root-port has x-speed/x-width in QEMU 7.2 (Debian bookworm);
+# its xio3130-downstream leaves Link Capabilities at 0, so the kernel shows max_link_width 0 and
+# max_link_speed "Unknown" there: an unknown link, not a degraded one.
 ROOT_PORTS = [
     {"id": "rp0", "addr": "0x4", "chassis": 1, "drives": ["gds-os"], "link": ("2_5", 1)},
     {"id": "rp1", "addr": "0x5", "chassis": 2, "switch": "sw1", "drives": ["gds-sw1-a", "gds-sw1-b"],
