@@ -114,7 +114,7 @@ def junit(summary_doc):
 # --------------------------------------------------------------------------------------------
 # PCIe links (gds_topology's pcie_links, judged by the `pcie: link <bdf>` checks)
 # --------------------------------------------------------------------------------------------
-# Where a bridge sits, from its PCIe port type (gds_topology's bridges).
+# Where a bridge sits, from its PCIe port type (the link's `port`, else gds_topology's bridges).
 PORT_ROLES = {"root_port": "root port", "upstream": "switch upstream port", "downstream": "switch downstream port"}
 KIND_ROLES = {"gpu": "GPU", "nvme": "NVMe controller", "nic": "NIC"}
 
@@ -134,7 +134,7 @@ def link_role(link, port_types):
     """What the function is: "GPU", "NVMe controller", "NIC", "root port", "switch upstream port"..."""
     if link.get("kind") in KIND_ROLES:
         return KIND_ROLES[link["kind"]]
-    role = PORT_ROLES.get(port_types.get(link.get("bdf")))
+    role = PORT_ROLES.get(link.get("port")) or PORT_ROLES.get(port_types.get(link.get("bdf")))
     if role:
         return role
     return "root port" if not link.get("upstream") else "bridge"

@@ -225,6 +225,13 @@ def test_link_table_per_group_from_root_port_down():
     links = {link["bdf"]: link for link in doc["pcie_links"]}
     assert links["0000:01:00.0"]["groups"] == [1] and links["0000:05:00.0"]["groups"] == []
     assert links["0000:01:00.0"]["role"] == "switch upstream port" and links["0000:03:00.0"]["role"] == "GPU"
+    # a link's own port type wins; without one, a bridge with no upstream port is a root port
+    topo = link_topology()
+    topo["bridges"] = []
+    topo["pcie_links"][2]["port"] = "upstream"  # 0000:01:00.0
+    roles = {link["bdf"]: link["role"] for link in host_document("h", {"checks": [], "topology": topo}, {})["pcie_links"]}
+    assert roles["0000:01:00.0"] == "switch upstream port" and roles["0000:00:01.0"] == "root port"
+    assert roles["0000:02:00.0"] == "bridge"
     page = render_html(summary("r", "s", "f", {"h": doc}), {"h": doc})
     group = page[page.index("<h4>group 1</h4>"):page.index("<h4>in no group</h4>")]
     order = ["0000:00:01.0", "0000:01:00.0", "0000:02:00.0", "0000:03:00.0", "0000:02:01.0", "0000:04:00.0"]

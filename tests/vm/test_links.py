@@ -1,11 +1,12 @@
 """PCIe link training in the guest: the kernel's view of the emulated links, and the report.
 
-scripts/vm/vmctl.py gives root port 00:07.0 (above the gds-keep drive) Link Capabilities of x4
-8 GT/s through QEMU's x-speed/x-width while the drive below trains at x1 2.5 GT/s; every other
-port is capped at what its device trains at. So exactly one hop sits below its capability, and
-commissioning must FAIL exactly that hop (`pcie: link <bdf>`) and PASS every other link, except
-where the kernel cannot read a port's capability (QEMU 7.2's x3130 downstream ports): unknown,
-WARN, never FAIL.
+scripts/vm/vmctl.py puts a second root port (0a:00.0) below root port 00:07.0, above the
+gds-keep drive, both with Link Capabilities of x4 8 GT/s (QEMU's x-speed/x-width), while every
+emulated link trains at x1 2.5 GT/s: the link between them is the one hop below the best both
+ends support. Every other port is capped at what its device can do. Commissioning must FAIL
+exactly that hop (`pcie: link 0000:00:07.0`) and PASS every other link, except where the kernel
+cannot read a port's capability (QEMU 7.2's x3130 downstream ports, and the drives below them):
+unknown, WARN, never FAIL.
 """
 import json
 import os
