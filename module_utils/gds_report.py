@@ -69,6 +69,9 @@ def host_document(name, data, state, required_areas=()):
     for key in ("platform", "topology", "arrays", "bench", "reboot_required", "raid_plan"):
         if data.get(key) is not None:
             doc[key] = data[key]
+    links = pcie_links(data.get("topology"), checks)
+    if links:
+        doc["pcie_links"] = links
     return doc
 
 
@@ -106,6 +109,120 @@ def junit(summary_doc):
                 ET.SubElement(case, "system-out").text = "WARN: " + text
     ET.indent(suites)
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# PCIe links (gds_topology's pcie_links, judged by the `pcie: link <bdf>` checks)
+# --------------------------------------------------------------------------------------------
+# Where a bridge sits, from its PCIe port type (the link's `port`, else gds_topology's bridges).
+PORT_ROLES = {"root_port": "root port", "upstream": "switch upstream port", "downstream": "switch downstream port"}
+KIND_ROLES = {"gpu": "GPU", "nvme": "NVMe controller", "nic": "NIC"}
+
+
+def _link_state(width, speed):
+    """"x8 16.0 GT/s"; "?" for what could not be read."""
+    width = "x%s" % width if isinstance(width, int) and width > 0 else "x?"
+    speed = "%.1f GT/s" % speed if isinstance(speed, (int, float)) and speed > 0 else "? GT/s"
+    return "%s %s" % (width, speed)
+
+
+def _below(current, expected):
+    return all(isinstance(v, (int, float)) for v in (current, expected)) and current < expected
+
+
+def link_role(link, port_types):
+    """What the function is: "GPU", "NVMe controller", "NIC", "root port", "switch upstream port"..."""
+    if link.get("kind") in KIND_ROLES:
+        return KIND_ROLES[link["kind"]]
+    role = PORT_ROLES.get(link.get("port")) or PORT_ROLES.get(port_types.get(link.get("bdf")))
+    if role:
+        return role
+    return "root port" if not link.get("upstream") else "bridge"
+
+
+def describe_degraded(link, role, width_only=False):
+    """Which end is slow and by how much: "switch upstream port 0000:01:00.0 x8 of x16"."""
+    parts = []
+    if _below(link.get("current_width"), link.get("expected_width")):
+        parts.append("x%d of x%d" % (link["current_width"], link["expected_width"]))
+    if not width_only and _below(link.get("current_speed_gts"), link.get("expected_speed_gts")):
+        parts.append("%.1f GT/s of %.1f GT/s" % (link["current_speed_gts"], link["expected_speed_gts"]))
+    if not parts:
+        return None
+    return "%s %s %s" % (role, link.get("bdf"), ", ".join(parts))
+
+
+def _link_checks(checks):
+    """{bdf: the check that judges its link}; a GPU's check under load wins over its idle one."""
+    out = {}
+    for check in checks:
+        name = check["name"]
+        if not name.startswith("pcie: link "):
+            continue
+        rest = name[len("pcie: link "):].split()
+        if not rest:
+            continue
+        if rest[0] not in out or name.endswith(" under load"):
+            out[rest[0]] = check
+    return out
+
+
+def pcie_links(topology, checks):
+    """gds_topology's pcie_links for HOST.json and the report: each link with its `role`, the
+    affinity `groups` whose devices sit below or on it, `verdict`/`detail` of its check (else
+    FAIL when degraded, WARN when unknown, PASS) and `slow` (which end is slow, or null)."""
+    topology = topology if isinstance(topology, dict) else {}
+    raw = [link for link in topology.get("pcie_links") or [] if isinstance(link, dict) and link.get("bdf")]
+    if not raw:
+        return []
+    by_bdf = {link["bdf"]: link for link in raw}
+    port_types = {b.get("bdf"): b.get("port_type") for b in topology.get("bridges") or [] if isinstance(b, dict)}
+    judged = _link_checks(checks)
+    groups_of = {}
+    for group in topology.get("groups") or []:
+        for bdf in _group_path(group, topology, by_bdf):
+            groups_of.setdefault(bdf, []).append(group.get("id"))
+    out = []
+    for link in raw:
+        role = link_role(link, port_types)
+        # an idle GPU trains its speed down: only its width counts without a check under load
+        gpu = link.get("kind") == "gpu"
+        check = judged.get(link["bdf"])
+        if check:
+            verdict, detail = check["verdict"], check.get("detail")
+        elif link.get("degraded") is None:
+            verdict, detail = "WARN", link.get("problem") or "link state unknown"
+        elif link.get("degraded") and (not gpu or describe_degraded(link, role, width_only=True)):
+            verdict, detail = "FAIL", link.get("problem")
+        else:
+            verdict, detail = "PASS", "idle: speed judged under load only" if link.get("degraded") else link.get("problem")
+        slow = None
+        if verdict == "FAIL":
+            slow = (describe_degraded(link, role, width_only=gpu) or detail
+                    or "%s %s below its expected link" % (role, link["bdf"]))
+        out.append(dict(link, role=role, groups=groups_of.get(link["bdf"], []), verdict=verdict, detail=detail, slow=slow))
+    return out
+
+
+def _group_path(group, topology, by_bdf):
+    """BDFs of a group's links, top-down: each device's path from its root port to itself."""
+    gpus = {g.get("index"): g.get("bdf") for g in topology.get("gpus") or []}
+    members = [gpus.get(i) for i in group.get("gpus") or []]
+    for drive in topology.get("nvme") or []:
+        if drive.get("name") in (group.get("nvme") or []):
+            members += [p.get("bdf") for p in drive.get("paths") or []] or [drive.get("bdf")]
+    for nic in topology.get("nics") or []:
+        if nic.get("name") in (group.get("nics") or []):
+            members.append(nic.get("bdf"))
+    ordered = []
+    for bdf in members:
+        chain, seen = [], set()
+        while bdf in by_bdf and bdf not in seen:  # a looping upstream chain ends, never spins
+            seen.add(bdf)
+            chain.append(bdf)
+            bdf = by_bdf[bdf].get("upstream")
+        ordered += [b for b in reversed(chain) if b not in ordered]
+    return ordered
 
 
 # --------------------------------------------------------------------------------------------
@@ -189,6 +306,7 @@ table{border-collapse:collapse;font-size:13px;margin:4px 0 12px} th,td{border:1p
 th{background:#eceff1} .badge{color:#fff;border-radius:3px;padding:1px 6px;font-size:12px;font-weight:600}
 .counts span{margin-right:10px} .chart .lbl{font-size:11px;text-anchor:end;fill:#37474f} .chart .val{font-size:11px;fill:#212121}
 .chart .note{font-size:10px;fill:#757575} td.detail{color:#555;max-width:420px}
+h4{font-size:13px;margin:10px 0 4px} tr.slow td{background:#ffebee;font-weight:600} p.slow{color:#c62828;font-weight:600;margin:4px 0}
 """
 
 
@@ -221,10 +339,14 @@ def render_html(summary_doc, docs, title="GDS commissioning report"):
                 out.append("<tr>%s</tr>" % "".join("<td>%s</td>" % _e(row[k]) for k in
                                                    ("group", "array", "gpus", "gpu_bus", "nvme", "nvme_bus", "nics", "link", "numa")))
             out.append("</table>")
+        out.append(links_html(doc))
         bench = [c for c in doc["checks"] if c["name"].startswith("bench:")]
-        settings = [c for c in doc["checks"] if not c["name"].startswith("bench:")]
+        health = [c for c in doc["checks"] if c["name"].startswith(HEALTH_AREAS)]
+        settings = [c for c in doc["checks"] if c not in bench and c not in health]
         if settings:
             out.append("<h3>Settings and topology</h3>" + _check_table(settings))
+        if health:
+            out.append("<h3>Hardware health</h3>" + _check_table(health))
         if bench:
             out.append("<h3>Benchmarks against thresholds</h3>")
             chart = bar_chart(bench)
@@ -244,6 +366,48 @@ def render_html(summary_doc, docs, title="GDS commissioning report"):
                     _num(lat.get("p99")), (rec.get("path") or {}).get("mode", "-"))))
             out.append("</table>")
     out.append("</body></html>\n")
+    return "".join(out)
+
+
+HEALTH_AREAS = ("pcie:", "nvme:", "gpu:")
+
+
+def links_html(doc):
+    """The PCIe link table of every affinity group (root port first, down to the devices) and of
+    the links in no group, the degraded hops highlighted and named."""
+    links = doc.get("pcie_links") or []
+    if not links:
+        return ""
+    topo = doc.get("topology") or {}
+    by_bdf = {link["bdf"]: link for link in links}
+    out = ["<h3>PCIe links</h3>"]
+    placed = set()
+    for group in topo.get("groups") or []:
+        rows = [by_bdf[b] for b in _group_path(group, topo, by_bdf)]
+        placed.update(link["bdf"] for link in rows)
+        if rows:
+            out.append(_links_table("group %s" % group.get("id"), rows))
+    rest = [link for link in links if link["bdf"] not in placed]
+    if rest:
+        out.append(_links_table("in no group" if placed else "all links", rest))
+    return "".join(out)
+
+
+def _links_table(title, rows):
+    slow = [link["slow"] for link in rows if link.get("slow")]
+    out = ["<h4>%s</h4>" % _e(title)]
+    if slow:
+        out.append("<p class=\"slow\">degraded: %s</p>" % "; ".join(_e(s) for s in slow))
+    out.append("<table><tr><th>function</th><th>PCI address</th><th>upstream port</th><th>current</th><th>max</th>"
+               "<th>expected</th><th>verdict</th><th>detail</th></tr>")
+    for link in rows:
+        out.append("<tr%s><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td class=\"detail\">%s</td></tr>" % (
+            ' class="slow"' if link.get("slow") else "", _e(link["role"]), _e(link["bdf"]), _e(link.get("upstream") or "-"),
+            _e(_link_state(link.get("current_width"), link.get("current_speed_gts"))),
+            _e(_link_state(link.get("max_width"), link.get("max_speed_gts"))),
+            _e(_link_state(link.get("expected_width"), link.get("expected_speed_gts"))),
+            _badge(link["verdict"]), _e(link.get("slow") or link.get("detail") or "")))
+    out.append("</table>")
     return "".join(out)
 
 

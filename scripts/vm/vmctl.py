@@ -14,7 +14,8 @@ with the cached kernel and initrd, on q35 with an emulated Intel IOMMU, and gets
     00:04.0 root port -> nvme  serial gds-os      the OS disk (ext4 root, label gds-root)
     00:05.0 root port -> x3130 switch 1 -> 2 downstream ports -> nvme gds-sw1-a, gds-sw1-b
     00:06.0 root port -> x3130 switch 2 -> 2 downstream ports -> nvme gds-sw2-a, gds-sw2-b
-    00:07.0 root port -> nvme  serial gds-keep    extra data drive behind no switch
+    00:07.0 root port -> 0a:00.0 root port -> nvme gds-keep   extra data drive behind no switch;
+                         the link between the two ports (both x4 8 GT/s) trains at x1 2.5 GT/s
     virtio-net on user networking; SSH forwarded from 127.0.0.1:PORT only
 
 Everything of one run lives in --run-dir: the SSH key pair (generated here once per run dir and
@@ -40,12 +41,39 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 # PCIe layout (contract for tests/vm and inventory/vm): root port address -> what sits below it.
+# `link`: a root port's Link Capabilities as QEMU's x-speed / x-width (GT/s, lanes); in QEMU 7.2
+# (Debian bookworm) only pcie-root-port has them. Every emulated device (NVMe, x3130 ports) is x1
+# 2.5 GT/s, and a port's Link Status follows the device below it (hw/pci/pcie.c
+# pcie_sync_bridge_lnk), so every link trains at x1 2.5 GT/s. A link is degraded only when both
+# of its ends can do more: the one such link is between rp3 and a second root port (`inner`,
+# x4 8 GT/s too) that QEMU lets sit below it, above the gds-keep drive. The other root ports are
+# capped at x1 2.5 GT/s, so no port shows a capability beyond its link but rp3.
+# QEMU 7.2's xio3130-downstream leaves its Link Capabilities at 0: the kernel shows
+# max_link_width 0 and max_link_speed "Unknown" there, an unknown link, not a degraded one.
 ROOT_PORTS = [
-    {"id": "rp0", "addr": "0x4", "chassis": 1, "drives": ["gds-os"]},
-    {"id": "rp1", "addr": "0x5", "chassis": 2, "switch": "sw1", "drives": ["gds-sw1-a", "gds-sw1-b"]},
-    {"id": "rp2", "addr": "0x6", "chassis": 3, "switch": "sw2", "drives": ["gds-sw2-a", "gds-sw2-b"]},
-    {"id": "rp3", "addr": "0x7", "chassis": 4, "drives": ["gds-keep"]},
+    {"id": "rp0", "addr": "0x4", "chassis": 1, "drives": ["gds-os"], "link": ("2_5", 1)},
+    {"id": "rp1", "addr": "0x5", "chassis": 2, "switch": "sw1", "drives": ["gds-sw1-a", "gds-sw1-b"],
+     "link": ("2_5", 1)},
+    {"id": "rp2", "addr": "0x6", "chassis": 3, "switch": "sw2", "drives": ["gds-sw2-a", "gds-sw2-b"],
+     "link": ("2_5", 1)},
+    {"id": "rp3", "addr": "0x7", "chassis": 4, "drives": ["gds-keep"], "link": ("8", 4),
+     "inner": {"id": "rp3in", "chassis": 5, "link": ("8", 4)}},
 ]
+# What every emulated link trains at, and what QEMU's NVMe and x3130 upstream ports can do.
+TRAINED_LINK = {"width": 1, "speed_gts": 2.5}
+
+
+def _max_link(port: dict) -> dict:
+    speed, width = port["link"]
+    return {"width": width, "speed_gts": float(speed.replace("_", "."))}
+
+
+def _degraded(a: dict, b: dict) -> bool:
+    """A link trained at TRAINED_LINK whose ends can do a and b: below the best both support?"""
+    return (min(a["width"], b["width"]) > TRAINED_LINK["width"]
+            or min(a["speed_gts"], b["speed_gts"]) > TRAINED_LINK["speed_gts"])
+
+
 DATA_DISK_SIZE = os.environ.get("GDS_VM_DATA_SIZE", "2G")
 # The first boot's command line; guest/etc/default/grub has the same GRUB_CMDLINE_LINUX, so a
 # reboot through the guest's grub.cfg boots with it plus whatever grub.d drop-ins add.
@@ -68,8 +96,16 @@ def topology() -> dict:
     bus = 1
     for rp in ROOT_PORTS:
         bdf = f"0000:00:{int(rp['addr'], 16):02x}.0"
-        entry = {"bdf": bdf, "id": rp["id"], "secondary_bus": bus, "acs": True}
+        below = _max_link(rp["inner"]) if "inner" in rp else TRAINED_LINK
+        entry = {"bdf": bdf, "id": rp["id"], "secondary_bus": bus, "acs": True, "max_link": _max_link(rp),
+                 "current_link": dict(TRAINED_LINK), "degraded": _degraded(_max_link(rp), below)}
         out["root_ports"].append(entry)
+        if "inner" in rp:
+            inner = rp["inner"]
+            out["root_ports"].append({"bdf": f"0000:{bus:02x}:00.0", "id": inner["id"], "secondary_bus": bus + 1,
+                                      "acs": True, "max_link": _max_link(inner), "current_link": dict(TRAINED_LINK),
+                                      "degraded": _degraded(_max_link(inner), TRAINED_LINK), "parent": bdf})
+            bus += 1
         if "switch" in rp:
             up_bus = bus
             sw = {"id": rp["switch"], "upstream": f"0000:{up_bus:02x}:00.0", "root_port": bdf,
@@ -88,14 +124,23 @@ def topology() -> dict:
             out["drives"][rp["drives"][0]] = {"bdf": f"0000:{bus:02x}:00.0", "switch": None,
                                               "root_port": bdf}
             bus += 1
+    out["degraded_links"] = [rp["bdf"] for rp in out["root_ports"] if rp["degraded"]]
     return out
 
 
 def qemu_device_args() -> list[str]:
     args: list[str] = []
     for rp in ROOT_PORTS:
+        speed, width = rp["link"]
         args += ["-device", f"pcie-root-port,id={rp['id']},bus=pcie.0,addr={rp['addr']},"
-                            f"chassis={rp['chassis']},slot=0"]
+                            f"chassis={rp['chassis']},slot=0,x-speed={speed},x-width={width}"]
+        if "inner" in rp:
+            inner = rp["inner"]
+            speed, width = inner["link"]
+            args += ["-device", f"pcie-root-port,id={inner['id']},bus={rp['id']},"
+                                f"chassis={inner['chassis']},slot=0,x-speed={speed},x-width={width}"]
+            args += drive_args(rp["drives"][0], inner["id"])
+            continue
         if "switch" in rp:
             sw = rp["switch"]
             args += ["-device", f"x3130-upstream,id={sw}up,bus={rp['id']}"]

@@ -5,6 +5,7 @@ import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
 import jsonschema
+import pytest
 
 from ansible.module_utils.gds_report import (
     bar_chart, drift_document, host_document, junit, render_html, summary, write_run,
@@ -166,3 +167,113 @@ def test_no_pass_without_a_measurement_in_a_required_area():
     # a broken host is ERROR for its own reason, not buried under "not measured"
     broken = host_document("h", {"checks": [settings]}, {"broken": True, "failures": [{"task": "t", "msg": "m"}]}, ["bench"])
     assert broken["verdict"] == "ERROR" and [c["name"] for c in broken["checks"]] == ["acs: 0000:04:10.0", "host: play completed"]
+
+
+# ---- PCIe links: one affinity group behind a switch, one drive on a root port of its own ------
+# 00:01.0 root port -> 01:00.0 switch upstream -> 02:00.0 -> GPU 03:00.0
+#                                              -> 02:01.0 -> NVMe 04:00.0 (nvme0n1)
+# 00:02.0 root port -> NVMe 05:00.0 (nvme1n1, the system drive, in no group)
+def _link(bdf, kind, upstream, cur, mx, exp):
+    (cw, cs), (mw, ms), (ew, es) = cur, mx, exp
+    return {"bdf": bdf, "kind": kind, "upstream": upstream, "current_width": cw, "current_speed_gts": cs,
+            "max_width": mw, "max_speed_gts": ms, "expected_width": ew, "expected_speed_gts": es,
+            "degraded": cw < ew or cs < es, "problem": None}
+
+
+def link_topology(slow_bdf=None, slow=None):
+    """The tree above at full rate, or with the link of ``slow_bdf`` trained at ``slow`` (width, GT/s)."""
+    full = {"0000:00:01.0": ("bridge", None, (16, 16.0)), "0000:01:00.0": ("bridge", "0000:00:01.0", (16, 16.0)),
+            "0000:02:00.0": ("bridge", "0000:01:00.0", (16, 16.0)), "0000:03:00.0": ("gpu", "0000:02:00.0", (16, 16.0)),
+            "0000:02:01.0": ("bridge", "0000:01:00.0", (4, 16.0)), "0000:04:00.0": ("nvme", "0000:02:01.0", (4, 16.0)),
+            "0000:00:02.0": ("bridge", None, (4, 8.0)), "0000:05:00.0": ("nvme", "0000:00:02.0", (4, 8.0))}
+    links = [_link(bdf, kind, up, slow if bdf == slow_bdf else best, best, best)
+             for bdf, (kind, up, best) in sorted(full.items())]
+    return {"gpus": [{"index": 0, "bdf": "0000:03:00.0"}],
+            "nvme": [{"name": "nvme0n1", "bdf": "0000:04:00.0", "system": False,
+                      "paths": [{"name": "nvme0n1", "bdf": "0000:04:00.0"}]},
+                     {"name": "nvme1n1", "bdf": "0000:05:00.0", "system": True}],
+            "groups": [{"id": 1, "gpus": [0], "nvme": ["nvme0n1"], "nics": [], "link": "PXB", "numa_node": 0}],
+            "bridges": [{"bdf": "0000:00:01.0", "port_type": "root_port"}, {"bdf": "0000:01:00.0", "port_type": "upstream"},
+                        {"bdf": "0000:02:00.0", "port_type": "downstream"}, {"bdf": "0000:02:01.0", "port_type": "downstream"}],
+            "pcie_links": links}
+
+
+def _slow_rows(page):
+    return [row for row in page.split("<tr") if row.startswith(' class="slow"')]
+
+
+@pytest.mark.parametrize("bdf, slow, text", [
+    ("0000:04:00.0", (2, 16.0), "NVMe controller 0000:04:00.0 x2 of x4"),
+    ("0000:02:01.0", (4, 8.0), "switch downstream port 0000:02:01.0 8.0 GT/s of 16.0 GT/s"),
+    ("0000:01:00.0", (8, 16.0), "switch upstream port 0000:01:00.0 x8 of x16"),
+    ("0000:00:01.0", (8, 5.0), "root port 0000:00:01.0 x8 of x16, 5.0 GT/s of 16.0 GT/s"),
+    ("0000:00:02.0", (1, 8.0), "root port 0000:00:02.0 x1 of x4"),
+])
+def test_degraded_hop_is_named_and_highlighted(bdf, slow, text):
+    doc = host_document("h", {"checks": [{"name": "acs: x", "verdict": "PASS"}], "topology": link_topology(bdf, slow)}, {})
+    links = {link["bdf"]: link for link in doc["pcie_links"]}
+    assert links[bdf]["slow"] == text and links[bdf]["verdict"] == "FAIL"
+    assert all(link["slow"] is None and link["verdict"] == "PASS" for b, link in links.items() if b != bdf)
+    page = render_html(summary("r", "s", "f", {"h": doc}), {"h": doc})
+    rows = _slow_rows(page)
+    assert len(rows) == 1 and bdf in rows[0] and text in rows[0]
+    assert "degraded: %s" % text in page
+
+
+def test_link_table_per_group_from_root_port_down():
+    doc = host_document("h", {"checks": [{"name": "acs: x", "verdict": "PASS"}], "topology": link_topology()}, {})
+    links = {link["bdf"]: link for link in doc["pcie_links"]}
+    assert links["0000:01:00.0"]["groups"] == [1] and links["0000:05:00.0"]["groups"] == []
+    assert links["0000:01:00.0"]["role"] == "switch upstream port" and links["0000:03:00.0"]["role"] == "GPU"
+    # a link's own port type wins; without one, a bridge with no upstream port is a root port
+    topo = link_topology()
+    topo["bridges"] = []
+    topo["pcie_links"][2]["port"] = "upstream"  # 0000:01:00.0
+    roles = {link["bdf"]: link["role"] for link in host_document("h", {"checks": [], "topology": topo}, {})["pcie_links"]}
+    assert roles["0000:01:00.0"] == "switch upstream port" and roles["0000:00:01.0"] == "root port"
+    assert roles["0000:02:00.0"] == "bridge"
+    page = render_html(summary("r", "s", "f", {"h": doc}), {"h": doc})
+    group = page[page.index("<h4>group 1</h4>"):page.index("<h4>in no group</h4>")]
+    order = ["0000:00:01.0", "0000:01:00.0", "0000:02:00.0", "0000:03:00.0", "0000:02:01.0", "0000:04:00.0"]
+    assert [group.index(b) for b in order] == sorted(group.index(b) for b in order)
+    assert "0000:05:00.0" not in group and "0000:05:00.0" in page[page.index("<h4>in no group</h4>"):]
+    assert "x16 16.0 GT/s" in group and _slow_rows(page) == []
+    # HOST.json carries the links
+    assert json.loads(json.dumps(doc))["pcie_links"][0]["bdf"] == "0000:00:01.0"
+
+
+def test_link_verdict_comes_from_its_check_and_idle_gpu_speed_is_not_a_failure():
+    topo = link_topology("0000:03:00.0", (16, 2.5))  # GPU idle at Gen1, full width
+    checks = [{"name": "pcie: link 0000:02:01.0", "verdict": "WARN", "expected": "x4", "actual": "unknown",
+               "detail": "current_link_width unreadable"},
+              {"name": "nvme: health nvme0n1", "verdict": "PASS", "expected": "no warning", "actual": "none"}]
+    doc = host_document("h", {"checks": checks, "topology": topo}, {})
+    links = {link["bdf"]: link for link in doc["pcie_links"]}
+    assert links["0000:03:00.0"]["verdict"] == "PASS" and links["0000:03:00.0"]["slow"] is None
+    assert "idle" in links["0000:03:00.0"]["detail"]
+    assert links["0000:02:01.0"]["verdict"] == "WARN" and "unreadable" in links["0000:02:01.0"]["detail"]
+    # the same GPU judged under load and slow there: FAIL, the check's words
+    load = {"name": "pcie: link 0000:03:00.0 under load", "verdict": "FAIL", "expected": "Gen4 x16",
+            "actual": "Gen1 x16", "detail": "GPU 0000:03:00.0 at most Gen1 under load (Gen4 supported)"}
+    doc = host_document("h", {"checks": checks + [load], "topology": topo}, {})
+    gpu = [link for link in doc["pcie_links"] if link["bdf"] == "0000:03:00.0"][0]
+    assert gpu["verdict"] == "FAIL" and gpu["slow"] == load["detail"]
+    page = render_html(summary("r", "s", "f", {"h": doc}), {"h": doc})
+    health = page[page.index("<h3>Hardware health</h3>"):]
+    assert "nvme: health nvme0n1" in health and "pcie: link 0000:03:00.0 under load" in health
+
+
+def test_unknown_link_values_warn_and_render():
+    topo = link_topology()
+    topo["pcie_links"][0].update(current_width=0, current_speed_gts=None, degraded=None,
+                                 problem="0000:00:01.0/current_link_speed: Unknown")
+    doc = host_document("h", {"checks": [{"name": "acs: x", "verdict": "PASS"}], "topology": topo}, {})
+    assert doc["pcie_links"][0]["verdict"] == "WARN" and "Unknown" in doc["pcie_links"][0]["detail"]
+    page = render_html(summary("r", "s", "f", {"h": doc}), {"h": doc})
+    assert "x? ? GT/s" in page and _slow_rows(page) == []
+
+
+def test_no_links_no_table():
+    doc = host_document("h", {"checks": [{"name": "acs: x", "verdict": "PASS"}], "topology": {"groups": []}}, {})
+    assert "pcie_links" not in doc
+    assert "PCIe links" not in render_html(summary("r", "s", "f", {"h": doc}), {"h": doc})
