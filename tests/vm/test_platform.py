@@ -72,7 +72,7 @@ def test_report_written():
         summary = json.load(f)
     host = summary["hosts"].get("gds-vm")
     assert host, "gds-vm not in %s" % path
-    # the one degraded PCIe hop of the guest (test_links.py) is its only failure
+    # the one degraded PCIe hop of the guest (test_guest_links.py) is its only failure
     failing = [c for c in host["checks"] if c["verdict"] not in ("PASS", "SKIP", "WARN")]
     assert [c["name"] for c in failing] == ["pcie: link %s" % b for b in vmctl.topology()["degraded_links"]], failing
     assert host["verdict"] == "FAIL", host["verdict"]
