@@ -20,11 +20,9 @@ import ipaddress
 import json
 import os
 import re
-import shutil
-import tempfile
-import time
 
 from ansible.module_utils.gds_checks import check
+from ansible.module_utils.gds_files import backup_copy, write_atomic
 
 BOOL, INT, STR, KB = "bool", "int", "str", "kb"
 
@@ -703,33 +701,6 @@ def edit_text(text, current, wanted):
 # --------------------------------------------------------------------------------------------
 # Writing
 # --------------------------------------------------------------------------------------------
-def _backup(path):
-    """A timestamped copy next to ``path`` (the name Ansible's backup option uses)."""
-    dest = "%s.%s.%s~" % (path, os.getpid(), time.strftime("%Y-%m-%d@%H:%M:%S"))
-    shutil.copy2(path, dest)
-    return dest
-
-
-def _atomic_write(path, text, mode):
-    """Write ``text`` to a temporary file in the same directory, then rename it over ``path``:
-    a reader sees the old file or the new one, never half of one."""
-    directory = os.path.dirname(path) or "."
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o755)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=directory)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def _atomic_symlink(path, target):
     tmp = "%s.gds-commission.%d" % (path, os.getpid())
     if os.path.lexists(tmp):
@@ -796,8 +767,8 @@ def configure(path, managed, root="", alternative_path="/etc/gds-commission/cufi
         return result
     if write:
         if backup and current is not None:
-            result["backup_file"] = _backup(target)
-        _atomic_write(target, after, mode)
+            result["backup_file"] = backup_copy(target)
+        write_atomic(target, after, mode)
     else:
         os.chmod(target, mode)
     return result
@@ -866,12 +837,12 @@ def _via_alternatives(paths, path, first, managed, ours, priority, register, bac
         return result
     if write:
         if backup and ours_config is not None:
-            result["backup_file"] = _backup(ours)
-        _atomic_write(ours, after, mode)
+            result["backup_file"] = backup_copy(ours)
+        write_atomic(ours, after, mode)
     elif mode_fix:
         os.chmod(ours, mode)
     if register and not link_ok:
-        _atomic_write(admin_file, format_alternatives(wanted_admin), 0o644)
+        write_atomic(admin_file, format_alternatives(wanted_admin), 0o644)
         _atomic_symlink(first, ours_node)
         result["alternative"]["selected"] = True
     return result

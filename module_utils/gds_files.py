@@ -17,6 +17,9 @@ from __future__ import annotations
 import errno
 import os
 import re
+import shutil
+import tempfile
+import time
 
 ENCODING = "utf-8"
 ERRORS = "surrogateescape"
@@ -97,3 +100,30 @@ def resolve(path):
             return real, "dangling link to %s" % real
         return real, exc.strerror or str(exc)
     return real, None
+
+
+def write_atomic(path, text, mode=0o644):
+    """Write ``text`` to a temporary file in the same directory, then rename it over ``path``:
+    a reader sees the old file or the new one, never half of one."""
+    directory = os.path.dirname(path) or "."
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o755)
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def backup_copy(path):
+    """A timestamped copy next to ``path`` (the name Ansible's backup option uses); its path."""
+    dest = "%s.%s.%s~" % (path, os.getpid(), time.strftime("%Y-%m-%d@%H:%M:%S"))
+    shutil.copy2(path, dest)
+    return dest

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
-import time
 
 from ansible.module_utils.gds_checks import check
+from ansible.module_utils.gds_files import backup_copy, write_atomic
 from ansible.module_utils.gds_pci import aer_counters, bdf_key, gen_of_speed, speed_gts, speed_of_gen
 
 __all__ = ["speed_gts", "gen_of_speed", "speed_of_gen", "link_checks", "read_aer", "aer_checks",
@@ -235,23 +233,6 @@ def _read_baseline(path):
     return links, None
 
 
-def _write_atomic(path, text):
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def link_baseline(path, pcie_links, check_mode):
     """Record or compare the link baseline at ``path``.
 
@@ -284,10 +265,8 @@ def link_baseline(path, pcie_links, check_mode):
     if drift and not check_mode:
         try:
             if os.path.isfile(path):
-                backup = path + time.strftime(".%Y-%m-%d@%H:%M:%S~")
-                shutil.copy2(path, backup)
-                result["backup_file"] = backup
-            _write_atomic(path, text)
+                result["backup_file"] = backup_copy(path)
+            write_atomic(path, text)
         except OSError as exc:
             raise BaselineError("cannot write the link baseline %s: %s" % (path, exc.strerror or exc))
     if result["backup_file"] is None:
