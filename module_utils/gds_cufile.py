@@ -709,6 +709,17 @@ def _atomic_symlink(path, target):
     os.replace(tmp, path)
 
 
+def _put(result, path, text, mode, write, backup):
+    """Write ``text`` to ``path`` (the old file backed up first when ``backup``), or, with the
+    content unchanged, only put its mode right."""
+    if write:
+        if backup:
+            result["backup_file"] = backup_copy(path)
+        write_atomic(path, text, mode)
+    elif _mode_differs(path, mode):
+        os.chmod(path, mode)
+
+
 def _mode_differs(path, mode):
     return os.path.exists(path) and (os.stat(path).st_mode & 0o7777) != mode
 
@@ -765,12 +776,7 @@ def configure(path, managed, root="", alternative_path="/etc/gds-commission/cufi
     result["changed"] = write or _mode_differs(target, mode)
     if check_mode or not result["changed"]:
         return result
-    if write:
-        if backup and current is not None:
-            result["backup_file"] = backup_copy(target)
-        write_atomic(target, after, mode)
-    else:
-        os.chmod(target, mode)
+    _put(result, target, after, mode, write, backup and current is not None)
     return result
 
 
@@ -835,12 +841,7 @@ def _via_alternatives(paths, path, first, managed, ours, priority, register, bac
     result["changed"] = write or mode_fix or (not link_ok and (register or check_mode))
     if check_mode or not result["changed"]:
         return result
-    if write:
-        if backup and ours_config is not None:
-            result["backup_file"] = backup_copy(ours)
-        write_atomic(ours, after, mode)
-    elif mode_fix:
-        os.chmod(ours, mode)
+    _put(result, ours, after, mode, write, backup and ours_config is not None)
     if register and not link_ok:
         write_atomic(admin_file, format_alternatives(wanted_admin), 0o644)
         _atomic_symlink(first, ours_node)
