@@ -592,7 +592,7 @@ def run_perftest(row, binary, settings, features, numactl_path, mode="loopback",
     finally:
         if server is not None:
             try:
-                server.wait(timeout=10)  # a loopback server ends with its client
+                server.wait(timeout=5)  # a loopback server ends with its client
             except subprocess.TimeoutExpired:
                 pass
             _kill(server)
