@@ -365,7 +365,7 @@ def _row(nic, port, test, memory, gpu=None, affine=True, link=None, settings=Non
             "gbps": None, "lat_us": None,
             # a far GPU's row is the penalty's reference, judged by the affinity gain
             "threshold_gbps": (threshold_gbps(nic, port, settings)
-                               if nic and test in BW_TESTS and affine else None),
+                               if nic and port and test in BW_TESTS and affine else None),
             "lat_us_max": lat_max or None,
             "verdict": None, "reason": None, "cmd": [], "server_cmd": [], "source": None}
 
@@ -388,6 +388,12 @@ def plan(topology, settings):
         links = gpu_links(topology, nic["name"])
         near = links[0] if links else None
         far = links[-1] if len(links) > 1 and LINK_RANK[links[-1][0]] > LINK_RANK[links[0][0]] else None
+        if not nic.get("ports"):  # facts without ports: say so rather than plan nothing
+            for test in settings["tests"]:
+                row = _row(nic, None, test, "host" if test not in OSU_TESTS else "cuda", settings=settings)
+                row.update(verdict="SKIP", reason="no port of %s in the facts" % nic["name"],
+                           key="%d:-:%s" % (position, test))
+                rows.append(row)
         for port in sorted(nic.get("ports") or [], key=lambda p: int(p.get("port") or 0)):
             down = None
             if str(port.get("state") or "").upper().split(":")[-1].strip() not in ("ACTIVE", "4"):
@@ -742,7 +748,8 @@ def row_name(row):
     if row["nic"] is None:
         return "rdma: bench %s %s" % (row["test"], row["memory"])
     gpu = "" if row["gpu"] is None else " GPU%d%s" % (row["gpu"], "" if row["affine"] else " (far)")
-    return "rdma: bench %s port %s %s %s%s" % (row["nic"], row["port"], row["test"], row["memory"], gpu)
+    where = row["nic"] if row["port"] is None else "%s port %s" % (row["nic"], row["port"])
+    return "rdma: bench %s %s %s%s" % (where, row["test"], row["memory"], gpu)
 
 
 def row_check(row):

@@ -246,3 +246,13 @@ def test_peer_rows_pair_by_position_not_name():
     assert [(r["nic"], r["tcp_port"]) for r in servers] == [("ibp" + c["nic"][-1], c["tcp_port"]) for c in client]
     client[0]["verdict"] = "SKIP"
     assert len(pt.pair_with_peer(client, peer, s)) == len(client) - 1
+
+
+def test_nic_without_ports_in_the_facts_says_so():
+    topo = topology()
+    del topo["nics"][1]["ports"]
+    rows = [r for r in pt.plan(topo, settings()) if r["nic"] == "mlx5_0"]
+    assert [(r["test"], r["port"], r["verdict"]) for r in rows] == [
+        ("ib_write_bw", None, "SKIP"), ("ib_read_bw", None, "SKIP"), ("ib_write_lat", None, "SKIP")]
+    assert rows[0]["reason"] == "no port of mlx5_0 in the facts"
+    assert pt.row_check(rows[0])["name"] == "rdma: bench mlx5_0 ib_write_bw host"
