@@ -58,11 +58,11 @@ options:
     type: bool
     default: true
   perftest_dir:
-    description: Directory of the perftest binaries (a CUDA build); empty looks them up on PATH.
+    description: Directory of the perftest binaries (a CUDA build), looked in before PATH.
     type: str
     default: ""
   osu_dir:
-    description: Directory of C(osu_bw) and C(osu_latency); empty looks them up on PATH.
+    description: Directory of C(osu_bw) and C(osu_latency), looked in before PATH.
     type: str
     default: ""
   mpirun:

@@ -624,9 +624,11 @@ def _error(row, why, output=""):
 
 
 def _which(name, directory=""):
+    """The executable in ``directory`` (a CUDA build), else on PATH; None when neither has it."""
     if directory:
         path = os.path.join(directory, name)
-        return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
     return shutil.which(name)
 
 

@@ -168,7 +168,8 @@ def test_server_that_never_listens_is_an_error(fake, monkeypatch):
     assert not [p for p in pids(log) if alive(p)]
 
 
-def test_missing_perftest_skips(tmp_path):
+def test_missing_perftest_skips(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # neither the directory nor PATH has perftest
     rows, found = pt.run_all(topology(), settings(str(tmp_path), memory=["host"]))
     assert (rows[0]["verdict"], rows[0]["reason"]) == ("SKIP", "perftest not installed (ib_write_bw not found)")
     assert found["perftest"] == {}
