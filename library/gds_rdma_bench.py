@@ -177,13 +177,13 @@ results:
     lat_us: {description: Measured latency in microseconds., type: float}
     threshold_gbps: {description: The floor it was judged against (null when none applies)., type: float}
     verdict: {description: PASS WARN FAIL SKIP or ERROR., type: str}
-    reason: {description: Why (the shortfall, the skip reason, the error and its output)., type: str}
+    reason: {description: "Why: the shortfall, the skip reason, or the error with its output.", type: str}
     link: {description: PCIe link class GPU-NIC (PIX PXB PHB NODE SYS) of a cuda row., type: str}
     rate_gbps: {description: The port's rate., type: float}
     lat_us_max: {description: The latency ceiling of a latency row., type: float}
     cmd: {description: The client's (or mpirun's) command line., type: list}
     server_cmd: {description: The server's command line., type: list}
-    source: {description: Where the figure came from (json, text, osu)., type: str}
+    source: {description: "Where the figure came from: json, text or osu.", type: str}
 checks:
   description: "One check per row, C(rdma: bench <nic> port <n> <test> <memory>[ GPU<i>]), plus C(... affinity gain)."
   returned: always
