@@ -256,3 +256,11 @@ def test_nic_without_ports_in_the_facts_says_so():
         ("ib_write_bw", None, "SKIP"), ("ib_read_bw", None, "SKIP"), ("ib_write_lat", None, "SKIP")]
     assert rows[0]["reason"] == "no port of mlx5_0 in the facts"
     assert pt.row_check(rows[0])["name"] == "rdma: bench mlx5_0 ib_write_bw host"
+
+
+def test_far_gpu_row_is_the_penalty_reference_not_judged_alone():
+    s = settings()
+    far = [r for r in pt.plan(topology(), s) if not r["affine"]][0]
+    far["gbps"] = 10.0
+    assert pt.judge(far, s)["verdict"] == "PASS"
+    assert far["reason"] == "non-affine reference (judged by the affinity gain)"
