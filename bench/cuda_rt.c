@@ -444,8 +444,11 @@ int gpu_from_host(struct worker *w, struct slot *s)
 int cufile_register_buf(struct worker *w)
 {
 	struct gpu_base *g = w->priv;
-	CUfileError_t fe = cu.cuFileBufRegister(g->dev, g->len, 0);
+	CUfileError_t fe;
 
+	if (w->job->skip_bufreg)
+		return 0;	/* -b: cuFile then moves the data through its own bounce buffers */
+	fe = cu.cuFileBufRegister(g->dev, g->len, 0);
 	if (fe.err != CU_FILE_SUCCESS) {
 		char b[160];
 

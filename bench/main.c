@@ -1,4 +1,4 @@
-/* gdsbench: command line (gdsio-compatible), config files, the run, output.
+/* gdsbench: command line (gdsio-compatible), job files, the run, output.
  * Exit codes: 0 ok; 1 runtime failure (I/O error, verify mismatch, GPU stack
  * missing; the text line and JSON are still written when the run happened);
  * 2 usage error (bad option or value, missing target; nothing was run). */
@@ -18,7 +18,7 @@
 static void usage(FILE *f)
 {
 	fputs("usage: gdsbench -f FILE | -D DIR -x XFER -I IOTYPE [options]\n"
-	      "       gdsbench [--json FILE] CONFIG.gdsio\n"
+	      "       gdsbench [--json FILE] [-P N] JOBFILE.gdsio   ([global] and [jobN] sections, gdsio's format)\n"
 	      "\n"
 	      "  -f FILE     one file shared by all threads (split into per-thread regions)\n"
 	      "  -D DIR      one file per thread, DIR/gdsbench.N (reads need an earlier write run)\n"
@@ -29,11 +29,21 @@ static void usage(FILE *f)
 	      "  -w N        threads (default 1)\n"
 	      "  -s SIZE     file size per thread file (-D) or region of the shared file (-f)\n"
 	      "  -i SIZE     I/O size (default 1M); a multiple of 4K for O_DIRECT types\n"
+	      "  -i MIN:MAX:STEP  each I/O a random size MIN + k*STEP up to MAX (e.g. 4K:1M:4K)\n"
 	      "  -o SIZE     start offset in the file(s) (default 0)\n"
+	      "  -a SIZE     random I/O: offsets are multiples of SIZE (default: the I/O size)\n"
+	      "  -U          random I/O: offsets on 512-byte boundaries, not 4 KiB ones\n"
+	      "  -R          fill the I/O buffers with random bytes (from -k) instead of the\n"
+	      "              verify pattern\n"
+	      "  -F          refill the buffer with new random bytes before each write (implies -R)\n"
+	      "  -O 0|1      1: buffered I/O (no O_DIRECT, through the page cache); 0: O_DIRECT (default)\n"
+	      "  -m TYPE     buffer memory of the cuFile types: 0 cudaMalloc (the only one built in)\n"
+	      "  -b          cuFile types: do not register the buffers (cuFileBufRegister); CPU types ignore it\n"
+	      "  -p          GPU types: enable peer access from the job's GPU to the others (NVLink)\n"
 	      "  -T SECONDS  run for this long, wrapping around; default: one pass\n"
 	      "  -d GPU      GPU index (default 0)\n"
 	      "  -n NODE     pin threads and their buffers to this NUMA node\n"
-	      "  -k SEED     random seed for randread/randwrite offsets (default 1)\n"
+	      "  -k SEED     random seed for randread/randwrite offsets, I/O sizes and -R data (default 1)\n"
 	      "  -V          verify: reads check the pattern (offset-stamped 4K sectors) that\n"
 	      "              gdsbench writes; writes are read back and checked after the run\n"
 	      "  -B N        I/Os in flight per thread for xfer 5 (streams, default 8)\n"
@@ -80,7 +90,7 @@ static void job_defaults(struct job *j)
 	j->threads = 1;
 	j->gpu = 0;
 	j->numa = -1;
-	j->io_size = 1u << 20;
+	j->io_size = j->io_min = 1u << 20;
 	j->seed = 1;
 }
 
@@ -182,10 +192,10 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":f:D:d:n:w:s:i:x:I:T:k:o:B:P:Vh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":f:D:d:n:w:s:i:x:I:T:k:o:B:P:m:a:O:URFbpVh", longopts, NULL)) != -1) {
 		struct job *j = &jobs[0];
 
-		if (strchr("fDdnwsixITkoBV", c))
+		if (strchr("fDdnwsixITkoBmaOURFbpV", c))
 			job_opts++;
 		switch (c) {
 		case 'f':
@@ -218,8 +228,38 @@ int main(int argc, char **argv)
 				return usage_error("-s %s: expected a size such as 1G or 500M", optarg);
 			break;
 		case 'i':
-			if (parse_size(optarg, &j->io_size) || j->io_size == 0)
-				return usage_error("-i %s: expected a size such as 4K or 1M", optarg);
+			if (parse_io_size(optarg, j, err, sizeof(err)) != 0)
+				return usage_error("-i %s: %s", optarg, err);
+			break;
+		case 'a':
+			if (parse_size(optarg, &j->align) || j->align == 0)
+				return usage_error("-a %s: expected an alignment size such as 4K", optarg);
+			break;
+		case 'm':
+			if (parse_uint(optarg, 4, &u))
+				return usage_error("-m %s: expected a memory type 0..4 (0 cudaMalloc, 1 cuMem, "
+						   "2 cudaMallocHost, 3 malloc, 4 mmap)", optarg);
+			j->mem_type = (int)u;
+			break;
+		case 'O':
+			if (parse_uint(optarg, 1, &u))
+				return usage_error("-O %s: expected 0 (O_DIRECT) or 1 (buffered)", optarg);
+			j->buffered = (int)u;
+			break;
+		case 'U':
+			j->unaligned = 1;
+			break;
+		case 'R':
+			j->fill_random = 1;
+			break;
+		case 'F':
+			j->refill = 1;
+			break;
+		case 'b':
+			j->skip_bufreg = 1;
+			break;
+		case 'p':
+			j->nvlinks = 1;
 			break;
 		case 'o':
 			if (parse_size(optarg, &j->offset))
@@ -294,6 +334,10 @@ int main(int argc, char **argv)
 		config = argv[optind];
 	}
 
+	/* gdsio refuses these before anything else */
+	if (jobs[0].dir[0] && jobs[0].file[0])
+		return usage_error("-D and -f cannot be used together: -D DIR gives each thread a file, -f FILE is one shared file");
+
 	if (config) {
 		struct stat st;
 
@@ -302,26 +346,18 @@ int main(int argc, char **argv)
 					   config);
 		if (stat(config, &st) != 0 || !S_ISREG(st.st_mode))
 			return usage_error("%s: no such config file", config);
-		if (config_parse(config, jobs, GDS_MAX_JOBS, &njobs, err, sizeof(err)) != 0)
+		if (jobfile_parse(config, jobs, GDS_MAX_JOBS, &njobs, err, sizeof(err)) != 0)
 			return usage_error("%s", err);
 		assign_file_bases(jobs, njobs);
-		for (int i = 0; i < njobs; i++) {
-			char who[PATH_MAX + 80];
-
-			snprintf(who, sizeof(who), "%.4000s:[%.63s]", config, jobs[i].name);
-			if (jobs[i].xfer < 0)
-				return usage_error("%s xfer_type: missing", who);
-			if (jobs[i].io_type < 0)
-				return usage_error("%s rw: missing", who);
-			if (job_validate(&jobs[i], who, err, sizeof(err)) != 0)
+		for (int i = 0; i < njobs; i++)
+			if (job_validate(&jobs[i], err, sizeof(err)) != 0)
 				return usage_error("%s", err);
-		}
 	} else {
 		if (jobs[0].xfer < 0)
 			return usage_error("-x: give a transfer type");
 		if (jobs[0].io_type < 0)
 			return usage_error("-I: give an I/O type");
-		if (job_validate(&jobs[0], "", err, sizeof(err)) != 0)
+		if (job_validate(&jobs[0], err, sizeof(err)) != 0)
 			return usage_error("%s", err);
 	}
 

@@ -279,9 +279,9 @@ def test_config_jobs_sharing_a_directory_use_distinct_files(gdsbench, data_dir, 
 @pytest.mark.parametrize("body,needle", [
     ("[global]\nxfer_type=1\nrw=read\nbs=64k\n[job1]\nnum_threads=1\nbogus=1\ndirectory=/tmp\n", "unknown key 'bogus'"),
     ("[global]\nxfer_type=1\nrw=sideways\n[job1]\ndirectory=/tmp\n", "rw=sideways"),
-    ("[global]\nxfer_type=1\nrw=read\nbs=1M:4M:1M\n[job1]\ndirectory=/tmp\n", "ranges"),
-    ("xfer_type=1\n[job1]\n", "before any [section]"),
-    ("[global]\nxfer_type=1\n", "no [job] section"),
+    ("[global]\nxfer_type=1\nrw=read\nbs=1M:4M:2M\n[job1]\ndirectory=/tmp\n", "not a multiple of STEP"),
+    ("xfer_type=1\n[job1]\n", "before any section"),
+    ("[global]\nxfer_type=1\n", "no [jobN] section"),
     ("[global]\nxfer_type=1\nrw=write\nsize=1M\n[job1]\nnum_threads=0\ndirectory=/tmp\n", "num_threads"),
     ("[global]\nxfer_type=1\nrw=write\nsize=1M\n[job1]\ndirectory=/nonexistent/dir\n", "directory"),
 ])
