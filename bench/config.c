@@ -213,8 +213,8 @@ int job_validate(struct job *j, char *err, size_t errlen)
 		    j->mem_type);
 	if (j->mem_type && j->xfer != 0 && j->xfer != 5 && j->xfer != 6)
 		BAD(O_MEM, "memory types apply to the cuFile transfer types (0, 5, 6) only, as in gdsio");
-	if (j->mem_type)
-		BAD(O_MEM, "%d: gdsbench transfers into cudaMalloc memory only (memory type 0)", j->mem_type);
+	if (j->mem_type == 1)
+		BAD(O_MEM, "1 (cuMem, the CUDA driver's virtual memory API) is not built into gdsbench; use 0, 2, 3 or 4");
 	if (j->depth < 0 || j->depth > GDS_MAX_DEPTH)
 		BAD(O_DEPTH, "%d: give 1..%d", j->depth, GDS_MAX_DEPTH);
 	if (j->depth && j->xfer != 5 && j->xfer != 6)
