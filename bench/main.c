@@ -126,7 +126,7 @@ static void print_version(void)
 	}
 }
 
-/* Threads of config jobs that share a directory get distinct file numbers. */
+/* Threads of job-file jobs that share a directory get distinct file numbers. */
 static void assign_file_bases(struct job *jobs, int n)
 {
 	for (int i = 0; i < n; i++) {
@@ -343,10 +343,10 @@ int main(int argc, char **argv)
 		struct stat st;
 
 		if (job_opts)
-			return usage_error("%s: a config file cannot be combined with job options (-f -D -x -I ...)",
+			return usage_error("%s: a job file cannot be combined with job options (-f -D -x -I ...)",
 					   config);
 		if (stat(config, &st) != 0 || !S_ISREG(st.st_mode))
-			return usage_error("%s: no such config file", config);
+			return usage_error("%s: no such job file", config);
 		if (jobfile_parse(config, jobs, GDS_MAX_JOBS, &njobs, err, sizeof(err)) != 0)
 			return usage_error("%s", err);
 		assign_file_bases(jobs, njobs);

@@ -64,6 +64,14 @@ static void one_line(FILE *out, const char *prefix, const char *io, const char *
 		(unsigned long long)r->ops, el);
 }
 
+static int any_range(const struct job *jobs, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (jobs[i].io_step)
+			return 1;
+	return 0;
+}
+
 /* The run's line first, exactly as gdsio prints it for a job file (the
  * aggregate); with several jobs, then one line per job, "NAME: " + the same
  * format, so that a parser taking the first or the only "IoType:" line gets
@@ -79,7 +87,7 @@ void report_line(FILE *out, struct job *jobs, int njobs, struct result *agg)
 	}
 	one_line(out, "", all_same_io(jobs, njobs) ? io_type_name(jobs[0].io_type) : "MIXED",
 		 all_same_xfer(jobs, njobs) ? jobs[0].eng->name : "MIXED", threads, ds,
-		 njobs == 1 ? line_io_size(&jobs[0], agg) : jobs[0].io_size, agg);
+		 any_range(jobs, njobs) && agg->ops ? agg->bytes / agg->ops : jobs[0].io_size, agg);
 	for (int i = 0; njobs > 1 && i < njobs; i++) {
 		char prefix[80];
 

@@ -321,7 +321,7 @@ BAD_ARGS = [
     (["-D", "{d}", "-x", 1, "-I", 1, "-s"], "needs a value"),
     (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "extra", "args"], "unexpected argument"),
     (["{d}/cfg.gdsio", "-x", 1], "cannot be combined"),
-    (["{d}/nonexistent.gdsio"], "no such config file"),
+    (["{d}/nonexistent.gdsio"], "no such job file"),
     (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "--json", "{d}/no/such/dir/out.json"], "--json"),
     (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-w", 2, "-P", 0], "-P 0"),
     (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-w", 2, "--procs", "x"], "-P x"),
