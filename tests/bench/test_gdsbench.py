@@ -447,8 +447,9 @@ def test_missing_gpu_or_registration_failure_is_a_clear_error(gdsbench, mock_cud
 
 
 def test_skip_bufregister_and_memory_types_on_mock(gdsbench_asan, mock_cuda, data_dir, tmp_path):
-    """-b: no cuFileBufRegister (a library that refuses it still runs); -m 2/3/4: host memory
-    buffers for the cuFile types, data intact both ways; -p: peer access asked for."""
+    """-b: no cuFileBufRegister (a library that refuses it still runs); -i ranges through the
+    cuFile engines; -m 2/3/4: host memory buffers for the cuFile types, data intact both ways;
+    -p: peer access asked for."""
     fail = dict(mock_cuda, MOCK_BUFREG_FAIL="1")
     for x in (0, 5, 6):
         common = ["-D", data_dir, "-x", x, "-w", 2, "-i", "64K"]
@@ -456,6 +457,12 @@ def test_skip_bufregister_and_memory_types_on_mock(gdsbench_asan, mock_cuda, dat
         assert p.returncode == 1 and "cuFileBufRegister" in p.stderr, (x, p.stderr)
         j, _ = run_json(gdsbench_asan, tmp_path, *common, "-I", 1, "-s", "512K", "-V", "-b", env=fail)
         assert j["skip_bufregister"] is True and j["verify_errors"] == 0 and j["ops"] == 16, x
+        j, _ = run_json(gdsbench_asan, tmp_path, *common[:-1], "4K:64K:4K", "-I", 1, "-s", "512K", "-V",
+                        env=mock_cuda)
+        assert j["bytes"] == 1 << 20 and j["verify_errors"] == 0 and j["io_size_done"]["max"] <= 65536, x
+        j, _ = run_json(gdsbench_asan, tmp_path, *common[:-1], "4K:64K:4K", "-I", 2, "-T", "0.1", "-V",
+                        env=mock_cuda)
+        assert j["verify_errors"] == 0 and j["errors"] == 0 and j["ops"] > 0, x
         for m in (2, 3, 4):
             j, _ = run_json(gdsbench_asan, tmp_path, *common, "-I", 1, "-s", "512K", "-V", "-m", m, env=mock_cuda)
             assert j["mem_type"] == m and j["verify_errors"] == 0 and j["ops"] == 16, (x, m)
