@@ -218,6 +218,8 @@ void path_merge(struct path_info *out, const struct path_info *in, int n, int np
 /* output (report.c) */
 const char *io_type_name(int t);
 void report_line(FILE *out, struct job *jobs, int njobs, struct result *agg);
+/* --dry-run: {"dry_run": true, "jobs": [...]} with each job's settings */
+int report_plan(FILE *f, const struct job *jobs, int njobs);
 /* "error" (a string) is written when error is non-empty: the reason of a failed run */
 int report_json(const char *dest, struct job *jobs, int njobs, struct result *agg, double cpu_s, int nprocs,
 		int exit_code, const char *error, char *err, size_t errlen);

@@ -54,6 +54,8 @@ static void usage(FILE *f)
 	      "              driver (as fio's default one process per job); I/O, text line and\n"
 	      "              JSON are the same, merged over the processes\n"
 	      "  --json FILE write the JSON record to FILE ('-' = stdout; the text line then goes to stderr)\n"
+	      "  --dry-run   parse and check the options or job file as a run would, print the jobs\n"
+	      "              as JSON ({\"dry_run\": true, \"jobs\": [...]}) and run nothing\n"
 	      "  --cufile-stats N  cuFile stats level used for path evidence (default 3, 0 = off)\n"
 	      "  --cufile-param NAME=VALUE  set a cuFile execution/properties parameter before the\n"
 	      "              driver opens (max_io_threads, max_io_queue_depth, parallel_io, ...);\n"
@@ -173,13 +175,14 @@ int main(int argc, char **argv)
 		{ "cufile-stats", required_argument, NULL, 'S' },
 		{ "cufile-param", required_argument, NULL, 'C' },
 		{ "procs", required_argument, NULL, 'P' },
+		{ "dry-run", no_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'v' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static struct job jobs[GDS_MAX_JOBS];	/* static: usage-error returns leak nothing */
 	const char *json = NULL, *config = NULL;
-	int njobs = 1, job_opts = 0, c, rc, exit_code = 0, nprocs = 1, total_threads = 0;
+	int njobs = 1, job_opts = 0, c, rc, exit_code = 0, nprocs = 1, total_threads = 0, dry_run = 0;
 	char err[PATH_MAX + 512] = "", error[PATH_MAX + 512] = "";
 	struct result agg;
 	struct sigaction sa;
@@ -296,6 +299,9 @@ int main(int argc, char **argv)
 		case 'J':
 			json = optarg;
 			break;
+		case 'N':
+			dry_run = 1;
+			break;
 		case 'S':
 #ifdef HAVE_CUDA
 			if (parse_uint(optarg, 3, &u))
@@ -367,6 +373,13 @@ int main(int argc, char **argv)
 	if (nprocs > total_threads)
 		return usage_error("-P %d: more worker processes than threads (%d); each process runs at least one",
 				   nprocs, total_threads);
+
+	/* --dry-run: the jobs as parsed and checked, to stdout; nothing is opened or run */
+	if (dry_run) {
+		for (int i = 0; i < njobs; i++)
+			jobs[i].eng = engine_get(jobs[i].xfer);
+		return report_plan(stdout, jobs, njobs) ? EXIT_RUNTIME : 0;
+	}
 
 	/* An unwritable --json target is a usage error, found before the run. */
 	if (json && strcmp(json, "-") != 0) {

@@ -202,7 +202,10 @@ static void json_job_extras(FILE *f, const char *ind, const struct job *j)
 	fprintf(f, ",\n%s\"name\": ", ind);
 	jstr(f, j->name);
 	fprintf(f, ",\n%s\"xfer_name\": ", ind);
-	jstr(f, j->eng->name);
+	if (j->eng)
+		jstr(f, j->eng->name);
+	else
+		fputs("null", f);	/* --dry-run of a GPU type in a build without CUDA */
 	fprintf(f, ",\n%s\"gpu\": %d,\n%s\"numa_node\": %d,\n%s\"file_size\": %llu,\n%s\"offset\": %llu", ind,
 		j->gpu, ind, j->numa, ind, (unsigned long long)j->file_size, ind, (unsigned long long)j->offset);
 	fprintf(f, ",\n%s\"dataset_bytes\": %llu", ind, (unsigned long long)dataset_bytes(j));
@@ -213,7 +216,7 @@ static void json_job_extras(FILE *f, const char *ind, const struct job *j)
 	jnum(f, j->duration);
 	fprintf(f, ",\n%s\"seed\": %llu,\n%s\"verify\": %s", ind, (unsigned long long)j->seed, ind,
 		j->verify ? "true" : "false");
-	if (j->eng->flags & ENG_QUEUED)
+	if (j->eng && (j->eng->flags & ENG_QUEUED))
 		fprintf(f, ",\n%s\"iodepth\": %d", ind, j->depth);
 	fprintf(f, ",\n%s\"io_size_min\": %llu,\n%s\"io_size_step\": %llu", ind, (unsigned long long)j->io_min, ind,
 		(unsigned long long)j->io_step);
@@ -227,6 +230,25 @@ static void json_job_extras(FILE *f, const char *ind, const struct job *j)
 		j->nvlinks ? "true" : "false");
 	if (j->src)
 		fprintf(f, ",\n%s\"line\": %d", ind, j->line);
+}
+
+/* --dry-run: the jobs as parsed and checked, nothing run. */
+int report_plan(FILE *f, const struct job *jobs, int njobs)
+{
+	fputs("{\n  \"tool\": \"gdsbench\",\n  \"version\": \"" GDS_VERSION "\",\n  \"dry_run\": true,\n  \"jobs\": [", f);
+	for (int i = 0; i < njobs; i++) {
+		const struct job *j = &jobs[i];
+
+		fputs(i ? ", {\n" : "{\n", f);
+		fprintf(f, "    \"io_type\": \"%s\",\n    \"xfer_type\": %d,\n    \"threads\": %d,\n"
+			"    \"io_size_bytes\": %llu", io_keys[j->io_type], j->xfer, j->threads,
+			(unsigned long long)j->io_size);
+		json_job_extras(f, "    ", j);
+		fputs("\n  }", f);
+	}
+	fputs("]\n}\n", f);
+	fflush(f);
+	return ferror(f) ? -1 : 0;
 }
 
 int report_json(const char *dest, struct job *jobs, int njobs, struct result *agg, double cpu_s, int nprocs,
