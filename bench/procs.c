@@ -357,6 +357,10 @@ int run_procs(struct job *jobs, int njobs, int nprocs, double *cpu_s, char *err,
 			r->errors += s->errors;
 			r->verify_errors += s->verify_errors;
 			r->cpu_s += s->cpu_s;
+			if (s->len_min && (!r->len_min || s->len_min < r->len_min))
+				r->len_min = s->len_min;
+			if (s->len_max > r->len_max)
+				r->len_max = s->len_max;
 			if (s->t_end > r->t_end)
 				r->t_end = s->t_end;
 			if (s->error[0] && !r->error[0])
