@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 module: gds_netfs
 short_description: Audit the network file system mounts GDS reads (NFS, Lustre, WekaFS, GPFS, BeeGFS)
 description:
-  - Reads every nfs, nfs4, lustre, beegfs, gpfs and wekafs mount from C(/proc/self/mountinfo):
+  - Reads every nfs, nfs4, lustre, beegfs, gpfs and wekafs mount from C(/proc/self/mountinfo), with
     server, export, transport (C(proto=rdma) or tcp; Lustre from its NIDs' LNet network),
     port, vers, rsize/wsize, nconnect/max_connect.
   - Routes the server address as the kernel does (C(ip -j route get) on a live node, else the
@@ -39,12 +39,12 @@ options:
     type: bool
     default: true
   interface_addresses:
-    description: IPv4/IPv6 addresses per netdev (C({ib0: [10.0.0.5]})), for the client address
+    description: IPv4/IPv6 addresses per netdev (C(ib0) to a list such as C([10.0.0.5])), for the client address
       where the route gives none.
     type: dict
     default: {}
   gpu_map:
-    description: Which GPUs read which mount, C({mount point: [GPU index]}); a mount not listed
+    description: Which GPUs read which mount, a dict of mount point to a list of GPU indices; a mount not listed
       is read by every GPU.
     type: dict
     default: {}
