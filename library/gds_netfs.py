@@ -136,6 +136,12 @@ def _resolver(host):
         return None
 
 
+def _ip_runner(module, ip):
+    def run(args):
+        return module.run_command([ip] + args)
+    return run
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -161,8 +167,7 @@ def main():
         resolve = _resolver
         ip = module.get_bin_path("ip") if p["use_ip"] else None
         if ip:
-            def run_ip(args):
-                return module.run_command([ip] + args)
+            run_ip = _ip_runner(module, ip)
     try:
         mounts = audit(p["procfs_root"], p["sysfs_root"], p["topology"], run_ip=run_ip,
                        resolve=resolve, interface_addresses=p["interface_addresses"])

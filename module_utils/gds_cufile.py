@@ -932,7 +932,6 @@ _TOOLKIT_CUFILE = ("usr/local/cuda/gds/cufile.json",)
 def gds_version(root=""):
     """(version, node path) of the installed libcufile, from its file name; (None, None) when
     none is installed. /usr/local/cuda (the toolkit selected) wins over other toolkits."""
-    import glob
     paths = NodePaths(root)
     for pattern in _LIB_GLOBS:
         found = []
