@@ -102,10 +102,12 @@ peermem:
            persisted: [/etc/modules-load.d/nvidia_peermem.conf], reason: null, skip: null}
 drift:
   description:
-    - In check mode, one item per difference, {setting, expected, actual}. The modules-load.d file
-      of the module, C(rdma peer memory module) when it is not loaded, C(rdma port <nic>/<n>) for a
-      port that is down or at another rate than O(port_rate_gbps).
-  returned: check mode
+    - One item per difference found, {setting, expected, actual} (what was changed, or in check mode
+      what would be). The modules-load.d file of the module, C(rdma peer memory module) when it is not
+      loaded, C(rdma port <nic>/<n>) for a port that is down or at another rate than O(port_rate_gbps).
+    - In check mode any item makes the result C(changed), so the drift run reports it; otherwise a
+      port item is a FAIL check only (nothing here can change a port).
+  returned: always
   type: list
   elements: dict
   sample: [{setting: "rdma port mlx5_0/1", expected: "ACTIVE LinkUp 400 Gb/s", actual: "ACTIVE LinkUp 200 Gb/s"}]
@@ -153,10 +155,11 @@ def main():
         module.fail_json(msg=str(exc), peermem=state)
     checks = rdma_checks(topology, params["platform"], params["nic_link_max"], params["port_rate_gbps"],
                          state, params["live"])
-    result = {"changed": changed, "checks": checks, "pairing": pairing(topology), "peermem": state}
+    drift += port_drift(topology, params["port_rate_gbps"])
+    result = {"changed": changed, "checks": checks, "pairing": pairing(topology), "peermem": state, "drift": drift}
     if module.check_mode:
-        drift += port_drift(topology, params["port_rate_gbps"])
-        result.update(drift=drift, changed=bool(drift))
+        # what a run would change, and the ports that differ from the profile: the drift run's items
+        result["changed"] = bool(drift)
     module.exit_json(**result)
 
 
