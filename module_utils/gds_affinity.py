@@ -328,6 +328,9 @@ def find_nics(tree):
             parent = _read_text(os.path.join(real, "parent"))  # rxe's own attribute
             if parent and parent not in bound:
                 bound.append(parent)
+            for port in ports:  # a GID table not filled yet: the device's own netdev serves it
+                if port["netdev"] is None and parent:
+                    port["netdev"] = parent
             bdf = next((b for b in (netdev_pci(tree, nd) for nd in bound) if b is not None), None)
             if bdf is None:
                 tree.warnings.append("%s is a software RDMA device on %s, which has no PCI device: "

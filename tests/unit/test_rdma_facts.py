@@ -144,3 +144,17 @@ def test_topology_module_returns_nic_ports(module_runner, sim_node):
     assert [p["state"] for n in topo["nics"] for p in n["ports"]] == [
         "ACTIVE", "ACTIVE", "ACTIVE", "ACTIVE", "ACTIVE", "DOWN", "ACTIVE"]
     assert topo["gpus"][0]["nic_link"] == "PIX"
+
+
+def test_soft_roce_port_without_gid_entry_takes_the_parent_netdev(sim_node):
+    fixture = {
+        "host_bridges": {"0000:00": 0}, "bridges": {"0000:00:02.0": 0x01},
+        "other": [{"bdf": "0000:01:00.0", "class": 0x020000, "netdev": "eth1", "virtio": "virtio1"}],
+        "soft_rdma": [{"name": "rxe0", "netdev": "eth1"}],
+    }
+    root = sim_node(fixture)
+    os.remove(os.path.join(root, "sys", "devices", "virtual", "infiniband", "rxe0", "ports", "1",
+                           "gid_attrs", "ndevs", "0"))
+    facts, _ = discover(os.path.join(root, "sys"), os.path.join(root, "proc"))
+    nic = facts["nics"][0]
+    assert nic["bdf"] == "0000:01:00.0" and nic["ports"][0]["netdev"] == "eth1"
