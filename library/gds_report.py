@@ -34,7 +34,7 @@ options:
     choices: [commission, drift]
     default: commission
   hosts:
-    description: Per host, what it recorded; keys C(checks), C(topology), C(arrays), C(bench), C(reboot_required).
+    description: Per host, what it recorded; keys C(checks), C(topology), C(arrays), C(bench), C(rdma_bench), C(reboot_required).
     type: dict
     default: {}
   all_hosts:

@@ -66,7 +66,7 @@ def host_document(name, data, state, required_areas=()):
                        "actual": 0, "detail": "the host recorded no checks"})
     verdict = host_verdict(c["verdict"] for c in checks)
     doc = {"host": name, "verdict": verdict, "checks": checks}
-    for key in ("platform", "topology", "arrays", "bench", "reboot_required", "raid_plan"):
+    for key in ("platform", "topology", "arrays", "bench", "reboot_required", "raid_plan", "rdma_bench"):
         if data.get(key) is not None:
             doc[key] = data[key]
     links = pcie_links(data.get("topology"), checks)
@@ -340,6 +340,7 @@ def render_html(summary_doc, docs, title="GDS commissioning report"):
                                                    ("group", "array", "gpus", "gpu_bus", "nvme", "nvme_bus", "nics", "link", "numa")))
             out.append("</table>")
         out.append(links_html(doc))
+        out.append(network_html(doc))
         bench = [c for c in doc["checks"] if c["name"].startswith("bench:")]
         health = [c for c in doc["checks"] if c["name"].startswith(HEALTH_AREAS)]
         settings = [c for c in doc["checks"] if c not in bench and c not in health]
@@ -423,6 +424,119 @@ def _check_table(checks):
             _e(check.get("detail", ""))))
     rows.append("</table>")
     return "".join(rows)
+
+
+# --------------------------------------------------------------------------------------------
+# Network (GPUDirect RDMA): NICs, ports, GPU pairing, RDMA benchmark results
+# --------------------------------------------------------------------------------------------
+def _rdma_checks(checks):
+    return {c["name"]: c for c in checks or [] if str(c.get("name", "")).startswith("rdma: ")}
+
+
+def _paired_gpus(topology):
+    """{NIC name: [GPU index]}: the GPUs whose best NICs (those of their best class) include it."""
+    out = {}
+    matrix = topology.get("matrix") or {}
+    for gpu in topology.get("gpus") or []:
+        row = matrix.get("GPU%s" % gpu.get("index")) or {}
+        for nic in gpu.get("nics") or []:
+            if row.get(nic) == gpu.get("nic_link"):
+                out.setdefault(nic, []).append(gpu.get("index"))
+    return out
+
+
+def network_rows(doc):
+    """One row per RDMA port: NIC, port, netdev, state, rate, the NIC's PCIe link, paired GPUs and
+    the verdict of its ``rdma: port`` check."""
+    topo = doc.get("topology") or {}
+    links = {link.get("bdf"): link for link in doc.get("pcie_links") or topo.get("pcie_links") or []
+             if isinstance(link, dict)}
+    checks = _rdma_checks(doc.get("checks"))
+    paired = _paired_gpus(topo)
+    rows = []
+    for nic in topo.get("nics") or []:
+        link = links.get(nic.get("bdf")) or {}
+        pcie = "%s (%s)" % (nic.get("bdf"), _link_state(link.get("current_width"), link.get("current_speed_gts"))) \
+            if link else nic.get("bdf")
+        for port in nic.get("ports") or [{}]:
+            name = "rdma: port %s/%s" % (nic.get("name"), port.get("port"))
+            rows.append({
+                "nic": nic.get("name") + (" (software)" if nic.get("software") else ""),
+                "port": port.get("port", "-"), "netdev": port.get("netdev") or nic.get("netdev") or "-",
+                "link_layer": port.get("link_layer") or "-",
+                "state": "%s / %s" % (port.get("state") or "?", port.get("phys_state") or "?") if port else "-",
+                "rate": "%g Gb/s" % port["rate_gbps"] if port.get("rate_gbps") is not None else "-",
+                "pcie": pcie, "numa": nic.get("numa_node"), "fw": nic.get("fw_ver") or "-",
+                "gpus": ", ".join("GPU%s" % i for i in paired.get(nic.get("name"), [])) or "-",
+                "verdict": (checks.get(name) or {}).get("verdict"),
+            })
+    return rows
+
+
+def pairing_rows(doc):
+    """One row per GPU: its best NIC, the link class and the verdict of its pairing check."""
+    topo = doc.get("topology") or {}
+    checks = _rdma_checks(doc.get("checks"))
+    nics = {n.get("name"): n for n in topo.get("nics") or []}
+    rows = []
+    for gpu in topo.get("gpus") or []:
+        best = (gpu.get("nics") or [None])[0]
+        rows.append({"gpu": "GPU%s" % gpu.get("index"), "gpu_bdf": gpu.get("bdf"), "nic": best or "-",
+                     "nic_bdf": (nics.get(best) or {}).get("bdf") or "-", "link": gpu.get("nic_link") or "-",
+                     "verdict": (checks.get("rdma: GPU%s NIC pairing" % gpu.get("index")) or {}).get("verdict")})
+    return rows
+
+
+def rdma_bench_rows(doc):
+    """The RDMA benchmark results (perftest/OSU) with measured Gb/s against the threshold, and
+    the GPU-memory figure as a share of the host-memory one of the same NIC, port and test."""
+    results = [r for r in doc.get("rdma_bench") or [] if isinstance(r, dict)]
+    host = {(r.get("nic"), r.get("port"), r.get("test")): r.get("gbps") for r in results
+            if r.get("memory") == "host" and isinstance(r.get("gbps"), (int, float))}
+    rows = []
+    for r in results:
+        gbps = r.get("gbps")
+        ref = host.get((r.get("nic"), r.get("port"), r.get("test")))
+        share = "%.0f %%" % (100.0 * gbps / ref) if r.get("memory") == "cuda" and ref and isinstance(gbps, (int, float)) else "-"
+        gpu = "-" if r.get("gpu") is None else "GPU%s%s" % (r.get("gpu"), "" if r.get("affine") in (None, True) else " (far)")
+        rows.append({"nic": r.get("nic"), "port": r.get("port"), "test": r.get("test"), "memory": r.get("memory"),
+                     "gpu": gpu, "gbps": _num(gbps), "lat_us": _num(r.get("lat_us")),
+                     "threshold": _num(r.get("threshold_gbps")), "vs_host": share, "verdict": r.get("verdict"),
+                     "reason": r.get("reason") or ""})
+    return rows
+
+
+def network_html(doc):
+    """The network section of a host: RDMA ports, GPU-NIC pairing, RDMA benchmark results."""
+    ports, pairs, bench = network_rows(doc), pairing_rows(doc), rdma_bench_rows(doc)
+    if not ports and not bench:
+        return ""
+    out = ["<h3>Network (GPUDirect RDMA)</h3>"]
+    if ports:
+        out.append("<table><tr><th>NIC</th><th>port</th><th>netdev</th><th>link layer</th><th>state</th><th>rate</th>"
+                   "<th>PCIe</th><th>NUMA</th><th>firmware</th><th>paired GPUs</th><th>verdict</th></tr>")
+        for row in ports:
+            out.append("<tr>%s<td>%s</td></tr>" % ("".join("<td>%s</td>" % _e(row[k]) for k in (
+                "nic", "port", "netdev", "link_layer", "state", "rate", "pcie", "numa", "fw", "gpus")),
+                _badge(row["verdict"]) if row["verdict"] else "-"))
+        out.append("</table>")
+    if ports and pairs:
+        out.append("<h4>GPU-NIC pairing</h4><table><tr><th>GPU</th><th>GPU PCIe</th><th>best NIC</th><th>NIC PCIe</th>"
+                   "<th>link</th><th>verdict</th></tr>")
+        for row in pairs:
+            out.append("<tr>%s<td>%s</td></tr>" % ("".join("<td>%s</td>" % _e(row[k]) for k in (
+                "gpu", "gpu_bdf", "nic", "nic_bdf", "link")), _badge(row["verdict"]) if row["verdict"] else "-"))
+        out.append("</table>")
+    if bench:
+        out.append("<h4>RDMA benchmarks (host vs GPU memory)</h4><table><tr><th>NIC</th><th>port</th><th>test</th>"
+                   "<th>memory</th><th>GPU</th><th>Gb/s</th><th>latency us</th><th>threshold Gb/s</th>"
+                   "<th>GPU vs host</th><th>verdict</th><th>reason</th></tr>")
+        for row in bench:
+            out.append("<tr>%s<td>%s</td><td class=\"detail\">%s</td></tr>" % ("".join("<td>%s</td>" % _e(row[k]) for k in (
+                "nic", "port", "test", "memory", "gpu", "gbps", "lat_us", "threshold", "vs_host")),
+                _badge(row["verdict"]) if row["verdict"] else "-", _e(row["reason"])))
+        out.append("</table>")
+    return "".join(out)
 
 
 # --------------------------------------------------------------------------------------------
