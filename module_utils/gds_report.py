@@ -616,9 +616,9 @@ def fleet_checks(docs, platforms, tolerance=None, min_peers=FLEET_MIN_PEERS):
             loss = _lost(check["actual"], median, higher)
             where = "%s on %d %s hosts" % (_fmt(median) + unit, len(group), platforms[host])
             verdict = "WARN" if loss > tol else "PASS"
-            detail = ("%s: %s%s is %.0f%% %s the fleet median %s (tolerance %.0f%%)"
-                      % (metric, _fmt(check["actual"]), unit, loss * 100, "below" if higher else "above", where, tol * 100)
-                      if verdict == "WARN" else "%s: %s%s against the fleet median %s" % (metric, _fmt(check["actual"]), unit, where))
+            detail = ("%s%s is %.0f%% %s the fleet median %s (tolerance %.0f%%)"
+                      % (_fmt(check["actual"]), unit, loss * 100, "below" if higher else "above", where, tol * 100)
+                      if verdict == "WARN" else "%s%s against the fleet median %s" % (_fmt(check["actual"]), unit, where))
             out.setdefault(host, []).append({
                 "name": "fleet: " + metric, "verdict": verdict,
                 "expected": "%s %s%s (fleet median %s %s %.0f%%)" % (">=" if higher else "<=", _fmt(bound), unit,
@@ -654,9 +654,9 @@ def history_checks(host, doc, runs, tolerance=HISTORY_TOLERANCE, problem=None):
                 ">=" if higher else "<=", _fmt(before * (1 - tolerance) if higher else before * (1 + tolerance)), unit,
                 _fmt(before), unit, since, "-" if higher else "+", tolerance * 100),
             "actual": check["actual"], "unit": check.get("unit") or "", "reference": before,
-            "detail": ("%s: lost %.0f%% since its last PASS, %s: %s%s then, %s%s now" % (
-                metric, loss * 100, since, _fmt(before), unit, _fmt(check["actual"]), unit)
-                if verdict == "WARN" else "%s: %s%s in the last PASS %s" % (metric, _fmt(before), unit, since)),
+            "detail": ("lost %.0f%% since the last PASS, %s: %s%s then, %s%s now" % (
+                loss * 100, since, _fmt(before), unit, _fmt(check["actual"]), unit)
+                if verdict == "WARN" else "%s%s in the last PASS %s" % (_fmt(before), unit, since)),
             "previous_run": last.get("run_id")})
     return out
 

@@ -35,7 +35,7 @@ def test_a_slow_node_above_its_absolute_threshold_warns_against_its_peers():
     fleet = checks_of(result, "slow", "fleet: ")
     check = fleet["fleet: raid1 seq_read: throughput_gib_s"]
     assert check["verdict"] == "WARN"
-    assert "throughput_gib_s" in check["detail"] and "8.5" in check["detail"] and "10" in check["detail"]
+    assert "8.5 GiB/s" in check["detail"] and "median 10 GiB/s" in check["detail"]
     assert "15%" in check["detail"] and "dgx_a100" in check["detail"]
     assert check["actual"] == 8.5 and check["reference"] == 10.0
     assert result["summary"]["hosts"]["slow"]["verdict"] == "PASS"  # a warning, not a failure
@@ -104,7 +104,7 @@ def test_a_node_that_lost_since_its_last_pass_warns_with_both_figures_and_the_ru
     checks = checks_of(result, "n1", "history: ")
     check = checks["history: raid1 seq_read: throughput_gib_s"]
     assert check["verdict"] == "WARN" and check["previous_run"] == "r1"
-    assert "r1" in check["detail"] and "10" in check["detail"] and "8" in check["detail"] and "20%" in check["detail"]
+    assert "run r1" in check["detail"] and "10 GiB/s then, 8 GiB/s now" in check["detail"] and "20%" in check["detail"]
     assert checks["history: raid1 rand_read: lat_us.p99"]["verdict"] == "PASS"
     assert result["summary"]["hosts"]["n1"]["verdict"] == "PASS"
     saved = json.loads((tmp_path / "reports" / "history" / "n1.json").read_text())
