@@ -596,13 +596,18 @@ def fleet_checks(docs, platforms, tolerance=None, min_peers=FLEET_MIN_PEERS):
     """{host: [`fleet: JOB: METRIC` checks]}: each measured figure against the median of the
     hosts of the same platform in this run. More than the tolerance (a share of the median) on
     the bad side WARNs, even where the figure passes its absolute threshold. Compared only with
-    at least ``min_peers`` other hosts that measured the same figure."""
+    at least ``min_peers`` other hosts that measured the same figure; a host of no known platform
+    is not compared."""
     values = {}
     for host, doc in docs.items():
+        if platforms.get(host, UNKNOWN_PLATFORM) == UNKNOWN_PLATFORM:
+            continue  # nodes of unknown hardware are no peers of anything
         for metric, check in measured(doc["checks"]).items():
             values.setdefault((platforms[host], metric), {})[host] = check["actual"]
     out = {}
     for host, doc in sorted(docs.items()):
+        if platforms.get(host, UNKNOWN_PLATFORM) == UNKNOWN_PLATFORM:
+            continue
         tol = _per_host(tolerance, host, FLEET_TOLERANCE)
         for metric, check in sorted(measured(doc["checks"]).items()):
             group = values[(platforms[host], metric)]

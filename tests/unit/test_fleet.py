@@ -73,6 +73,11 @@ def test_platforms_are_compared_only_with_themselves_and_enough_peers():
     assert checks_of(result, "b1", "fleet: ") == {}  # 2 peers: fewer than the default 3
     _, result = report(hosts, platforms, min_peers=2)
     assert checks_of(result, "b1", "fleet: ")["fleet: raid1 seq_read: throughput_gib_s"]["verdict"] == "PASS"
+    # without a platform (no gds_platform_profile) a host is nobody's peer
+    _, result = report(hosts, dict(platforms, b1=None, b2=None, b3=None, a4=None), min_peers=2)
+    assert checks_of(result, "b1", "fleet: ") == {} and checks_of(result, "a4", "fleet: ") == {}
+    assert checks_of(result, "a1", "fleet: ")["fleet: raid1 seq_read: throughput_gib_s"]["detail"].endswith(
+        "on 3 dgx_a100 hosts")
 
 
 def test_fleet_checks_skip_figures_that_were_not_measured():
