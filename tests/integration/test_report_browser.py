@@ -202,6 +202,12 @@ def test_fleet_page_filters_by_verdict_and_platform(fleet_page, browser):
     shown = choose("filter-verdict", "not-pass")
     assert sorted(shown) == sorted(h for h in summ["hosts"] if int(h[4:]) > 224 and expected_status(summ, h) != "PASS")
     assert len(choose("filter-platform", "")) + len(choose("filter-verdict", "PASS")) == 256
+    # typing in the host box narrows the rows as one types
+    choose("filter-verdict", "")
+    browser.click("#filter-host")
+    browser.send("Input.insertText", text="node12")
+    shown = browser.js(VISIBLE + ".map(function(r){return r.dataset.host;})")
+    assert sorted(shown) == sorted(h for h in summ["hosts"] if "node12" in h) and len(shown) == 10
     # the query string presets the filters: a link to "the failing gh200 nodes"
     browser.open("file://%s?verdict=FAIL&platform=dgx_h100" % page)
     shown = browser.js(VISIBLE + ".map(function(r){return r.dataset.host;})")
