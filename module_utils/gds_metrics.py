@@ -114,8 +114,9 @@ def area_verdicts(checks):
 
 
 def bench_series(doc):
-    """(labels, check) for every measured benchmark figure of a host document: labels job,
-    metric, unit, gpu and array (the md device, else the mount's last part)."""
+    """(labels, check) for every measured benchmark figure of a host document: labels bench_job,
+    metric, unit, gpu and array (the md device, else the mount's last part). Not ``job``: the
+    scrape's own job label would push it aside as ``exported_job``."""
     gpus, arrays = _job_places(doc)
     out = []
     for check in doc.get("checks") or []:
@@ -126,7 +127,7 @@ def bench_series(doc):
         if not isinstance(actual, (int, float)) or isinstance(actual, bool):
             continue
         job, metric = name[len("bench: "):].rsplit(": ", 1)
-        out.append(({"job": job, "metric": metric, "unit": check.get("unit") or "",
+        out.append(({"bench_job": job, "metric": metric, "unit": check.get("unit") or "",
                      "gpu": gpus.get(job, ""), "array": arrays.get(job, "")}, check))
     return out
 

@@ -4,7 +4,10 @@ import datetime
 import os
 import re
 import shutil
+import socket
 import subprocess
+import time
+import urllib.request
 
 import pytest
 
@@ -83,15 +86,17 @@ def test_verdicts_per_node_and_area():
 
 def test_each_bench_figure_with_its_thresholds_and_place():
     text = commission_metrics(host_doc(), 0)
-    where = dict(job="raid1 seq_read", metric="throughput_gib_s", gpu="3", array="/dev/md1", unit="GiB/s")
+    where = dict(bench_job="raid1 seq_read", metric="throughput_gib_s", gpu="3", array="/dev/md1", unit="GiB/s")
     assert value(text, "gds_commission_bench_value", **where) == 5.6
     assert value(text, "gds_commission_bench_threshold_low", **where) == 5.4
     assert value(text, "gds_commission_bench_reference", **where) == 6.0
     assert value(text, "gds_commission_bench_pass", **where) == 1
-    lat = dict(job="raid1 seq_read", metric="lat_us.mean")
+    lat = dict(bench_job="raid1 seq_read", metric="lat_us.mean")
     assert value(text, "gds_commission_bench_threshold_high", **lat) == 1500.0
     assert not [s for s in samples(text) if s[0] == "gds_commission_bench_threshold_low" and s[1]["metric"] == "lat_us.mean"]
-    slow = dict(job="raid2 seq_read", gpu="5", array="/dev/md2")
+    # never the labels a scrape sets itself (they would be renamed exported_job, exported_instance)
+    assert not [s for s in samples(text) if {"job", "instance"} & set(s[1])]
+    slow = dict(bench_job="raid2 seq_read", gpu="5", array="/dev/md2")
     assert value(text, "gds_commission_bench_value", **slow) == 3.1
     assert value(text, "gds_commission_bench_pass", **slow) == 0
     # the I/O path is a verdict, not a figure: it is counted, not exported as a value
@@ -151,3 +156,48 @@ def test_metrics_module_refuses_bad_names(tmp_path, args, word):
     rc, result = run_module("gds_metrics", params)
     assert rc != 0 and result["msg"].startswith(word) and "Traceback" not in result["msg"]
     assert os.listdir(tmp_path) == []
+
+
+NODE_EXPORTER = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.skipif(not NODE_EXPORTER, reason="node_exporter is not installed (Debian's prometheus-node-exporter; "
+                                               "make test installs it)")
+def test_node_exporter_serves_both_textfiles(tmp_path):
+    """The files as the role leaves them on a node, read by a real node_exporter's textfile
+    collector: every series served, no scrape error, the two files side by side."""
+    textdir = tmp_path / "node-exporter"
+    run_module("gds_metrics", {"dir": str(textdir), "content": commission_metrics(host_doc(), 1795000000.0)})
+    drift = drift_metrics({"drifted": True, "items": [{"setting": 'acs "0000:39:02.0"', "expected": 0, "actual": 29}]}, 0)
+    run_module("gds_metrics", {"dir": str(textdir), "name": "gds_commission_drift.prom", "content": drift})
+    port = free_port()
+    proc = subprocess.Popen([NODE_EXPORTER, "--web.listen-address=127.0.0.1:%d" % port, "--collector.disable-defaults",
+                             "--collector.textfile", "--collector.textfile.directory=%s" % textdir],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        page = None
+        for _ in range(100):  # until it listens (a bounded wait, nothing timed)
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as response:
+                    page = response.read().decode()
+                break
+            except OSError:
+                if proc.poll() is not None:
+                    break
+                time.sleep(0.1)
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert page is not None, "node_exporter did not serve: %s" % err.decode()[-2000:]
+    assert value(page, "node_textfile_scrape_error") == 0
+    assert value(page, "gds_commission_verdict", verdict="FAIL") == 1
+    assert value(page, "gds_commission_bench_value", bench_job="raid1 seq_read", metric="throughput_gib_s") == 5.6
+    assert value(page, "gds_commission_drift_item", setting='acs \\"0000:39:02.0\\"') == 1
+    served = {name for name, _, _ in samples(page) if name.startswith("gds_commission_")}
+    assert served == {name for name, _, _ in samples(commission_metrics(host_doc(), 0) + drift)}
