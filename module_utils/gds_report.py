@@ -365,6 +365,7 @@ def render_html(summary_doc, docs, title="GDS commissioning report"):
     out.append("<script>%s</script></body></html>\n" % FLEET_JS)
     return "".join(out)
 
+
 # Failing hosts first: the order of the fleet table.
 FLEET_ORDER = {"FAIL": 0, "ERROR": 1, "UNREACHABLE": 2, "WARN": 3, "PASS": 4}
 
