@@ -11,6 +11,8 @@ export GDS_SIM_ROOT := $(CURDIR)/build/sim
 # Debian packages the controller-side tests and the demo use.
 DEBS_BASE := python3-venv gcc make libc6-dev fio mdadm pciutils e2fsprogs
 DEBS_BROWSER := chromium
+# promtool (in Debian's prometheus) validates the textfile metrics; node_exporter serves them in a test
+DEBS_METRICS := prometheus prometheus-node-exporter
 DEBS_VM := qemu-system-x86 qemu-utils debootstrap openssh-client e2fsprogs
 
 .PHONY: help setup debs test unit lint bench demo sim drift report vm-test molecule wheels clean
@@ -68,6 +70,7 @@ bench: setup bench/gdsbench
 
 test: setup
 	@scripts/ensure-debs.sh $(DEBS_BROWSER) || echo "chromium unavailable: the HTML screenshot test will skip"
+	@scripts/ensure-debs.sh $(DEBS_METRICS) || echo "prometheus unavailable: the promtool and node_exporter tests will skip"
 	$(MAKE) unit
 	$(MAKE) lint
 	$(MAKE) molecule
