@@ -1,9 +1,14 @@
 """gds_bench passes a job's procs to gdsbench as given (1 included), and leaves -P out when the
 job has none, so that gdsbench's own default applies."""
 import json
+import os
 import stat
+import sys
 
-from conftest import run_module
+from conftest import ROOT, run_module
+
+sys.path.insert(0, os.path.join(ROOT, "plugins", "filter"))
+from gds_bench_plan import gds_bench_plan  # noqa: E402
 
 RECORD = {"io_type": "READ", "xfer_type": "GPUD", "threads": 8, "io_size_bytes": 1048576,
           "bytes": 8 << 30, "ops": 8192, "elapsed_s": 1.2, "throughput_gib_s": 6.52, "iops": 6680.0,
@@ -44,3 +49,14 @@ def test_bad_procs_is_an_error_naming_the_value(tmp_path):
         rc, result, argv = argv_of(tmp_path, procs=bad)
         assert rc != 0 and "procs" in result["msg"] and repr(bad) in result["msg"], result
         assert argv == []
+
+
+def test_plan_leaves_procs_to_gdsbench_unless_the_template_sets_it():
+    arrays = [{"mount": "/raid1", "gpus": [0], "members": ["nvme0n1"]}]
+    templates = [{"name": "seq_write", "io_type": "write"}, {"name": "seq_read", "io_type": "read", "procs": 8},
+                 {"name": "rand_read", "io_type": "randread", "io_size": "4K", "threads": 32, "procs": 1}]
+    jobs = {j["name"]: j for j in gds_bench_plan(arrays, {"templates": templates, "xfer_type": 0})}
+    assert jobs["raid1 seq_write"]["procs"] is None
+    assert jobs["raid1 seq_read"]["procs"] == 8 and jobs["raid1 rand_read"]["procs"] == 1
+    cpu = gds_bench_plan(arrays, {"templates": templates, "xfer_type": 1})
+    assert {j["procs"] for j in cpu} == {1}
