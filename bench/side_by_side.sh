@@ -49,7 +49,7 @@ RUNS=$OUT/runs.jsonl
 : >"$RUNS"
 gdsv_environment
 # where threads and buffers can be placed: NUMA nodes, the GPU's node, the CPUs
-echo "NUMA nodes: $(ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l); online CPUs: $(nproc)"
+echo "NUMA nodes: $(find /sys/devices/system/node -maxdepth 1 -name "node[0-9]*" 2>/dev/null | wc -l); online CPUs: $(nproc)"
 for g in /sys/bus/pci/devices/*; do
 	[ "$(cat "$g/vendor" 2>/dev/null)" = 0x10de ] && [ "$(cut -c1-6 "$g/class" 2>/dev/null)" = 0x0302 ] \
 		&& echo "GPU $(basename "$g") numa_node $(cat "$g/numa_node" 2>/dev/null)"
@@ -166,8 +166,8 @@ tool_run() {	# tool_run ROUND WORKLOAD TOOL
 	local r=$1 wl=$2 tool=$3 io rw gds_io
 	local -a where fio_where
 	case $wl in
-	seqread) io=1M; rw=read; gds_io=0 ;;
-	seqwrite) io=1M; rw=write; gds_io=1 ;;
+	seqread) io=1M; rw="read"; gds_io=0 ;;
+	seqwrite) io=1M; rw="write"; gds_io=1 ;;
 	randread) io=4K; rw=randread; gds_io=2 ;;
 	randwrite) io=4K; rw=randwrite; gds_io=3 ;;
 	esac
