@@ -206,6 +206,10 @@ int run_here(struct job *jobs, int njobs, const struct run_place *pl, int *run_r
 /* the run over nprocs forked processes, results merged into jobs[].res;
  * 0 ok, -1 run errors, -2 an engine could not start (messages printed) */
 int run_procs(struct job *jobs, int njobs, int nprocs, double *cpu_s, char *err, size_t errlen);
+/* worker processes when -P is not given: one per thread for large sequential
+ * cuFile I/O (-x 0, I/O size >= PROCS_DEFAULT_MIN_IO), else 1 */
+#define PROCS_DEFAULT_MIN_IO (256u << 10)
+int procs_default(const struct job *jobs, int njobs, int total_threads);
 
 /* path.mode / path.evidence (pathmode.c) */
 void path_begin(struct job *jobs, int njobs);

@@ -49,10 +49,12 @@ static void usage(FILE *f)
 	      "              gdsbench writes; writes are read back and checked after the run\n"
 	      "  -B N        I/Os in flight per thread for xfer 5 (streams, default 8)\n"
 	      "              and 6 (two batches of N/2, default 4)\n"
-	      "  -P, --procs N  run the threads in N worker processes (default 1; an extension,\n"
-	      "              gdsio has none): each process opens its own CUDA context and cuFile\n"
-	      "              driver (as fio's default one process per job); I/O, text line and\n"
-	      "              JSON are the same, merged over the processes\n"
+	      "  -P, --procs N  run the threads in N worker processes (an extension, gdsio has\n"
+	      "              none): each process opens its own CUDA context and cuFile driver (as\n"
+	      "              fio's default one process per job); I/O, text line and JSON are the\n"
+	      "              same, merged over the processes. Default: one process per thread\n"
+	      "              (at most the online CPUs) for sequential -x 0 with -i 256K or more,\n"
+	      "              where threads of one cuFile instance move less; else 1\n"
 	      "  --json FILE write the JSON record to FILE ('-' = stdout; the text line then goes to stderr)\n"
 	      "  --dry-run   parse and check the options or job file as a run would, print the jobs\n"
 	      "              as JSON ({\"dry_run\": true, \"jobs\": [...]}) and run nothing\n"
@@ -182,7 +184,7 @@ int main(int argc, char **argv)
 	};
 	static struct job jobs[GDS_MAX_JOBS];	/* static: usage-error returns leak nothing */
 	const char *json = NULL, *config = NULL;
-	int njobs = 1, job_opts = 0, c, rc, exit_code = 0, nprocs = 1, total_threads = 0, dry_run = 0;
+	int njobs = 1, job_opts = 0, c, rc, exit_code = 0, nprocs = 0, total_threads = 0, dry_run = 0;
 	char err[PATH_MAX + 512] = "", error[PATH_MAX + 512] = "";
 	struct result agg;
 	struct sigaction sa;
@@ -370,6 +372,8 @@ int main(int argc, char **argv)
 
 	for (int i = 0; i < njobs; i++)
 		total_threads += jobs[i].threads;
+	if (nprocs == 0)
+		nprocs = procs_default(jobs, njobs, total_threads);
 	if (nprocs > total_threads)
 		return usage_error("-P %d: more worker processes than threads (%d); each process runs at least one",
 				   nprocs, total_threads);

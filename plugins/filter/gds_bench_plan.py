@@ -84,8 +84,9 @@ def gds_bench_plan(arrays, profile):
                 "duration": int(template.get("duration", profile.get("duration", 30))),
                 "thresholds": thresholds.get(template["name"], {}),
                 "expect_path": profile.get("expect_path") if gpu_xfer else None,
-                # processes instead of threads pay off for large cuFile reads only (bench/RESULTS.md)
-                "procs": int(template.get("procs", 1)) if gpu_xfer else 1,
+                # worker processes: a template's own value, else gdsbench's default (processes for
+                # large sequential cuFile I/O, threads for small or random I/O: bench/RESULTS.md)
+                "procs": (None if template.get("procs") is None else int(template["procs"])) if gpu_xfer else 1,
             }
             if job["io_type"] in ("read", "randread") and job["threads"] > files:
                 job["file"] = target + "/gdsbench.0"
