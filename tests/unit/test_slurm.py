@@ -395,3 +395,41 @@ def test_healthcheck_without_slurm(tmp_path):
     os.utime(path, (time.time() - 7200, time.time() - 7200))
     rc, out = healthcheck(path, "--no-drain", "--max-age", "1")
     assert rc == 1 and "old" in out
+
+
+# --------------------------------------------------------------------------------------------
+# playbooks/slurm.yml end to end
+# --------------------------------------------------------------------------------------------
+def run_playbook(slurm, tmp_path, run_dir, *extra):
+    inventory = tmp_path / "hosts.yml"
+    hosts = {REAL: {}, NODES[1]: {}, "gpu-x.example.com": {"gds_slurm_node_name": NODES[2]}}
+    for host, hostvars in hosts.items():
+        hostvars.update(ansible_connection="local", ansible_python_interpreter=sys.executable,
+                        gds_root=str(tmp_path / "nodes" / host))
+    inventory.write_text(json.dumps({"all": {"hosts": hosts}}))
+    env = dict(slurm.env, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), GDS_REPORTS_DIR=str(tmp_path / "reports"))
+    proc = subprocess.run([os.path.join(ROOT, ".venv", "bin", "ansible-playbook"), "-i", str(inventory),
+                           os.path.join(ROOT, "playbooks", "slurm.yml"), "-e", "gds_slurm_run_dir=%s" % run_dir,
+                           "-e", "gds_slurm_max_drain_percent=100"] + list(extra),
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_slurm_playbook_drains_maps_names_and_writes_verdict_files(slurm, tmp_path):
+    hosts = passing(NODES[1])
+    hosts[REAL] = ("FAIL", [check("bench: seq_read throughput", "FAIL")])
+    hosts["gpu-x.example.com"] = ("FAIL", [check("acs: 0000:00:01.1 ACS control", "FAIL")])
+    run_dir = summary_run(tmp_path / "run", hosts)
+    rc, out = run_playbook(slurm, tmp_path, run_dir, "-e", "gds_slurm_dry_run=true")
+    assert rc == 0, out
+    assert "would run" in out and "DRAIN" not in slurm.state(REAL)[0]
+    assert not (tmp_path / "nodes" / REAL / "var").exists()
+    rc, out = run_playbook(slurm, tmp_path, run_dir)
+    assert rc == 0, out
+    assert slurm.state(REAL)[1] == "gds: bench: seq_read throughput"
+    assert slurm.state(NODES[2])[1] == "gds: acs: 0000:00:01.1 ACS control"
+    verdict = json.loads((tmp_path / "nodes" / "gpu-x.example.com" / "var" / "lib" / "gds-commission" / "verdict.json").read_text())
+    assert verdict["node"] == NODES[2] and verdict["status"] == "bad" and verdict["reason"].startswith("gds: acs:")
+    # the node's own health check agrees with the controller: already drained, exit 1
+    rc, out = healthcheck(tmp_path / "nodes" / REAL / "var" / "lib" / "gds-commission" / "verdict.json", env=slurm.env)
+    assert rc == 1 and "already drained" in out
