@@ -142,16 +142,30 @@ def _reboot_play():
 @pytest.mark.parametrize("variables, serial, max_fail", [
     ({}, "10%", 0),
     ({"gds_reboot_batch": 4, "gds_reboot_max_fail_percent": 25}, 4, 25),
-    ({"gds_drift_check": True}, "100%", 100),
-    ({"ansible_check_mode": True}, "100%", 100),
 ])
 def test_reboot_play_reboots_in_batches(variables, serial, max_fail):
     from ansible.parsing.dataloader import DataLoader
     from ansible.template import Templar, trust_as_template
     play = _reboot_play()
-    templar = Templar(loader=DataLoader(), variables=dict({"ansible_check_mode": False}, **variables))
+    templar = Templar(loader=DataLoader(), variables=variables)
     assert str(templar.template(trust_as_template(play["serial"].strip()))) == str(serial)
     assert int(templar.template(trust_as_template(play["max_fail_percentage"].strip()))) == max_fail
+
+
+def test_reboot_batches_hold_only_the_nodes_that_reboot():
+    """Nodes that do not reboot (drift, check mode, simulated, gds_reboot_ok false) stay out of the
+    batches: the batched play takes the group that only rebooting nodes join."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+    play = _reboot_play()
+    templar = Templar(loader=DataLoader(), variables={"groups": {"all": ["a", "b", "c"], "gds_reboot_pending": ["b"]}})
+    assert list(templar.template(trust_as_template(play["hosts"]))) == ["b"]
+    assert list(Templar(loader=DataLoader(), variables={"groups": {"all": ["a"]}}).template(trust_as_template(play["hosts"]))) == []
+    with open(os.path.join(ROOT, "roles", "gds_reboot", "tasks", "select.yml")) as handle:
+        tasks = yaml.safe_load(handle)
+    grouping = [t for t in tasks if "ansible.builtin.group_by" in t][0]
+    assert grouping["ansible.builtin.group_by"]["key"] == "gds_reboot_pending"
+    assert set(grouping["when"]) >= {"gds_reboot_ok | bool", "gds_live | default(true) | bool", "not ansible_check_mode"}
 
 
 # --------------------------------------------------------------------------------------------
