@@ -37,6 +37,14 @@ def _tail(path, lines=15):
         return "(no %s)" % path
 
 
+def _zombie(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 class Cluster:
     def __init__(self, base):
         self.base = str(base)
@@ -123,7 +131,9 @@ class Cluster:
             try:
                 os.kill(pid, 15)
             except OSError:
-                pass
+                continue
+            # slurmctld saves its state while it stops: gone before its directory is removed
+            self._wait(lambda: not os.path.exists("/proc/%d" % pid) or _zombie(pid), timeout=15)
 
     def state(self, node):
         """(flags, reason) as scontrol shows them."""
