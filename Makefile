@@ -11,13 +11,18 @@ export GDS_SIM_ROOT := $(CURDIR)/build/sim
 # Debian packages the controller-side tests and the demo use.
 DEBS_BASE := python3-venv gcc make libc6-dev fio mdadm pciutils e2fsprogs
 DEBS_BROWSER := chromium
+# promtool (in Debian's prometheus) validates the textfile metrics; node_exporter serves them in a test
+DEBS_METRICS := prometheus prometheus-node-exporter
 DEBS_VM := qemu-system-x86 qemu-utils debootstrap openssh-client e2fsprogs
+# a real slurmctld/slurmd for the gds_slurm tests (tests/unit/test_slurm.py)
+DEBS_SLURM := slurm-wlm munge
 
-.PHONY: help setup debs test unit lint bench demo sim drift report vm-test molecule wheels clean
+.PHONY: help setup debs test unit lint bench demo sim drift report vm-test molecule wheels clean fleet-perf
 help:
 	@echo "make demo     commission the bundled simulated nodes and write reports/latest/"
 	@echo "make test     unit tests, benchmark tests, lint, molecule default (and vm when qemu is usable)"
 	@echo "make drift    drift check (check mode) against the simulated nodes"
+	@echo "make fleet-perf  commission + drift over 1/16/64/256 generated simulated nodes (SIZES=1,16)"
 	@echo "make bench    build bench/gdsbench and compare it with fio"
 	@echo "make vm-test  molecule vm scenario: a QEMU guest with NVMe behind PCIe switches"
 	@echo "make setup    create .venv/ with the pinned controller dependencies"
@@ -66,8 +71,14 @@ vm-test: setup
 bench: setup bench/gdsbench
 	bench/compare_fio.sh
 
+# commission and drift over 1, 16, 64, 256 generated simulated nodes: wall time, ratios, memory
+fleet-perf: setup bench/gdsbench
+	$(BIN)/python tests/perf/fleet_perf.py $(if $(SIZES),--sizes $(SIZES))
+
 test: setup
 	@scripts/ensure-debs.sh $(DEBS_BROWSER) || echo "chromium unavailable: the HTML screenshot test will skip"
+	@scripts/ensure-debs.sh $(DEBS_METRICS) || echo "prometheus unavailable: the promtool and node_exporter tests will skip"
+	@scripts/ensure-debs.sh $(DEBS_SLURM) || echo "slurm-wlm unavailable: the Slurm tests will skip"
 	$(MAKE) unit
 	$(MAKE) lint
 	$(MAKE) molecule

@@ -1,7 +1,7 @@
-/* Argument values, job validation, and gdsio config files:
- *   [global]  xfer_type=0 rw=randread bs=4k size=500M runtime=120 ...
- *   [job1]    numa_node=0 gpu_dev_id=0 num_threads=16 directory=/mnt/... */
+/* Argument values and job validation, shared by the command line (main.c)
+ * and gdsio job files (jobfile.c). */
 #include <ctype.h>
+#include <stdarg.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -59,7 +59,7 @@ int parse_uint(const char *s, uint64_t max, uint64_t *out)
 	return 0;
 }
 
-static int parse_seconds(const char *s, double *out)
+int parse_seconds(const char *s, double *out)
 {
 	char *end;
 	double v;
@@ -74,24 +74,82 @@ static int parse_seconds(const char *s, double *out)
 	return 0;
 }
 
-/* Names of a setting on the command line and in a config file, for messages. */
-enum opt { O_XFER, O_IO, O_THREADS, O_IOSIZE, O_SIZE, O_OFFSET, O_DEPTH, O_NUMA, O_GPU, O_DIR, O_FILE };
-static const char *const cli_name[] = { "-x", "-I", "-w", "-i", "-s", "-o", "-B", "-n", "-d", "-D", "-f" };
-static const char *const cfg_name[] = { "xfer_type", "rw", "num_threads", "bs", "size", "offset",
-					"batch_size", "numa_node", "gpu_dev_id", "directory", "filename" };
-
-#define BAD(o, ...) do { \
-	int n_ = snprintf(err, errlen, "%s%s%s: ", who, who[0] ? " " : "", cfg ? cfg_name[o] : cli_name[o]); \
-	if (n_ >= 0 && (size_t)n_ < errlen) snprintf(err + n_, errlen - (size_t)n_, __VA_ARGS__); \
-	return -1; \
-} while (0)
-
-/* Checks one job and fills in what the files decide (size for reads). who:
- * "" on the command line, "FILE:[jobN]" for config jobs. Returns -1 with a
- * message for a usage error. */
-int job_validate(struct job *j, const char *who, char *err, size_t errlen)
+/* -i / bs=: SIZE, or MIN:MAX:STEP (each op a random size MIN + k*STEP <= MAX). */
+int parse_io_size(const char *s, struct job *j, char *msg, size_t len)
 {
-	int cfg = who[0] != 0;
+	char a[64], b[64], c[64];
+	uint64_t lo, hi, st;
+
+	if (!strchr(s, ':')) {
+		if (parse_size(s, &hi) || hi == 0) {
+			snprintf(msg, len, "expected a size such as 4K or 1M, or MIN:MAX:STEP");
+			return -1;
+		}
+		j->io_size = j->io_min = hi;
+		j->io_step = 0;
+		return 0;
+	}
+	if (strlen(s) >= sizeof(a) || sscanf(s, "%63[^:]:%63[^:]:%63s", a, b, c) != 3 || strchr(c, ':') ||
+	    parse_size(a, &lo) || parse_size(b, &hi) || parse_size(c, &st)) {
+		snprintf(msg, len, "expected MIN:MAX:STEP sizes such as 4K:1M:4K");
+		return -1;
+	}
+	if (lo == 0 || st == 0 || hi < lo) {
+		snprintf(msg, len, "a range needs 0 < MIN <= MAX and STEP > 0");
+		return -1;
+	}
+	if ((hi - lo) % st) {
+		snprintf(msg, len, "MAX - MIN is not a multiple of STEP");
+		return -1;
+	}
+	j->io_min = lo;
+	j->io_size = hi;
+	j->io_step = hi == lo ? 0 : st;
+	return 0;
+}
+
+/* Names of a setting on the command line and in a job file, for messages. */
+static const char *const cli_name[O_COUNT] = {
+	"-x", "-I", "-w", "-i", "-s", "-o", "-B", "-n", "-d", "-D", "-f",
+	"-m", "-a", "-U", "-R", "-F", "-O", "-b", "-p", "-k", "-V", "-T" };
+static const char *const cfg_name[O_COUNT] = {
+	"xfer_type", "rw", "num_threads", "bs", "size", "start_offset", "io_depth", "numa_node", "gpu_dev_id",
+	"directory", "filename", "mem_type", "alignment_size", "unaligned_random", "fill_random",
+	"refill_buffer", "buffered", "skip_bufregister", "enable_nvlinks", "random_seed", "do_verify",
+	"runtime" };
+
+const char *job_opt_name(const struct job *j, enum job_opt o)
+{
+	return j->src ? cfg_name[o] : cli_name[o];
+}
+
+/* "-i: ..." on the command line; "FILE:LINE: [job1] bs: ..." for a job file
+ * (the line where the key was given, else the job's section header). */
+static void bad(const struct job *j, enum job_opt o, char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+static void bad(const struct job *j, enum job_opt o, char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (j->src)
+		n = snprintf(err, errlen, "%s:%d: [%s] %s: ", j->src, j->opt_line[o] ? j->opt_line[o] : j->line,
+			     j->name, cfg_name[o]);
+	else
+		n = snprintf(err, errlen, "%s: ", cli_name[o]);
+	if (n < 0 || (size_t)n >= errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+	va_end(ap);
+}
+
+#define BAD(o, ...) do { bad(j, o, err, errlen, __VA_ARGS__); return -1; } while (0)
+
+/* Checks one job and fills in what the files decide (size for reads). Returns
+ * -1 with a message for a usage error. */
+int job_validate(struct job *j, char *err, size_t errlen)
+{
 	int odirect, write = io_is_write(j->io_type);
 	struct stat st;
 
@@ -106,17 +164,57 @@ int job_validate(struct job *j, const char *who, char *err, size_t errlen)
 		BAD(O_IO, "%d is not an I/O type (0 read, 1 write, 2 randread, 3 randwrite)", j->io_type);
 	if (j->threads < 1 || j->threads > GDS_MAX_THREADS)
 		BAD(O_THREADS, "%d threads: give 1..%d", j->threads, GDS_MAX_THREADS);
-	odirect = j->xfer != 4;
+	odirect = j->xfer != 4 && !j->buffered;
 	if (j->io_size == 0)
 		BAD(O_IOSIZE, "the I/O size must be > 0");
 	if (j->io_size > (1ull << 30))
 		BAD(O_IOSIZE, "%llu bytes: at most 1 GiB per I/O", (unsigned long long)j->io_size);
-	if ((odirect || j->verify) && j->io_size % GDS_SECTOR)
+	if (!j->io_min || j->io_min > j->io_size)
+		j->io_min = j->io_size;
+	if ((odirect || j->verify) &&
+	    (j->io_size % GDS_SECTOR || j->io_min % GDS_SECTOR || j->io_step % GDS_SECTOR))
 		BAD(O_IOSIZE, "%llu bytes is not a multiple of 4 KiB, which %s needs",
-		    (unsigned long long)j->io_size, odirect ? "O_DIRECT" : "-V verify");
+		    (unsigned long long)(j->io_size % GDS_SECTOR ? j->io_size
+					 : j->io_min % GDS_SECTOR ? j->io_min : j->io_step),
+		    odirect ? "O_DIRECT" : "verify");
 	if ((odirect || j->verify) && j->offset % GDS_SECTOR)
 		BAD(O_OFFSET, "%llu is not a multiple of 4 KiB, which %s needs", (unsigned long long)j->offset,
-		    odirect ? "O_DIRECT" : "-V verify");
+		    odirect ? "O_DIRECT" : "verify");
+	if (j->align) {
+		if (!io_is_rand(j->io_type))
+			BAD(O_ALIGN, "the alignment of random offsets applies to random I/O (randread, randwrite) only");
+		if (j->unaligned)
+			BAD(O_ALIGN, "%s and %s both set the alignment of random offsets; give one",
+			    job_opt_name(j, O_ALIGN), job_opt_name(j, O_UNALIGNED));
+		if ((odirect || j->verify) && j->align % GDS_SECTOR)
+			BAD(O_ALIGN, "%llu is not a multiple of 4 KiB, which %s needs (%s gives 512-byte offsets)",
+			    (unsigned long long)j->align, odirect ? "O_DIRECT" : "verify",
+			    job_opt_name(j, O_UNALIGNED));
+		if (j->align > (1ull << 30))
+			BAD(O_ALIGN, "%llu bytes: at most 1 GiB", (unsigned long long)j->align);
+	}
+	if (j->unaligned) {
+		if (!io_is_rand(j->io_type))
+			BAD(O_UNALIGNED, "unaligned offsets apply to random I/O (randread, randwrite) only");
+		if (j->verify)
+			BAD(O_UNALIGNED, "unaligned offsets cannot be verified (the pattern is per 4 KiB sector); drop %s",
+			    job_opt_name(j, O_VERIFY));
+	}
+	if (j->refill) {
+		if (!io_is_write(j->io_type))
+			BAD(O_REFILL, "refilling the buffer before each write applies to writes (write, randwrite) only");
+		j->fill_random = 1;
+	}
+	if (j->fill_random && j->verify)
+		BAD(j->refill ? O_REFILL : O_FILL, "random buffer contents cannot be verified; drop %s or %s",
+		    job_opt_name(j, j->refill ? O_REFILL : O_FILL), job_opt_name(j, O_VERIFY));
+	if (j->mem_type < 0 || j->mem_type > 4)
+		BAD(O_MEM, "%d is not a memory type (0 cudaMalloc, 1 cuMem, 2 cudaMallocHost, 3 malloc, 4 mmap)",
+		    j->mem_type);
+	if (j->mem_type && j->xfer != 0 && j->xfer != 5 && j->xfer != 6)
+		BAD(O_MEM, "memory types apply to the cuFile transfer types (0, 5, 6) only, as in gdsio");
+	if (j->mem_type == 1)
+		BAD(O_MEM, "1 (cuMem, the CUDA driver's virtual memory API) is not built into gdsbench; use 0, 2, 3 or 4");
 	if (j->depth < 0 || j->depth > GDS_MAX_DEPTH)
 		BAD(O_DEPTH, "%d: give 1..%d", j->depth, GDS_MAX_DEPTH);
 	if (j->depth && j->xfer != 5 && j->xfer != 6)
@@ -130,10 +228,13 @@ int job_validate(struct job *j, const char *who, char *err, size_t errlen)
 		if (access(p, F_OK) != 0)
 			BAD(O_NUMA, "NUMA node %d does not exist on this machine (%s)", j->numa, p);
 	}
-	if (!j->dir[0] && !j->file[0])
-		BAD(cfg ? O_DIR : O_FILE, "give a target: -D directory or -f file");
+	if (!j->dir[0] && !j->file[0]) {
+		if (j->src)
+			BAD(O_DIR, "the job has neither a directory nor a filename");
+		BAD(O_FILE, "give a target: -D directory or -f file");
+	}
 	if (j->dir[0] && j->file[0])
-		BAD(O_DIR, "-D and -f cannot be used together");
+		BAD(O_DIR, "%s and %s cannot be used together", job_opt_name(j, O_DIR), job_opt_name(j, O_FILE));
 
 	if (j->dir[0]) {
 		uint64_t smallest = UINT64_MAX;
@@ -217,190 +318,4 @@ int job_validate(struct job *j, const char *who, char *err, size_t errlen)
 		BAD(O_THREADS, "%d threads share %s: it holds only %llu I/Os of %llu bytes", j->threads, j->file,
 		    (unsigned long long)(j->file_size / j->io_size), (unsigned long long)j->io_size);
 	return 0;
-}
-
-/* ---- config files ---- */
-
-static char *trim(char *s)
-{
-	char *e;
-
-	while (isspace((unsigned char)*s))
-		s++;
-	e = s + strlen(s);
-	while (e > s && isspace((unsigned char)e[-1]))
-		*--e = 0;
-	return s;
-}
-
-static int set_key(struct job *j, const char *k, const char *v, char *msg, size_t len)
-{
-	uint64_t u;
-	double d;
-
-#define NEED(cond, what) do { if (!(cond)) { snprintf(msg, len, "%.60s=%.200s: %s", k, v, what); return -1; } } while (0)
-	if (!strcmp(k, "name")) {
-		snprintf(j->name, sizeof(j->name), "%.63s", v);
-	} else if (!strcmp(k, "xfer_type")) {
-		NEED(parse_uint(v, 100, &u) == 0, "expected a transfer type number");
-		j->xfer = (int)u;
-	} else if (!strcmp(k, "rw")) {
-		if (!strcmp(v, "read")) j->io_type = IO_READ;
-		else if (!strcmp(v, "write")) j->io_type = IO_WRITE;
-		else if (!strcmp(v, "randread")) j->io_type = IO_RANDREAD;
-		else if (!strcmp(v, "randwrite")) j->io_type = IO_RANDWRITE;
-		else NEED(0, "expected read, write, randread or randwrite");
-	} else if (!strcmp(k, "bs")) {
-		NEED(!strchr(v, ':'), "block size ranges (start:end:step) are not supported");
-		NEED(parse_size(v, &j->io_size) == 0, "expected a size such as 4k or 1M");
-	} else if (!strcmp(k, "size")) {
-		NEED(parse_size(v, &j->file_size) == 0, "expected a size such as 500M or 1G");
-	} else if (!strcmp(k, "offset") || !strcmp(k, "start_offset")) {
-		NEED(parse_size(v, &j->offset) == 0, "expected a size");
-	} else if (!strcmp(k, "runtime")) {
-		NEED(parse_seconds(v, &d) == 0, "expected seconds");
-		j->duration = d;
-	} else if (!strcmp(k, "numa_node")) {
-		NEED(parse_uint(v, 4095, &u) == 0, "expected a NUMA node number");
-		j->numa = (int)u;
-	} else if (!strcmp(k, "gpu_dev_id")) {
-		NEED(parse_uint(v, 4095, &u) == 0, "expected a GPU index");
-		j->gpu = (int)u;
-	} else if (!strcmp(k, "num_threads")) {
-		NEED(parse_uint(v, GDS_MAX_THREADS, &u) == 0, "expected a thread count");
-		j->threads = (int)u;
-	} else if (!strcmp(k, "directory")) {
-		NEED(strlen(v) < sizeof(j->dir), "path too long");
-		snprintf(j->dir, sizeof(j->dir), "%s", v);
-	} else if (!strcmp(k, "filename")) {
-		NEED(strlen(v) < sizeof(j->file), "path too long");
-		snprintf(j->file, sizeof(j->file), "%s", v);
-	} else if (!strcmp(k, "do_verify")) {
-		NEED(!strcmp(v, "0") || !strcmp(v, "1"), "expected 0 or 1");
-		j->verify = v[0] == '1';
-	} else if (!strcmp(k, "seed") || !strcmp(k, "random_seed")) {
-		NEED(parse_uint(v, UINT64_MAX, &j->seed) == 0, "expected a number");
-	} else if (!strcmp(k, "batch_size") || !strcmp(k, "iodepth")) {
-		NEED(parse_uint(v, GDS_MAX_DEPTH, &u) == 0 && u > 0, "expected 1..1024");
-		j->depth = (int)u;
-	} else {
-		snprintf(msg, len, "unknown key '%s'", k);
-		return -1;
-	}
-	return 0;
-#undef NEED
-}
-
-struct kv {
-	int line;
-	int section;	/* -1 global, else job index */
-	char key[64];
-	char val[PATH_MAX];
-};
-
-int config_parse(const char *path, struct job *jobs, int max, int *njobs, char *err, size_t errlen)
-{
-	FILE *f = fopen(path, "r");
-	char line[PATH_MAX + 128];
-	struct kv *kvs = NULL;
-	int nkv = 0, cap = 0, lineno = 0, section = -2, n = 0, rc = -1;
-	char names[GDS_MAX_JOBS][64];
-
-	if (!f) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return -1;
-	}
-	while (fgets(line, sizeof(line), f)) {
-		char *s, *eq;
-
-		lineno++;
-		if (!strchr(line, '\n') && !feof(f)) {
-			snprintf(err, errlen, "%s:%d: line too long", path, lineno);
-			goto out;
-		}
-		s = trim(line);
-		if (!*s || *s == '#' || *s == ';')
-			continue;
-		if (*s == '[') {
-			char *e = strchr(s, ']');
-
-			if (!e || e[1] || e == s + 1) {
-				snprintf(err, errlen, "%s:%d: malformed section header '%s'", path, lineno, s);
-				goto out;
-			}
-			*e = 0;
-			if (!strcmp(s + 1, "global")) {
-				section = -1;
-			} else {
-				if (n >= max) {
-					snprintf(err, errlen, "%s:%d: more than %d jobs", path, lineno, max);
-					goto out;
-				}
-				snprintf(names[n], sizeof(names[n]), "%.63s", s + 1);
-				section = n++;
-			}
-			continue;
-		}
-		eq = strchr(s, '=');
-		if (!eq) {
-			snprintf(err, errlen, "%s:%d: expected key=value, got '%s'", path, lineno, s);
-			goto out;
-		}
-		if (section == -2) {
-			snprintf(err, errlen, "%s:%d: '%s' before any [section]", path, lineno, s);
-			goto out;
-		}
-		*eq = 0;
-		if (nkv == cap) {
-			struct kv *nk = realloc(kvs, sizeof(*kvs) * (size_t)(cap ? cap * 2 : 32));
-
-			if (!nk) {
-				snprintf(err, errlen, "out of memory");
-				goto out;
-			}
-			kvs = nk;
-			cap = cap ? cap * 2 : 32;
-		}
-		kvs[nkv].line = lineno;
-		kvs[nkv].section = section;
-		snprintf(kvs[nkv].key, sizeof(kvs[nkv].key), "%s", trim(s));
-		snprintf(kvs[nkv].val, sizeof(kvs[nkv].val), "%s", trim(eq + 1));
-		nkv++;
-	}
-	if (ferror(f)) {
-		snprintf(err, errlen, "%s: read error", path);
-		goto out;
-	}
-	if (n == 0) {
-		snprintf(err, errlen, "%s: no [job] section", path);
-		goto out;
-	}
-	/* Each job: defaults <- [global] <- its own section, whatever the order in the file. */
-	for (int i = 0; i < n; i++) {
-		struct job base = jobs[i];
-
-		for (int pass = 0; pass < 2; pass++) {
-			for (int k = 0; k < nkv; k++) {
-				char msg[PATH_MAX + 64];
-
-				if (kvs[k].section != (pass == 0 ? -1 : i))
-					continue;
-				if (pass == 0 && !strcmp(kvs[k].key, "name"))
-					continue;	/* [global] name= names the run, not each job */
-				if (set_key(&base, kvs[k].key, kvs[k].val, msg, sizeof(msg)) != 0) {
-					snprintf(err, errlen, "%s:%d: %s", path, kvs[k].line, msg);
-					goto out;
-				}
-			}
-		}
-		if (!base.name[0])
-			snprintf(base.name, sizeof(base.name), "%.63s", names[i]);
-		jobs[i] = base;
-	}
-	*njobs = n;
-	rc = 0;
-out:
-	free(kvs);
-	fclose(f);
-	return rc;
 }

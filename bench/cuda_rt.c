@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -110,6 +111,9 @@ static int cuda_load(char *err, size_t errlen)
 	}
 	CUDA_FUNCS(CU_LOAD)
 #undef CU_LOAD
+#define CU_LOAD_OPT(f) *(void **)&cu.f = sym(h, XSTR(f));
+	CUDA_OPT_FUNCS(CU_LOAD_OPT)
+#undef CU_LOAD_OPT
 	cu.cuda_loaded = 1;
 	return 0;
 }
@@ -349,7 +353,64 @@ int gpu_bind(struct worker *w)
 		werr(w, "cudaSetDevice(%d): %s", w->job->gpu, cuda_errstr(e));
 		return -1;
 	}
+	/* -p: peer access to every GPU that allows it (NVLink or PCIe P2P) */
+	for (int d = 0; w->job->nvlinks && d < cu.ndev; d++) {
+		int can = 0;
+
+		if (d == w->job->gpu)
+			continue;
+		if (!cu.cudaDeviceCanAccessPeer || !cu.cudaDeviceEnablePeerAccess) {
+			werr(w, "-p: %s lacks cudaDeviceEnablePeerAccess", cu.cudart_path);
+			return -1;
+		}
+		if (cu.cudaDeviceCanAccessPeer(&can, w->job->gpu, d) != cudaSuccess || !can)
+			continue;
+		e = cu.cudaDeviceEnablePeerAccess(d, 0);
+		if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) {
+			werr(w, "cudaDeviceEnablePeerAccess(GPU %d -> %d): %s", w->job->gpu, d, cuda_errstr(e));
+			return -1;
+		}
+	}
 	return 0;
+}
+
+/* -m: the I/O buffer in host memory for the cuFile types (2 cudaMallocHost,
+ * 3 malloc, 4 mmap) or on the GPU (0 cudaMalloc). */
+static int mem_is_host(const struct worker *w)
+{
+	return w->job->mem_type >= 2;
+}
+
+static cudaError_t buf_alloc(struct worker *w, void **p, size_t len)
+{
+	switch (w->job->mem_type) {
+	case 2:
+		return cu.cudaMallocHost(p, len);
+	case 3:
+		return posix_memalign(p, GDS_SECTOR, len) ? cudaErrorMemoryAllocation : cudaSuccess;
+	case 4:
+		*p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		return *p == MAP_FAILED ? (*p = NULL, cudaErrorMemoryAllocation) : cudaSuccess;
+	default:
+		return cu.cudaMalloc(p, len);
+	}
+}
+
+static void buf_free(struct worker *w, void *p, size_t len)
+{
+	switch (w->job->mem_type) {
+	case 2:
+		cu.cudaFreeHost(p);
+		break;
+	case 3:
+		free(p);
+		break;
+	case 4:
+		munmap(p, len);
+		break;
+	default:
+		cu.cudaFree(p);
+	}
 }
 
 /* The staging copy is pinned and copied on its own stream with an explicit
@@ -380,13 +441,18 @@ int gpu_slots_alloc(struct worker *w, int depth)
 		werr(w, "cudaStreamCreate: %s", cuda_errstr(e));
 		return -1;
 	}
-	e = cu.cudaMalloc(&g->dev, g->len);
+	e = buf_alloc(w, &g->dev, g->len);
 	if (e != cudaSuccess) {
+		static const char *const how[] = { "cudaMalloc", "cuMem", "cudaMallocHost", "malloc", "mmap" };
+
 		g->dev = NULL;
-		werr(w, "cudaMalloc(%zu) on GPU %d: %s", g->len, w->job->gpu, cuda_errstr(e));
+		werr(w, "%s(%zu) for GPU %d: %s", how[w->job->mem_type], g->len, w->job->gpu, cuda_errstr(e));
 		return -1;
 	}
-	cu.cudaMemset(g->dev, 0, g->len);
+	if (mem_is_host(w))
+		memset(g->dev, 0, g->len);
+	else
+		cu.cudaMemset(g->dev, 0, g->len);
 	for (int i = 0; i < depth; i++) {
 		w->slots[i].buf = (char *)g->dev + (size_t)i * io;
 		w->slots[i].host = (char *)g->staging + (size_t)i * io;
@@ -402,7 +468,7 @@ void gpu_slots_free(struct worker *w)
 	if (!g)
 		return;
 	if (g->dev)
-		cu.cudaFree(g->dev);
+		buf_free(w, g->dev, g->len);
 	if (g->staging)
 		cu.cudaFreeHost(g->staging);
 	if (g->copy)
@@ -416,7 +482,13 @@ void gpu_slots_free(struct worker *w)
 int gpu_to_host(struct worker *w, struct slot *s)
 {
 	struct gpu_base *g = w->priv;
-	cudaError_t e = cu.cudaMemcpyAsync(s->host, s->buf, s->len, cudaMemcpyDeviceToHost, g->copy);
+	cudaError_t e;
+
+	if (mem_is_host(w)) {
+		memcpy(s->host, s->buf, s->len);
+		return 0;
+	}
+	e = cu.cudaMemcpyAsync(s->host, s->buf, s->len, cudaMemcpyDeviceToHost, g->copy);
 
 	if (e == cudaSuccess)
 		e = cu.cudaStreamSynchronize(g->copy);
@@ -430,7 +502,13 @@ int gpu_to_host(struct worker *w, struct slot *s)
 int gpu_from_host(struct worker *w, struct slot *s)
 {
 	struct gpu_base *g = w->priv;
-	cudaError_t e = cu.cudaMemcpyAsync(s->buf, s->host, w->job->io_size, cudaMemcpyHostToDevice, g->copy);
+	cudaError_t e;
+
+	if (mem_is_host(w)) {
+		memcpy(s->buf, s->host, (size_t)w->job->io_size);
+		return 0;
+	}
+	e = cu.cudaMemcpyAsync(s->buf, s->host, w->job->io_size, cudaMemcpyHostToDevice, g->copy);
 
 	if (e == cudaSuccess)
 		e = cu.cudaStreamSynchronize(g->copy);
@@ -444,8 +522,11 @@ int gpu_from_host(struct worker *w, struct slot *s)
 int cufile_register_buf(struct worker *w)
 {
 	struct gpu_base *g = w->priv;
-	CUfileError_t fe = cu.cuFileBufRegister(g->dev, g->len, 0);
+	CUfileError_t fe;
 
+	if (w->job->skip_bufreg)
+		return 0;	/* -b: cuFile then moves the data through its own bounce buffers */
+	fe = cu.cuFileBufRegister(g->dev, g->len, 0);
 	if (fe.err != CU_FILE_SUCCESS) {
 		char b[160];
 

@@ -23,6 +23,9 @@
 	X(cuFileHandleRegister) X(cuFileHandleDeregister) X(cuFileBufRegister) \
 	X(cuFileBufDeregister) X(cuFileRead) X(cuFileWrite)
 
+/* Optional CUDA runtime calls (-p); callers check for NULL. */
+#define CUDA_OPT_FUNCS(X) X(cudaDeviceCanAccessPeer) X(cudaDeviceEnablePeerAccess)
+
 /* Optional: older libcufile releases lack some; callers check for NULL. */
 #define CUFILE_OPT_FUNCS(X) \
 	X(cuFileReadAsync) X(cuFileWriteAsync) X(cuFileStreamRegister) X(cuFileStreamDeregister) \
@@ -35,6 +38,7 @@
 #define CU_DECL(f) __typeof__(&f) f;
 struct cuapi {
 	CUDA_FUNCS(CU_DECL)
+	CUDA_OPT_FUNCS(CU_DECL)
 	CUFILE_FUNCS(CU_DECL)
 	CUFILE_OPT_FUNCS(CU_DECL)
 	int cuda_loaded, cufile_loaded, cufile_open;
@@ -56,7 +60,7 @@ const char *cuda_errstr(cudaError_t e);
 
 /* Every GPU engine's thread state starts with this (w->priv points to it). */
 struct gpu_base {
-	void *dev;		/* cudaMalloc: depth x io_size, one region */
+	void *dev;		/* cudaMalloc (or the -m host memory): depth x io_size, one region */
 	void *staging;		/* cudaMallocHost: host view for the verify pattern */
 	size_t len;
 	int registered;		/* cuFileBufRegister done */

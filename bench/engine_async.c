@@ -61,6 +61,8 @@ static int async_thread_init(struct worker *w)
 	if (getenv("GDSBENCH_ASYNC_FLAGS"))
 		flags = (unsigned)strtoul(getenv("GDSBENCH_ASYNC_FLAGS"), NULL, 0);
 	t->bufmode = bm && !strcmp(bm, "region") ? BUF_REGION : bm && !strcmp(bm, "unreg") ? BUF_UNREG : BUF_SLOT;
+	if (w->job->skip_bufreg)
+		t->bufmode = BUF_UNREG;	/* -b */
 	if (gpu_bind(w) != 0 || gpu_slots_alloc(w, depth) != 0)
 		return -1;
 	if (t->bufmode == BUF_REGION && cufile_register_buf(w) != 0)

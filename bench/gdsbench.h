@@ -90,7 +90,16 @@ struct result {
 	double cpu_s;			/* worker threads' CPU seconds in the timed window */
 	struct hist hist;
 	struct path_info path;
+	uint64_t len_min, len_max;	/* smallest and largest I/O done (-i MIN:MAX:STEP) */
 	char error[512];		/* the first worker error of the job ("" = none) */
+};
+
+/* The settings of a job, by their command-line option / job-file key, for
+ * messages (config.c names them; a job file records the line of each). */
+enum job_opt {
+	O_XFER, O_IO, O_THREADS, O_IOSIZE, O_SIZE, O_OFFSET, O_DEPTH, O_NUMA, O_GPU, O_DIR, O_FILE,
+	O_MEM, O_ALIGN, O_UNALIGNED, O_FILL, O_REFILL, O_BUFFERED, O_SKIPREG, O_NVLINK, O_SEED, O_VERIFY,
+	O_RUNTIME, O_COUNT
 };
 
 /* One job: the command line, or one [jobN] section of a gdsio config file. */
@@ -102,15 +111,29 @@ struct job {
 	int gpu;
 	int numa;		/* -1: no pinning */
 	uint64_t file_size;	/* per file (-D) or the region of the shared file (-f); 0 = from file */
-	uint64_t io_size;
+	uint64_t io_size;	/* the I/O size; with -i MIN:MAX:STEP the largest one */
+	uint64_t io_min, io_step;	/* -i MIN:MAX:STEP: each op's size is MIN + k*STEP <= io_size;
+				 * io_step 0: every op is io_size */
+	uint64_t align;		/* -a: random offsets are multiples of this; 0 = the I/O size */
+	int unaligned;		/* -U: random offsets on 512-byte, not 4 KiB, boundaries */
+	int fill_random;	/* -R: I/O buffers hold random bytes (from the seed), not the pattern */
+	int refill;		/* -F: new random bytes before each write */
+	int buffered;		/* -O 1: no O_DIRECT (page cache) */
+	int mem_type;		/* -m: 0 cudaMalloc (the only one built in) */
+	int skip_bufreg;	/* -b: no cuFileBufRegister */
+	int nvlinks;		/* -p: peer access to the other GPUs */
 	uint64_t offset;
 	double duration;	/* seconds; 0 = one pass */
+	int one_pass;		/* job file time_based=0: stop after one pass even with a runtime */
 	uint64_t seed;
 	int verify;
 	int depth;		/* -B: ops in flight per thread (queued engines); 0 = default */
 	char dir[PATH_MAX];
 	char file[PATH_MAX];
 	int file_base;		/* first per-thread file index in dir (config jobs sharing a dir) */
+	const char *src;	/* job file path (NULL: command line) */
+	int line;		/* job file: line of the [section] header */
+	int opt_line[O_COUNT];	/* job file: line where each setting was given (0 = default) */
 	const struct engine *eng;
 	struct result res;
 };
@@ -125,15 +148,18 @@ struct worker {
 	void *priv;		/* engine thread state */
 	int depth;
 	struct slot *slots;
-	/* offsets: sequential ops walk [seq_base, +seq_blocks*io), random ops pick
-	 * from [rnd_base, +rnd_blocks*io) */
-	uint64_t seq_base, seq_blocks, rnd_base, rnd_blocks, seq_next;
+	/* offsets: sequential ops walk [seq_base, +seq_len), random ops pick
+	 * from [rnd_base, +rnd_len) */
+	uint64_t seq_base, seq_len, rnd_base, rnd_len, seq_pos;
 	uint64_t rng;
-	uint64_t ops_target;	/* one-pass mode */
+	uint64_t fill_rng;	/* -R/-F buffer contents */
+	uint64_t pass_bytes;	/* one-pass mode: bytes to move */
+	uint64_t issued;	/* bytes of ops prepared so far */
 	uint64_t deadline;	/* ns; 0 = one pass */
 	/* results */
 	struct hist hist;
 	uint64_t bytes, ops, errors, verify_errors, t_end, cpu_ns;
+	uint64_t len_min, len_max;
 	uint64_t first_bad_off;
 	char err[512];
 	int failed;
@@ -180,6 +206,10 @@ int run_here(struct job *jobs, int njobs, const struct run_place *pl, int *run_r
 /* the run over nprocs forked processes, results merged into jobs[].res;
  * 0 ok, -1 run errors, -2 an engine could not start (messages printed) */
 int run_procs(struct job *jobs, int njobs, int nprocs, double *cpu_s, char *err, size_t errlen);
+/* worker processes when -P is not given: one per thread for large sequential
+ * cuFile I/O (-x 0, I/O size >= PROCS_DEFAULT_MIN_IO), else 1 */
+#define PROCS_DEFAULT_MIN_IO (256u << 10)
+int procs_default(const struct job *jobs, int njobs, int total_threads);
 
 /* path.mode / path.evidence (pathmode.c) */
 void path_begin(struct job *jobs, int njobs);
@@ -192,14 +222,27 @@ void path_merge(struct path_info *out, const struct path_info *in, int n, int np
 /* output (report.c) */
 const char *io_type_name(int t);
 void report_line(FILE *out, struct job *jobs, int njobs, struct result *agg);
+/* --dry-run: {"dry_run": true, "jobs": [...]} with each job's settings */
+int report_plan(FILE *f, const struct job *jobs, int njobs);
 /* "error" (a string) is written when error is non-empty: the reason of a failed run */
 int report_json(const char *dest, struct job *jobs, int njobs, struct result *agg, double cpu_s, int nprocs,
 		int exit_code, const char *error, char *err, size_t errlen);
 
-/* gdsio config files (config.c) */
-int config_parse(const char *path, struct job *jobs, int max, int *njobs, char *err, size_t errlen);
+/* values and job checks (config.c) */
 int parse_size(const char *s, uint64_t *out);
 int parse_uint(const char *s, uint64_t max, uint64_t *out);
-int job_validate(struct job *j, const char *who, char *err, size_t errlen);
+int parse_seconds(const char *s, double *out);
+/* SIZE or MIN:MAX:STEP into j->io_size/io_min/io_step; -1 with a reason in msg */
+int parse_io_size(const char *s, struct job *j, char *msg, size_t len);
+/* checks one job, fills in what the files decide (size for reads); -1 with
+ * the message of a usage error, naming the option (or FILE:LINE and key) */
+int job_validate(struct job *j, char *err, size_t errlen);
+/* "-D" on the command line, "directory" for a job file */
+const char *job_opt_name(const struct job *j, enum job_opt o);
+
+/* gdsio job files: [global] and [jobN] sections of key=value (jobfile.c).
+ * Each job starts from jobs[i] as given (the defaults), then [global], then
+ * its own section. Errors name the file and line. */
+int jobfile_parse(const char *path, struct job *jobs, int max, int *njobs, char *err, size_t errlen);
 
 #endif

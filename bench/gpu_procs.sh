@@ -8,7 +8,7 @@
 # 2. -P on the real stack: -x 0 / -x 6 writes and reads with -V, 4 processes;
 # 3. 8 x 1 GiB files; 1 MiB sequential reads, 8 workers, in GDSV_ROUNDS rounds
 #    whose order rotates each round:
-#      gdsbench -x 0 (8 threads, one process)
+#      gdsbench -x 0 -P 1 (8 threads, one process)
 #      gdsbench -x 0 -P 8 (8 processes, one thread each)
 #      gdsbench -x 6 -B 4 (8 threads)
 #      fio --ioengine=libcufile, 8 jobs = 8 processes (its default)
@@ -73,7 +73,7 @@ SEQ=(-D "$DATA/big" -d "$GPU" -w 8 -i 1M -I 0 -T "$T")
 CUFILE=(--ioengine=libcufile --cuda_io=cufile --gpu_dev_ids="$GPU")
 variant() {	# variant INDEX ROUND
 	case $1 in
-	0) gds "seq-x0-r$2" "${SEQ[@]}" -x 0 ;;
+	0) gds "seq-x0-r$2" "${SEQ[@]}" -x 0 -P 1 ;;
 	1) gds "seq-x0-P$NP-r$2" "${SEQ[@]}" -x 0 -P "$NP" ;;
 	2) gds "seq-x6-r$2" "${SEQ[@]}" -x 6 -B 4 ;;
 	3) fio_seq "seq-fio-cufile-r$2" "${CUFILE[@]}" ;;
@@ -85,7 +85,7 @@ for round in $(seq 1 "$ROUNDS"); do
 	for k in 0 1 2 3; do variant $(( (k + round - 1) % 4 )) "$round"; done
 done
 gds "seq-x6-P$NP" "${SEQ[@]}" -x 6 -B 4 -P "$NP"
-gds "seq-x0-nopario" "${SEQ[@]}" -x 0 --cufile-param parallel_io=false
+gds "seq-x0-nopario" "${SEQ[@]}" -x 0 -P 1 --cufile-param parallel_io=false
 fio_seq "seq-fio-cufile-thread" "${CUFILE[@]}" --thread
 
 say "random 4 KiB reads, 32 workers over $F0 ($BIG), ${T}s each"

@@ -18,6 +18,8 @@
 #    (.peers/carry/fio-cufile, or built from .peers/carry/fio_*.orig.tar.gz)
 #    and KvikIO's single_node_io benchmark (.whl/);
 # 6. prints one table (also $OUT/table.txt) and keeps every JSON record.
+# `seq-x0` runs 8 threads (-P 1), `seq-x0-default` gdsbench's default for this job (8
+# processes). Writes against the peers and the rounds' ratio table: bench/side_by_side.sh.
 #
 # Exit status: 0 when every run that had to pass passed; 1 otherwise, each
 # failed run named at the end (a diagnostic expected to fail never fails it).
@@ -99,11 +101,12 @@ ROUNDS=${GDSV_ROUNDS:-2}
 for round in $(seq 1 "$ROUNDS"); do
 	gds "seq-x1-r$round" -D "$DATA/big" -w 8 -i 1M -x 1 -I 0 -T "$T"
 	fio_run "seq-fio-psync-r$round" --ioengine=psync
-	gds "seq-x0-r$round" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 0 -I 0 -T "$T"
+	gds "seq-x0-r$round" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 0 -I 0 -T "$T" -P 1
+	gds "seq-x0-default-r$round" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 0 -I 0 -T "$T"
 	fio_run "seq-fio-cufile-r$round" --ioengine=libcufile --cuda_io=cufile --gpu_dev_ids="$GPU"
 	gds "seq-x6-r$round" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 6 -I 0 -T "$T" -B "${GDSV_SEQ_B6:-4}"
 	fio_run "seq-fio-cufile-thread-r$round" --ioengine=libcufile --cuda_io=cufile --gpu_dev_ids="$GPU" --thread
-	gds "seq-x0-iothr-r$round" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 0 -I 0 -T "$T" --cufile-param max_io_threads=32
+	gds "seq-x0-iothr-r$round" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 0 -I 0 -T "$T" -P 1 --cufile-param max_io_threads=32
 done
 gds "seq-x5" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 5 -I 0 -T "$T" -B "${GDSV_SEQ_B5:-4}"
 gds "seq-x2" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 2 -I 0 -T "$T"

@@ -1,4 +1,4 @@
-/* gdsbench: command line (gdsio-compatible), config files, the run, output.
+/* gdsbench: command line (gdsio-compatible), job files, the run, output.
  * Exit codes: 0 ok; 1 runtime failure (I/O error, verify mismatch, GPU stack
  * missing; the text line and JSON are still written when the run happened);
  * 2 usage error (bad option or value, missing target; nothing was run). */
@@ -18,7 +18,7 @@
 static void usage(FILE *f)
 {
 	fputs("usage: gdsbench -f FILE | -D DIR -x XFER -I IOTYPE [options]\n"
-	      "       gdsbench [--json FILE] CONFIG.gdsio\n"
+	      "       gdsbench [--json FILE] [-P N] JOBFILE.gdsio   ([global] and [jobN] sections, gdsio's format)\n"
 	      "\n"
 	      "  -f FILE     one file shared by all threads (split into per-thread regions)\n"
 	      "  -D DIR      one file per thread, DIR/gdsbench.N (reads need an earlier write run)\n"
@@ -29,20 +29,35 @@ static void usage(FILE *f)
 	      "  -w N        threads (default 1)\n"
 	      "  -s SIZE     file size per thread file (-D) or region of the shared file (-f)\n"
 	      "  -i SIZE     I/O size (default 1M); a multiple of 4K for O_DIRECT types\n"
+	      "  -i MIN:MAX:STEP  each I/O a random size MIN + k*STEP up to MAX (e.g. 4K:1M:4K)\n"
 	      "  -o SIZE     start offset in the file(s) (default 0)\n"
+	      "  -a SIZE     random I/O: offsets are multiples of SIZE (default: the I/O size)\n"
+	      "  -U          random I/O: offsets on 512-byte boundaries, not 4 KiB ones\n"
+	      "  -R          fill the I/O buffers with random bytes (from -k) instead of the\n"
+	      "              verify pattern\n"
+	      "  -F          refill the buffer with new random bytes before each write (implies -R)\n"
+	      "  -O 0|1      1: buffered I/O (no O_DIRECT, through the page cache); 0: O_DIRECT (default)\n"
+	      "  -m TYPE     buffer memory of the cuFile types (0, 5, 6): 0 cudaMalloc (default),\n"
+	      "              2 cudaMallocHost, 3 malloc, 4 mmap (1 cuMem is not built in)\n"
+	      "  -b          cuFile types: do not register the buffers (cuFileBufRegister); CPU types ignore it\n"
+	      "  -p          GPU types: enable peer access from the job's GPU to the others (NVLink)\n"
 	      "  -T SECONDS  run for this long, wrapping around; default: one pass\n"
 	      "  -d GPU      GPU index (default 0)\n"
 	      "  -n NODE     pin threads and their buffers to this NUMA node\n"
-	      "  -k SEED     random seed for randread/randwrite offsets (default 1)\n"
+	      "  -k SEED     random seed for randread/randwrite offsets, I/O sizes and -R data (default 1)\n"
 	      "  -V          verify: reads check the pattern (offset-stamped 4K sectors) that\n"
 	      "              gdsbench writes; writes are read back and checked after the run\n"
 	      "  -B N        I/Os in flight per thread for xfer 5 (streams, default 8)\n"
 	      "              and 6 (two batches of N/2, default 4)\n"
-	      "  -P, --procs N  run the threads in N worker processes (default 1; an extension,\n"
-	      "              gdsio has none): each process opens its own CUDA context and cuFile\n"
-	      "              driver (as fio's default one process per job); I/O, text line and\n"
-	      "              JSON are the same, merged over the processes\n"
+	      "  -P, --procs N  run the threads in N worker processes (an extension, gdsio has\n"
+	      "              none): each process opens its own CUDA context and cuFile driver (as\n"
+	      "              fio's default one process per job); I/O, text line and JSON are the\n"
+	      "              same, merged over the processes. Default: one process per thread\n"
+	      "              (at most the online CPUs) for sequential -x 0 with -i 256K or more,\n"
+	      "              where threads of one cuFile instance move less; else 1\n"
 	      "  --json FILE write the JSON record to FILE ('-' = stdout; the text line then goes to stderr)\n"
+	      "  --dry-run   parse and check the options or job file as a run would, print the jobs\n"
+	      "              as JSON ({\"dry_run\": true, \"jobs\": [...]}) and run nothing\n"
 	      "  --cufile-stats N  cuFile stats level used for path evidence (default 3, 0 = off)\n"
 	      "  --cufile-param NAME=VALUE  set a cuFile execution/properties parameter before the\n"
 	      "              driver opens (max_io_threads, max_io_queue_depth, parallel_io, ...);\n"
@@ -80,7 +95,7 @@ static void job_defaults(struct job *j)
 	j->threads = 1;
 	j->gpu = 0;
 	j->numa = -1;
-	j->io_size = 1u << 20;
+	j->io_size = j->io_min = 1u << 20;
 	j->seed = 1;
 }
 
@@ -115,7 +130,7 @@ static void print_version(void)
 	}
 }
 
-/* Threads of config jobs that share a directory get distinct file numbers. */
+/* Threads of job-file jobs that share a directory get distinct file numbers. */
 static void assign_file_bases(struct job *jobs, int n)
 {
 	for (int i = 0; i < n; i++) {
@@ -162,13 +177,14 @@ int main(int argc, char **argv)
 		{ "cufile-stats", required_argument, NULL, 'S' },
 		{ "cufile-param", required_argument, NULL, 'C' },
 		{ "procs", required_argument, NULL, 'P' },
+		{ "dry-run", no_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'v' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static struct job jobs[GDS_MAX_JOBS];	/* static: usage-error returns leak nothing */
 	const char *json = NULL, *config = NULL;
-	int njobs = 1, job_opts = 0, c, rc, exit_code = 0, nprocs = 1, total_threads = 0;
+	int njobs = 1, job_opts = 0, c, rc, exit_code = 0, nprocs = 0, total_threads = 0, dry_run = 0;
 	char err[PATH_MAX + 512] = "", error[PATH_MAX + 512] = "";
 	struct result agg;
 	struct sigaction sa;
@@ -182,10 +198,10 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":f:D:d:n:w:s:i:x:I:T:k:o:B:P:Vh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":f:D:d:n:w:s:i:x:I:T:k:o:B:P:m:a:O:URFbpVh", longopts, NULL)) != -1) {
 		struct job *j = &jobs[0];
 
-		if (strchr("fDdnwsixITkoBV", c))
+		if (strchr("fDdnwsixITkoBmaOURFbpV", c))
 			job_opts++;
 		switch (c) {
 		case 'f':
@@ -218,8 +234,38 @@ int main(int argc, char **argv)
 				return usage_error("-s %s: expected a size such as 1G or 500M", optarg);
 			break;
 		case 'i':
-			if (parse_size(optarg, &j->io_size) || j->io_size == 0)
-				return usage_error("-i %s: expected a size such as 4K or 1M", optarg);
+			if (parse_io_size(optarg, j, err, sizeof(err)) != 0)
+				return usage_error("-i %s: %s", optarg, err);
+			break;
+		case 'a':
+			if (parse_size(optarg, &j->align) || j->align == 0)
+				return usage_error("-a %s: expected an alignment size such as 4K", optarg);
+			break;
+		case 'm':
+			if (parse_uint(optarg, 4, &u))
+				return usage_error("-m %s: expected a memory type 0..4 (0 cudaMalloc, 1 cuMem, "
+						   "2 cudaMallocHost, 3 malloc, 4 mmap)", optarg);
+			j->mem_type = (int)u;
+			break;
+		case 'O':
+			if (parse_uint(optarg, 1, &u))
+				return usage_error("-O %s: expected 0 (O_DIRECT) or 1 (buffered)", optarg);
+			j->buffered = (int)u;
+			break;
+		case 'U':
+			j->unaligned = 1;
+			break;
+		case 'R':
+			j->fill_random = 1;
+			break;
+		case 'F':
+			j->refill = 1;
+			break;
+		case 'b':
+			j->skip_bufreg = 1;
+			break;
+		case 'p':
+			j->nvlinks = 1;
 			break;
 		case 'o':
 			if (parse_size(optarg, &j->offset))
@@ -254,6 +300,9 @@ int main(int argc, char **argv)
 			break;
 		case 'J':
 			json = optarg;
+			break;
+		case 'N':
+			dry_run = 1;
 			break;
 		case 'S':
 #ifdef HAVE_CUDA
@@ -294,42 +343,47 @@ int main(int argc, char **argv)
 		config = argv[optind];
 	}
 
+	/* gdsio refuses these before anything else */
+	if (jobs[0].dir[0] && jobs[0].file[0])
+		return usage_error("-D and -f cannot be used together: -D DIR gives each thread a file, -f FILE is one shared file");
+
 	if (config) {
 		struct stat st;
 
 		if (job_opts)
-			return usage_error("%s: a config file cannot be combined with job options (-f -D -x -I ...)",
+			return usage_error("%s: a job file cannot be combined with job options (-f -D -x -I ...)",
 					   config);
 		if (stat(config, &st) != 0 || !S_ISREG(st.st_mode))
-			return usage_error("%s: no such config file", config);
-		if (config_parse(config, jobs, GDS_MAX_JOBS, &njobs, err, sizeof(err)) != 0)
+			return usage_error("%s: no such job file", config);
+		if (jobfile_parse(config, jobs, GDS_MAX_JOBS, &njobs, err, sizeof(err)) != 0)
 			return usage_error("%s", err);
 		assign_file_bases(jobs, njobs);
-		for (int i = 0; i < njobs; i++) {
-			char who[PATH_MAX + 80];
-
-			snprintf(who, sizeof(who), "%.4000s:[%.63s]", config, jobs[i].name);
-			if (jobs[i].xfer < 0)
-				return usage_error("%s xfer_type: missing", who);
-			if (jobs[i].io_type < 0)
-				return usage_error("%s rw: missing", who);
-			if (job_validate(&jobs[i], who, err, sizeof(err)) != 0)
+		for (int i = 0; i < njobs; i++)
+			if (job_validate(&jobs[i], err, sizeof(err)) != 0)
 				return usage_error("%s", err);
-		}
 	} else {
 		if (jobs[0].xfer < 0)
 			return usage_error("-x: give a transfer type");
 		if (jobs[0].io_type < 0)
 			return usage_error("-I: give an I/O type");
-		if (job_validate(&jobs[0], "", err, sizeof(err)) != 0)
+		if (job_validate(&jobs[0], err, sizeof(err)) != 0)
 			return usage_error("%s", err);
 	}
 
 	for (int i = 0; i < njobs; i++)
 		total_threads += jobs[i].threads;
+	if (nprocs == 0)
+		nprocs = procs_default(jobs, njobs, total_threads);
 	if (nprocs > total_threads)
 		return usage_error("-P %d: more worker processes than threads (%d); each process runs at least one",
 				   nprocs, total_threads);
+
+	/* --dry-run: the jobs as parsed and checked, to stdout; nothing is opened or run */
+	if (dry_run) {
+		for (int i = 0; i < njobs; i++)
+			jobs[i].eng = engine_get(jobs[i].xfer);
+		return report_plan(stdout, jobs, njobs) ? EXIT_RUNTIME : 0;
+	}
 
 	/* An unwritable --json target is a usage error, found before the run. */
 	if (json && strcmp(json, "-") != 0) {

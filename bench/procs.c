@@ -111,6 +111,33 @@ int run_here(struct job *jobs, int njobs, const struct run_place *pl, int *run_r
 	return 0;
 }
 
+/* ---- how many processes when -P is not given ---- */
+
+/* In cuFile's compat mode (no nvidia-fs, no P2PDMA) every cuFileRead/Write of
+ * a process goes through that process's one cuFile instance (its POSIX
+ * bounce-buffer pool, I/O threads and locks) and its one CUDA context.
+ * bench/probe/cufile_probe, the bare cuFileRead loop, moved 1.37x more with 8
+ * processes than with 8 threads of one process on 1 MiB sequential reads
+ * (1.27x on writes); more I/O threads, parallel_io off or unregistered
+ * buffers did not help the threads (bench/RESULTS.md section 9). So a job of
+ * large sequential cuFileRead/Write runs one process per thread (capped at
+ * the online CPUs), as fio's libcufile engine does by default. Small or
+ * random I/O stays in threads: there a CUDA context and a cuFile instance per
+ * process cost more than they gain (4 KiB random reads: 0.14x-0.3x with
+ * processes). -P 1 keeps threads for any job. */
+int procs_default(const struct job *jobs, int njobs, int total_threads)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int n = total_threads;
+
+	for (int i = 0; i < njobs; i++)
+		if (jobs[i].xfer != 0 || io_is_rand(jobs[i].io_type) || jobs[i].io_size < PROCS_DEFAULT_MIN_IO)
+			return 1;
+	if (cpus > 0 && n > cpus)
+		n = (int)cpus;
+	return n > 1 ? n : 1;
+}
+
 /* ---- worker processes ---- */
 
 struct procs_ctl {
@@ -357,6 +384,10 @@ int run_procs(struct job *jobs, int njobs, int nprocs, double *cpu_s, char *err,
 			r->errors += s->errors;
 			r->verify_errors += s->verify_errors;
 			r->cpu_s += s->cpu_s;
+			if (s->len_min && (!r->len_min || s->len_min < r->len_min))
+				r->len_min = s->len_min;
+			if (s->len_max > r->len_max)
+				r->len_max = s->len_max;
 			if (s->t_end > r->t_end)
 				r->t_end = s->t_end;
 			if (s->error[0] && !r->error[0])

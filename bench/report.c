@@ -39,28 +39,62 @@ static int all_same_xfer(const struct job *jobs, int n)
 	return 1;
 }
 
-/* IoType: READ XferType: GPUD Threads: 8 DataSetSize: 818796544/4096000(KiB)
+/* The I/O size of the line: the size given, or with -i MIN:MAX:STEP the mean
+ * size of the ops done (the line keeps gdsio's one integer). */
+static uint64_t line_io_size(const struct job *j, const struct result *r)
+{
+	return j->io_step && r->ops ? r->bytes / r->ops : j->io_size;
+}
+
+/* gdsio's result line, byte for byte:
+ * IoType: READ XferType: GPUD Threads: 8 DataSetSize: 818796544/4096000(KiB)
  * IOSize: 1024(KiB) Throughput: 6.524658 GiB/sec, Avg_Latency: 1197.370995 usecs
  * ops: 799606 total_time 119.679102 secs */
+static void one_line(FILE *out, const char *prefix, const char *io, const char *xfer, int threads,
+		     uint64_t dataset, uint64_t io_size, const struct result *r)
+{
+	double el = elapsed_s(r);
+
+	fprintf(out,
+		"%sIoType: %s XferType: %s Threads: %d DataSetSize: %llu/%llu(KiB) IOSize: %llu(KiB) "
+		"Throughput: %.6f GiB/sec, Avg_Latency: %.6f usecs ops: %llu total_time %.6f secs\n",
+		prefix, io, xfer, threads, (unsigned long long)(r->bytes / 1024), (unsigned long long)(dataset / 1024),
+		(unsigned long long)(io_size / 1024),
+		el > 0 ? (double)r->bytes / el / (1024.0 * 1024.0 * 1024.0) : 0.0, hist_mean(&r->hist) / 1000.0,
+		(unsigned long long)r->ops, el);
+}
+
+static int any_range(const struct job *jobs, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (jobs[i].io_step)
+			return 1;
+	return 0;
+}
+
+/* The run's line first, exactly as gdsio prints it for a job file (the
+ * aggregate); with several jobs, then one line per job, "NAME: " + the same
+ * format, so that a parser taking the first or the only "IoType:" line gets
+ * the total as from gdsio. */
 void report_line(FILE *out, struct job *jobs, int njobs, struct result *agg)
 {
 	uint64_t ds = 0;
 	int threads = 0;
-	double el = elapsed_s(agg);
 
 	for (int i = 0; i < njobs; i++) {
 		ds += dataset_bytes(&jobs[i]);
 		threads += jobs[i].threads;
 	}
-	fprintf(out,
-		"IoType: %s XferType: %s Threads: %d DataSetSize: %llu/%llu(KiB) IOSize: %llu(KiB) "
-		"Throughput: %.6f GiB/sec, Avg_Latency: %.6f usecs ops: %llu total_time %.6f secs\n",
-		all_same_io(jobs, njobs) ? io_type_name(jobs[0].io_type) : "MIXED",
-		all_same_xfer(jobs, njobs) ? jobs[0].eng->name : "MIXED", threads,
-		(unsigned long long)(agg->bytes / 1024), (unsigned long long)(ds / 1024),
-		(unsigned long long)(jobs[0].io_size / 1024),
-		el > 0 ? (double)agg->bytes / el / (1024.0 * 1024.0 * 1024.0) : 0.0,
-		hist_mean(&agg->hist) / 1000.0, (unsigned long long)agg->ops, el);
+	one_line(out, "", all_same_io(jobs, njobs) ? io_type_name(jobs[0].io_type) : "MIXED",
+		 all_same_xfer(jobs, njobs) ? jobs[0].eng->name : "MIXED", threads, ds,
+		 any_range(jobs, njobs) && agg->ops ? agg->bytes / agg->ops : jobs[0].io_size, agg);
+	for (int i = 0; njobs > 1 && i < njobs; i++) {
+		char prefix[80];
+
+		snprintf(prefix, sizeof(prefix), "%s: ", jobs[i].name);
+		one_line(out, prefix, io_type_name(jobs[i].io_type), jobs[i].eng->name, jobs[i].threads,
+			 dataset_bytes(&jobs[i]), line_io_size(&jobs[i], &jobs[i].res), &jobs[i].res);
+	}
 	fflush(out);
 }
 
@@ -168,7 +202,10 @@ static void json_job_extras(FILE *f, const char *ind, const struct job *j)
 	fprintf(f, ",\n%s\"name\": ", ind);
 	jstr(f, j->name);
 	fprintf(f, ",\n%s\"xfer_name\": ", ind);
-	jstr(f, j->eng->name);
+	if (j->eng)
+		jstr(f, j->eng->name);
+	else
+		fputs("null", f);	/* --dry-run of a GPU type in a build without CUDA */
 	fprintf(f, ",\n%s\"gpu\": %d,\n%s\"numa_node\": %d,\n%s\"file_size\": %llu,\n%s\"offset\": %llu", ind,
 		j->gpu, ind, j->numa, ind, (unsigned long long)j->file_size, ind, (unsigned long long)j->offset);
 	fprintf(f, ",\n%s\"dataset_bytes\": %llu", ind, (unsigned long long)dataset_bytes(j));
@@ -179,8 +216,39 @@ static void json_job_extras(FILE *f, const char *ind, const struct job *j)
 	jnum(f, j->duration);
 	fprintf(f, ",\n%s\"seed\": %llu,\n%s\"verify\": %s", ind, (unsigned long long)j->seed, ind,
 		j->verify ? "true" : "false");
-	if (j->eng->flags & ENG_QUEUED)
+	if (j->eng && (j->eng->flags & ENG_QUEUED))
 		fprintf(f, ",\n%s\"iodepth\": %d", ind, j->depth);
+	fprintf(f, ",\n%s\"io_size_min\": %llu,\n%s\"io_size_step\": %llu", ind, (unsigned long long)j->io_min, ind,
+		(unsigned long long)j->io_step);
+	fprintf(f, ",\n%s\"io_size_done\": {\"min\": %llu, \"max\": %llu}", ind,
+		(unsigned long long)j->res.len_min, (unsigned long long)j->res.len_max);
+	fprintf(f, ",\n%s\"align\": %llu,\n%s\"unaligned\": %s,\n%s\"fill_random\": %s,\n%s\"refill\": %s",
+		ind, (unsigned long long)j->align, ind, j->unaligned ? "true" : "false", ind,
+		j->fill_random ? "true" : "false", ind, j->refill ? "true" : "false");
+	fprintf(f, ",\n%s\"buffered\": %s,\n%s\"mem_type\": %d,\n%s\"skip_bufregister\": %s,\n%s\"nvlinks\": %s",
+		ind, j->buffered ? "true" : "false", ind, j->mem_type, ind, j->skip_bufreg ? "true" : "false", ind,
+		j->nvlinks ? "true" : "false");
+	if (j->src)
+		fprintf(f, ",\n%s\"line\": %d", ind, j->line);
+}
+
+/* --dry-run: the jobs as parsed and checked, nothing run. */
+int report_plan(FILE *f, const struct job *jobs, int njobs)
+{
+	fputs("{\n  \"tool\": \"gdsbench\",\n  \"version\": \"" GDS_VERSION "\",\n  \"dry_run\": true,\n  \"jobs\": [", f);
+	for (int i = 0; i < njobs; i++) {
+		const struct job *j = &jobs[i];
+
+		fputs(i ? ", {\n" : "{\n", f);
+		fprintf(f, "    \"io_type\": \"%s\",\n    \"xfer_type\": %d,\n    \"threads\": %d,\n"
+			"    \"io_size_bytes\": %llu", io_keys[j->io_type], j->xfer, j->threads,
+			(unsigned long long)j->io_size);
+		json_job_extras(f, "    ", j);
+		fputs("\n  }", f);
+	}
+	fputs("]\n}\n", f);
+	fflush(f);
+	return ferror(f) ? -1 : 0;
 }
 
 int report_json(const char *dest, struct job *jobs, int njobs, struct result *agg, double cpu_s, int nprocs,

@@ -76,15 +76,48 @@ static uint64_t rng_next(uint64_t *s)
 	return z ^ (z >> 31);
 }
 
-static inline uint64_t next_offset(struct worker *w)
+/* The size of the next op: the I/O size, or a random MIN + k*STEP (-i MIN:MAX:STEP). */
+static inline size_t next_len(struct worker *w)
 {
 	const struct job *j = w->job;
 
-	if (io_is_rand(j->io_type))
-		return w->rnd_base + (rng_next(&w->rng) % w->rnd_blocks) * j->io_size;
-	if (w->seq_next >= w->seq_blocks)
-		w->seq_next = 0;	/* timed runs wrap around, as gdsio does */
-	return w->seq_base + (w->seq_next++) * j->io_size;
+	if (!j->io_step)
+		return (size_t)j->io_size;
+	return (size_t)(j->io_min + (rng_next(&w->rng) % ((j->io_size - j->io_min) / j->io_step + 1)) * j->io_step);
+}
+
+/* Random offsets: multiples of -a (default the I/O size), 512 bytes with -U,
+ * so that [off, off+len) stays inside the region. Sequential: the next bytes
+ * of the thread's region, wrapping around in timed runs as gdsio does; the op
+ * at the end of the region is cut to what is left. */
+static inline uint64_t next_offset(struct worker *w, size_t *len)
+{
+	const struct job *j = w->job;
+
+	if (io_is_rand(j->io_type)) {
+		uint64_t gran = j->unaligned ? 512 : j->align ? j->align : j->io_min;
+		uint64_t slots = (w->rnd_len - *len) / gran + 1;
+
+		return w->rnd_base + (rng_next(&w->rng) % slots) * gran;
+	}
+	if (w->seq_pos >= w->seq_len)
+		w->seq_pos = 0;
+	if (*len > w->seq_len - w->seq_pos)
+		*len = (size_t)(w->seq_len - w->seq_pos);
+	w->seq_pos += *len;
+	return w->seq_base + w->seq_pos - *len;
+}
+
+/* -R/-F buffer contents: splitmix64 words from the job's seed. */
+static void fill_random(void *buf, size_t len, uint64_t *state)
+{
+	unsigned char *p = buf;
+
+	for (size_t i = 0; i < len; i += 8) {
+		uint64_t v = rng_next(state);
+
+		memcpy(p + i, &v, len - i < 8 ? len - i : 8);
+	}
 }
 
 /* ---- NUMA pinning without libnuma: the node's cpulist + set_mempolicy ---- */
@@ -166,7 +199,7 @@ static int open_file(struct worker *w)
 	uint64_t need = j->offset + j->file_size;
 	struct stat st;
 
-	if (w->eng->flags & ENG_ODIRECT)
+	if ((w->eng->flags & ENG_ODIRECT) && !j->buffered)
 		flags |= O_DIRECT;
 	w->fd = open(w->path, flags | O_CLOEXEC, 0644);
 	if (w->fd < 0) {
@@ -221,16 +254,16 @@ static void count_error(struct worker *w, struct slot *s)
 
 struct wctx {
 	struct worker *w;
-	uint64_t *written;	/* -V writes: bit per block of the random area */
+	uint64_t *written;	/* -V writes: bit per 4 KiB sector of the random area */
 	uint64_t cpu0;
 };
 
-static inline void mark_written(struct wctx *c, uint64_t off)
+static inline void mark_written(struct wctx *c, uint64_t off, size_t len)
 {
 	struct worker *w = c->w;
-	uint64_t blk = (off - w->rnd_base) / w->job->io_size;
 
-	c->written[blk / 64] |= 1ull << (blk % 64);
+	for (uint64_t sec = (off - w->rnd_base) / GDS_SECTOR; len >= GDS_SECTOR; sec++, len -= GDS_SECTOR)
+		c->written[sec / 64] |= 1ull << (sec % 64);
 }
 
 static inline int prepare(struct wctx *c, struct slot *s)
@@ -238,10 +271,15 @@ static inline int prepare(struct wctx *c, struct slot *s)
 	struct worker *w = c->w;
 	const struct job *j = w->job;
 
-	s->off = next_offset(w);
-	s->len = j->io_size;
+	s->len = next_len(w);
+	s->off = next_offset(w, &s->len);
 	s->write = io_is_write(j->io_type);
-	if (s->write) {
+	w->issued += s->len;
+	if (s->write && j->refill) {
+		fill_random(s->host, s->len, &w->fill_rng);
+		if ((w->eng->flags & ENG_GPU) && w->eng->from_host(w, s) != 0)
+			return -1;
+	} else if (s->write && !j->fill_random) {
 		if (!(w->eng->flags & ENG_GPU)) {
 			pattern_stamp(s->host, s->len, s->off);
 		} else if (j->verify) {
@@ -267,9 +305,13 @@ static inline int complete(struct wctx *c, struct slot *s, uint64_t t_done)
 	}
 	w->ops++;
 	w->bytes += s->len;
+	if (s->len < w->len_min)
+		w->len_min = s->len;
+	if (s->len > w->len_max)
+		w->len_max = s->len;
 	if (j->verify) {
 		if (s->write) {
-			mark_written(c, s->off);
+			mark_written(c, s->off, s->len);
 		} else {
 			uint64_t bad, first = 0;
 
@@ -294,8 +336,8 @@ static void loop_sync(struct wctx *c)
 	struct slot *s = &w->slots[0];
 	uint64_t t0, t1;
 
-	for (uint64_t n = 0;; n++) {
-		if (!w->deadline && n >= w->ops_target)
+	for (;;) {
+		if ((!w->deadline || w->job->one_pass) && w->issued >= w->pass_bytes)
 			break;
 		if (prepare(c, s) != 0) {
 			w->failed = 1;
@@ -320,7 +362,6 @@ static void loop_queued(struct wctx *c)
 	struct slot **freel = calloc((size_t)depth, sizeof(*freel));
 	struct slot **batch = calloc((size_t)depth, sizeof(*batch));
 	struct slot **done = calloc((size_t)depth, sizeof(*done));
-	uint64_t issued = 0;
 
 	if (!freel || !batch || !done) {
 		werr(w, "out of memory");
@@ -335,7 +376,7 @@ static void loop_queued(struct wctx *c)
 		while (!stop && nfree > 0 && n < room) {
 			struct slot *s;
 
-			if (!w->deadline && issued >= w->ops_target)
+			if ((!w->deadline || w->job->one_pass) && w->issued >= w->pass_bytes)
 				break;
 			s = freel[--nfree];
 			if (prepare(c, s) != 0) {
@@ -345,7 +386,6 @@ static void loop_queued(struct wctx *c)
 				break;
 			}
 			batch[n++] = s;
-			issued++;
 		}
 		if (n) {
 			uint64_t t0 = now_ns();
@@ -418,21 +458,29 @@ static void verify_written(struct wctx *c)
 			close(fd);
 		return;
 	}
-	for (uint64_t blk = 0; blk < w->rnd_blocks; blk++) {
-		uint64_t off = w->rnd_base + blk * j->io_size, first = 0, bad;
+	/* runs of written sectors, read back in pieces of up to the I/O size */
+	for (uint64_t sec = 0, nsec = w->rnd_len / GDS_SECTOR; sec < nsec;) {
+		uint64_t off = w->rnd_base + sec * GDS_SECTOR, first = 0, bad;
+		size_t len = 0;
 		ssize_t r;
 
-		if (!(c->written[blk / 64] & (1ull << (blk % 64))))
+		while (sec < nsec && len < j->io_size && (c->written[sec / 64] & (1ull << (sec % 64)))) {
+			len += GDS_SECTOR;
+			sec++;
+		}
+		if (!len) {
+			sec++;
 			continue;
-		r = pread(fd, buf, j->io_size, (off_t)off);
-		if (r != (ssize_t)j->io_size) {
+		}
+		r = pread(fd, buf, len, (off_t)off);
+		if (r != (ssize_t)len) {
 			werr(w, "verify: read back %s at %llu: %s", w->path, (unsigned long long)off,
 			     r < 0 ? strerror(errno) : "short read");
 			w->failed = 1;
 			w->errors++;
 			break;
 		}
-		bad = pattern_check(buf, j->io_size, off, &first);
+		bad = pattern_check(buf, len, off, &first);
 		if (bad) {
 			if (!w->verify_errors)
 				w->first_bad_off = first;
@@ -467,7 +515,7 @@ static void *worker_main(void *arg)
 	else if (ok)
 		fopen_ok = 1;
 	if (ok && j->verify && io_is_write(j->io_type)) {
-		size_t words = (size_t)((w->rnd_blocks + 63) / 64);
+		size_t words = (size_t)((w->rnd_len / GDS_SECTOR + 63) / 64);
 
 		c.written = calloc(words ? words : 1, sizeof(uint64_t));
 		if (!c.written) {
@@ -480,7 +528,10 @@ static void *worker_main(void *arg)
 	for (int i = 0; ok && i < w->depth; i++) {
 		struct slot *s = &w->slots[i];
 
-		pattern_fill(s->host, j->io_size, 0);
+		if (j->fill_random)
+			fill_random(s->host, j->io_size, &w->fill_rng);
+		else
+			pattern_fill(s->host, j->io_size, 0);
 		if ((w->eng->flags & ENG_GPU) && w->eng->from_host(w, s) != 0)
 			ok = 0;
 	}
@@ -521,19 +572,23 @@ static void setup_regions(struct job *j, struct worker *w)
 
 	if (j->dir[0]) {
 		w->seq_base = w->rnd_base = j->offset;
-		w->seq_blocks = w->rnd_blocks = blocks;
+		w->seq_len = w->rnd_len = blocks * j->io_size;
 	} else {
 		uint64_t per = blocks / (uint64_t)j->threads;
 
 		w->seq_base = j->offset + (uint64_t)w->idx * per * j->io_size;
-		w->seq_blocks = per;
+		w->seq_len = per * j->io_size;
 		w->rnd_base = j->offset;
-		w->rnd_blocks = blocks;
+		w->rnd_len = blocks * j->io_size;
 	}
-	w->ops_target = w->seq_blocks;
-	w->seq_next = 0;
+	w->pass_bytes = w->seq_len;
+	w->seq_pos = w->issued = 0;
+	w->len_min = UINT64_MAX;
+	w->len_max = 0;
 	w->rng = j->seed ^ (0x5851f42d4c957f2dull * (uint64_t)(w->idx + 1)) ^
 		 ((uint64_t)j->file_base << 32);
+	/* -R data depends on the seed and the thread, not on the offsets drawn */
+	w->fill_rng = ~w->rng;
 }
 
 int run_worker_here(const struct run_place *pl, int k)
@@ -644,6 +699,10 @@ int run_jobs(struct job *jobs, int njobs, const struct run_place *pl, double *cp
 		r->errors += w->errors;
 		r->verify_errors += w->verify_errors;
 		r->cpu_s += (double)w->cpu_ns / 1e9;
+		if (w->ops && (!r->len_min || w->len_min < r->len_min))
+			r->len_min = w->len_min;
+		if (w->len_max > r->len_max)
+			r->len_max = w->len_max;
 		if (w->t_end > r->t_end)
 			r->t_end = w->t_end;
 		if (w->err[0] && !r->error[0])

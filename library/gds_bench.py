@@ -34,7 +34,8 @@ options:
         shared file (one of them unless C(skip)); C(gpu); C(numa); C(xfer_type) (gdsio numbering,
         default 0); C(io_type) (read, write, randread, randwrite); C(size) (per-thread file size,
         default 1G); C(io_size) (default 1M); C(threads) (default 8); C(procs) (worker processes,
-        gdsbench C(-P)); C(duration) (seconds, 0 = one pass); C(verify); C(seed).
+        gdsbench C(-P); when unset gdsbench chooses, one per thread for large sequential
+        C(xfer_type) 0 I/O); C(duration) (seconds, 0 = one pass); C(verify); C(seed).
       - C(thresholds) maps a metric to [reference, lower, upper, unit]; C(expect_path) is the I/O
         path GPU-direct jobs must take.
       - C(compare) is C({job, metric, as, threshold}), a ratio of this job's metric to another
@@ -228,8 +229,13 @@ def command(binary, job):
         cmd += ["-n", str(job["numa"])]
     if job.get("seed") is not None:
         cmd += ["-k", str(job["seed"])]
-    if int(job.get("procs") or 1) > 1:
-        cmd += ["-P", str(job["procs"])]  # worker processes: one cuFile instance each
+    if job.get("procs") is not None:
+        # worker processes, one cuFile instance each; unset: gdsbench's own choice (one per
+        # thread for large sequential GPU-direct jobs), so procs: 1 is passed to keep threads
+        procs = job["procs"]
+        if isinstance(procs, bool) or not str(procs).isdigit() or int(procs) < 1:
+            raise JobError("procs %r is not a number of worker processes (1 or more)" % (procs,))
+        cmd += ["-P", str(int(procs))]
     if job.get("verify"):
         cmd += ["-V"]
     return cmd + ["--json", "-"]

@@ -98,6 +98,18 @@ options:
     type: list
     elements: dict
     default: []
+  netfs_mounts:
+    description:
+      - The network mounts of the node (the C(mounts) of module gds_netfs). The client address of
+        each RDMA mount's NIC goes into C(properties.rdma_dev_addr_list) and, per file system,
+        into C(fs.<nfs|lustre|weka|gpfs|beegfs>.mount_table) (one entry per mount) where the
+        installed GDS version's cufile.json has that key, else into the section's
+        C(rdma_dev_addr_list). The key names are read from the toolkit's own cufile.json
+        (C(/usr/local/cuda/gds/cufile.json)), where commented keys list what the version knows.
+      - Keys of O(config) win; both address lists are kept in C(properties.rdma_dev_addr_list).
+    type: list
+    elements: dict
+    default: []
 notes:
   - Supports check mode and diff mode; check mode changes nothing and reports every difference.
 extends_documentation_fragment:
@@ -127,6 +139,15 @@ path:
   description: The file cuFile reads (O(path)).
   returned: always
   type: str
+gds_version:
+  description: The installed GDS (libcufile) version from the library's file name (C(libcufile.so.1.15.1) is C(1.15.1)), null when none is found.
+  returned: always
+  type: str
+remote_fs:
+  description: C({schema, mounts, notes}) for O(netfs_mounts) - C(schema) C({version, library, source, keys}) is the key
+    names used and where they were read, C(mounts) the mounts listed with their address, C(notes) why others were not.
+  returned: netfs_mounts not empty
+  type: dict
 layout:
   description: C(file), C(absent), C(symlink) (its target edited) or C(alternatives).
   returned: always
@@ -191,6 +212,7 @@ def main():
             raid_devices=dict(type="list", elements="str", default=[]),
             rdma_storage=dict(type="bool", default=False),
             rdma_nics=dict(type="list", elements="dict", default=[]),
+            netfs_mounts=dict(type="list", elements="dict", default=[]),
         ),
         supports_check_mode=True,
     )

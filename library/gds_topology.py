@@ -95,10 +95,14 @@ ansible_facts:
       type: complex
       contains:
         gpus:
-          description: NVIDIA GPUs (index, bdf, numa_node, device_id, switch, driver, name when NVML is used).
+          description:
+            - NVIDIA GPUs (index, bdf, numa_node, device_id, switch, driver, nics, nic_link, name when NVML is used).
+            - C(nics) lists every NIC by link class to the GPU, best first (then by name); C(nic_link) is the
+              class of the first, null without NICs.
           type: list
           elements: dict
-          sample: [{index: 0, bdf: "0000:07:00.0", numa_node: 0, device_id: "0x20b0", switch: "0000:05:00.0"}]
+          sample: [{index: 0, bdf: "0000:07:00.0", numa_node: 0, device_id: "0x20b0", switch: "0000:05:00.0",
+                    nics: [mlx5_0, mlx5_1], nic_link: PXB}]
         nvme:
           description:
             - NVMe namespaces (name, controller, controllers, bdf, numa_node, model, size_bytes, system, switch, paths).
@@ -111,12 +115,24 @@ ansible_facts:
                     paths: [{name: nvme0n1, controller: nvme0, bdf: "0000:08:00.0", switch: "0000:05:00.0"}]}]
         nics:
           description:
-            - RDMA devices on PCI (name, netdev, bdf, numa_node, switch, vfs).
+            - RDMA devices of /sys/class/infiniband (name, netdev, netdevs, bdf, numa_node, switch, vfs, fw_ver,
+              software, ports).
+            - C(ports) has one entry per C(ports/<n>/) directory, C({port, state, phys_state, rate_gbps, rate,
+              link_layer, netdev, gid}); C(state) and C(phys_state) without the kernel's number (C(ACTIVE),
+              C(LinkUp)), C(rate_gbps) a float from C(rate) (C(400 Gb/sec (4X NDR))), C(gid) GID 0 when set.
+            - A port's C(netdev) is the one its GID table names (RoCE), else the PCI function's netdev whose
+              C(dev_port)/C(dev_id) maps to it (IPoIB), as C(ibdev2netdev) finds them; C(netdevs) lists the ports'
+              netdevs and then the function's others; C(netdev) is the first.
+            - C(software) is true for rxe and siw devices, which have no PCI function of their own; they are placed
+              by the PCI function of their netdev (C(bdf)); one whose netdev has none is warned about and not listed.
             - SR-IOV virtual functions are not listed, even with an RDMA device of their own; C(vfs) is the
               number of virtual functions enabled on the physical function (0 without SR-IOV).
           type: list
           elements: dict
-          sample: [{name: mlx5_0, netdev: ib0, bdf: "0000:0c:00.0", numa_node: 0, vfs: 0}]
+          sample: [{name: mlx5_0, netdev: ibp12s0, netdevs: [ibp12s0], bdf: "0000:0c:00.0", numa_node: 0, vfs: 0,
+                    fw_ver: "20.39.1002", software: false,
+                    ports: [{port: 1, state: ACTIVE, phys_state: LinkUp, rate_gbps: 200.0, rate: "200 Gb/sec (4X HDR)",
+                             link_layer: InfiniBand, netdev: ibp12s0}]}]
         matrix:
           description: Link class between every pair of GPU<index>, NVMe names and NIC names (X on the diagonal).
           type: dict

@@ -200,26 +200,159 @@ def find_nvme(tree, system):
     return drives
 
 
-def find_nics(tree):
-    """RDMA devices (/sys/class/infiniband) on PCI, with their first network interface.
+# RDMA port attributes as drivers/infiniband/core/sysfs.c prints them: "4: ACTIVE",
+# "5: LinkUp", "400 Gb/sec (4X NDR)" (also "2.5 Gb/sec (1X SDR)").
+_NUMBERED = re.compile(r"^\s*\d+\s*:\s*(.+?)\s*$")
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec\b")
+_ZERO_GID = re.compile(r"^[0:]+$")
 
-    An SR-IOV virtual function (it has a ``physfn`` link) is no NIC of its own, even with its own
-    mlx5_N device: it is counted in ``vfs`` of its physical function's entry.
+
+def _numbered(text):
+    """"4: ACTIVE" -> "ACTIVE" (the kernel's "<n>: <name>"); other text as it is; None stays."""
+    if text is None:
+        return None
+    match = _NUMBERED.match(text)
+    return match.group(1) if match else text
+
+
+def port_rate_gbps(text):
+    """A port's ``rate`` file -> Gb/s as a float ("400 Gb/sec (4X NDR)" -> 400.0); None else."""
+    match = _RATE.match(text or "")
+    return float(match.group(1)) if match else None
+
+
+def _netdev_port(netdev_dir):
+    """The port (1-based) a netdev of an RDMA device's PCI function serves, as ibdev2netdev
+    computes it: the larger of ``dev_id`` (hex; older kernels) and ``dev_port``, plus one."""
+    numbers = []
+    for name, base in (("dev_id", 16), ("dev_port", 10)):
+        text = _read_text(os.path.join(netdev_dir, name))
+        try:
+            numbers.append(int(text, base) if text else 0)
+        except ValueError:
+            numbers.append(0)
+    return max(numbers) + 1
+
+
+def _pci_of_path(tree, path):
+    """The nearest PCI function at or above a sysfs directory (a virtio netdev sits below its
+    virtio device, which sits below the PCI function), or None."""
+    parts = path.split(os.sep)
+    for part in reversed(parts):
+        if part in tree.devices:
+            return part
+    return None
+
+
+def netdev_pci(tree, netdev, _seen=None):
+    """The PCI function behind a network interface: the one its sysfs directory sits below, else
+    (a bond, a VLAN, a bridge) that of its first lower device (``lower_*`` links); None."""
+    seen = _seen if _seen is not None else set()
+    if not netdev or netdev in seen:
+        return None
+    seen.add(netdev)
+    real, problem = resolve(os.path.join(tree.sysfs_root, "class", "net", netdev))
+    if problem is not None:
+        return None
+    found = _pci_of_path(tree, real)
+    if found is not None:
+        return found
+    for entry in _listdir(real):
+        if entry.startswith("lower_"):
+            found = netdev_pci(tree, entry[len("lower_"):], seen)
+            if found is not None:
+                return found
+    return None
+
+
+def _ib_ports(tree, ibdir, pci_netdevs):
+    """The ports of one RDMA device (``ports/<n>/``), each with the netdev that serves it.
+
+    The netdev is the one the kernel names in the port's GID table (``gid_attrs/ndevs/0``: RoCE,
+    soft RoCE), else the PCI function's netdev whose dev_port/dev_id maps to the port (IPoIB), as
+    ibdev2netdev finds them.
+    """
+    ports = []
+    base = os.path.join(ibdir, "ports")
+    for entry in _listdir(base):
+        if not entry.isdigit():
+            continue
+        pdir = os.path.join(base, entry)
+        number = int(entry)
+        netdev = _read_text(os.path.join(pdir, "gid_attrs", "ndevs", "0")) or None
+        if netdev is None:
+            netdev = next((name for name, port in pci_netdevs if port == number), None)
+        rate_text = _read_text(os.path.join(pdir, "rate"))
+        port = {
+            "port": number,
+            "state": _numbered(_read_text(os.path.join(pdir, "state"))),
+            "phys_state": _numbered(_read_text(os.path.join(pdir, "phys_state"))),
+            "rate_gbps": port_rate_gbps(rate_text),
+            "rate": rate_text,
+            "link_layer": _read_text(os.path.join(pdir, "link_layer")),
+            "netdev": netdev,
+        }
+        gid = _read_text(os.path.join(pdir, "gids", "0"))
+        if gid and not _ZERO_GID.match(gid):
+            port["gid"] = gid
+        ports.append(port)
+    if not ports:
+        tree.warnings.append("%s has no readable ports/<n>/ directory" % ibdir)
+    return ports
+
+
+def _pci_netdevs(tree, bdf):
+    """[(netdev, port)] of a PCI function, in name order (``ib0`` before its child ``ib0.8001``)."""
+    path = tree.devices[bdf].path
+    return [(name, _netdev_port(os.path.join(path, "net", name)))
+            for name in _listdir(os.path.join(path, "net"))]
+
+
+def find_nics(tree):
+    """RDMA devices (/sys/class/infiniband) with their ports, netdevs and firmware.
+
+    A hardware device is placed by its PCI function. A software device (rxe, siw: no ``device``
+    link, it lives in /sys/devices/virtual) is placed by the PCI function of the netdev it is
+    bound to (``software: true``, ``bdf`` that function); one on a netdev with no PCI function
+    below it (veth, loopback) cannot be placed and is warned about. An SR-IOV virtual function
+    (it has a ``physfn`` link) is no NIC of its own, even with its own mlx5_N device: it is
+    counted in ``vfs`` of its physical function's entry.
     """
     nics = []
     vf_of = {}
-    for name, _, bdf in _class_entries(tree, "infiniband"):
-        if bdf is None:
-            continue  # soft RoCE/iWARP devices have no PCI function of their own
-        physfn = tree.physfn(bdf)
-        if physfn is not None:
-            vf_of[name] = (bdf, physfn)
-            continue
+    for name, real, bdf in _class_entries(tree, "infiniband"):
+        software = bdf is None
+        if software:
+            ports = _ib_ports(tree, real, [])
+            bound = [p["netdev"] for p in ports if p["netdev"]]
+            parent = _read_text(os.path.join(real, "parent"))  # rxe's own attribute
+            if parent and parent not in bound:
+                bound.append(parent)
+            for port in ports:  # a GID table not filled yet: the device's own netdev serves it
+                if port["netdev"] is None and parent:
+                    port["netdev"] = parent
+            bdf = next((b for b in (netdev_pci(tree, nd) for nd in bound) if b is not None), None)
+            if bdf is None:
+                tree.warnings.append("%s is a software RDMA device on %s, which has no PCI device: "
+                                     "not listed as a NIC" % (name, ", ".join(bound) or "no netdev"))
+                continue
+            netdevs = bound
+        else:
+            physfn = tree.physfn(bdf)
+            if physfn is not None:
+                vf_of[name] = (bdf, physfn)
+                continue
+            pci_netdevs = _pci_netdevs(tree, bdf)
+            ports = _ib_ports(tree, real, pci_netdevs)
+            netdevs = [p["netdev"] for p in ports if p["netdev"]]
+            netdevs += [nd for nd, _ in pci_netdevs if nd not in netdevs]
+        netdevs = list(dict.fromkeys(netdevs))
         dev = tree.devices[bdf]
-        netdevs = _listdir(os.path.join(dev.path, "net"))
-        nics.append({"name": name, "netdev": netdevs[0] if netdevs else None, "bdf": bdf,
-                     "numa_node": dev.numa_node, "switch": tree.switch_of(bdf),
-                     "vfs": tree.num_vfs(bdf)})
+        nics.append({"name": name, "netdev": netdevs[0] if netdevs else None, "netdevs": netdevs,
+                     "bdf": bdf, "numa_node": dev.numa_node, "switch": tree.switch_of(bdf),
+                     "vfs": 0 if software else tree.num_vfs(bdf), "software": software,
+                     "fw_ver": _read_text(os.path.join(real, "fw_ver")) or None,
+                     "ports": ports})
     pfs = {n["bdf"] for n in nics}
     for name, (bdf, physfn) in sorted(vf_of.items()):
         if physfn not in pfs:
@@ -302,6 +435,17 @@ def _group_class(matrix, indices, drives):
     """The worst class between a group's GPUs and its drives (None without drives)."""
     ranks = [_CLASS_RANK[matrix["GPU%d" % i][d]] for i in indices for d in drives]
     return LINK_CLASSES[max(ranks)] if ranks else None
+
+
+def pair_nics(matrix, gpus, nics):
+    """Each GPU's NICs by link class, best first (then by name), as ``gpus[].nics``, and the
+    best class as ``gpus[].nic_link`` (None without NICs): the NIC on the GPU's own switch
+    first, the one GPUDirect RDMA should use."""
+    for gpu in gpus:
+        row = matrix["GPU%d" % gpu["index"]]
+        ranked = sorted(nics, key=lambda n: (_CLASS_RANK[row[n["name"]]], natural_key(n["name"])))
+        gpu["nics"] = [n["name"] for n in ranked]
+        gpu["nic_link"] = row[ranked[0]["name"]] if ranked else None
 
 
 def path_bridges(tree, gpus, nvme, nics):
@@ -400,6 +544,7 @@ def discover(sysfs_root="/sys", procfs_root="/proc", nvml_bus_ids=None):
     nvme = find_nvme(tree, system)
     nics = find_nics(tree)
     matrix = link_matrix(tree, gpus, nvme, nics)
+    pair_nics(matrix, gpus, nics)
     facts = {
         "gpus": gpus, "nvme": nvme, "nics": nics, "matrix": matrix,
         "groups": affinity_groups(matrix, gpus, nvme, nics),

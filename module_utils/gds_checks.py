@@ -203,7 +203,7 @@ MODE_DETAIL = {"nvfs": "GPUDirect through the nvidia-fs kernel module",
                "compat": "cuFile uses POSIX I/O through host memory: no GPUDirect"}
 
 
-def driver_checks(platform, mode, gpus=0, rw_stats=True, want_peermem=False, live=True, reboot_ok=False):
+def driver_checks(platform, mode, gpus=0, rw_stats=True, live=True, reboot_ok=False):
     """``driver: ...`` checks from the gds_platform facts: the NVIDIA module, the GDS mode and what
     it needs (nvidia-fs and its IO statistics, or the P2PDMA prerequisites and module options), the
     GPU peer-memory module for RDMA NICs, and the udev data cuFile needs for every data drive."""
@@ -244,21 +244,6 @@ def driver_checks(platform, mode, gpus=0, rw_stats=True, want_peermem=False, liv
         ok = multipath in MULTIPATH_OFF
         checks.append(check("driver: nvme_core multipath", "PASS" if ok else "WARN", "N", multipath,
                             None if ok else "gds-p2pdma.conf applies at the next boot" + reboot_note))
-    if want_peermem:
-        modules = platform.get("modules") or {}
-        name = modules.get("peermem")
-        loaded = bool(name) and bool((modules.get("loaded") or {}).get(name))
-        if loaded:
-            detail = None
-        elif not name:
-            detail = "GPUDirect RDMA to the NICs is unavailable"
-        elif not live:
-            detail = "written to modules-load.d; loads at the next boot"
-        else:
-            detail = None
-        checks.append(check("driver: GPU peer memory for RDMA NICs", "PASS" if loaded else "WARN",
-                            "nvidia_peermem or nv_peer_mem loaded",
-                            ("%s %s" % (name, "loaded" if loaded else "not loaded")) if name else "none shipped", detail))
     checks.append(udev_check(platform.get("udev") or {}))
     return checks
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import glob
 import ipaddress
 import json
 import os
@@ -855,10 +856,22 @@ def commission(params, check_mode=False):
     Returns ``(result, warnings)``; raises CufileError with a message that names the file, the
     line and column, or every offending key."""
     managed = params["config"]
+    root = params.get("root") or ""
+    remote = None
+    if params.get("netfs_mounts"):
+        schema = remote_schema(root, [NodePaths(root).resolve(params["path"])])
+        extra, listed, notes = remote_fs_keys(params["netfs_mounts"], schema)
+        # the role's keys win, except that both address lists count
+        addresses = list(dict.fromkeys(
+            list(((managed.get("properties") or {}).get("rdma_dev_addr_list")) or [])
+            + list(((extra.get("properties") or {}).get("rdma_dev_addr_list")) or [])))
+        managed = merge(extra, managed)
+        if addresses:
+            managed.setdefault("properties", {})["rdma_dev_addr_list"] = addresses
+        remote = {"schema": schema, "mounts": listed, "notes": notes}
     errors = validate(managed, params.get("extra_keys") or ())
     if errors:
         raise CufileError("invalid cuFile configuration: %s" % "; ".join(errors))
-    root = params.get("root") or ""
     result = configure(params["path"], managed, root=root,
                        alternative_path=params["alternative_path"],
                        priority=params["alternative_priority"],
@@ -885,4 +898,175 @@ def commission(params, check_mode=False):
                                      raid_devices=params.get("raid_devices") or (),
                                      rdma_storage=params.get("rdma_storage", False),
                                      rdma_nics=params.get("rdma_nics") or ())
+    result["gds_version"] = remote["schema"]["version"] if remote else gds_version(root)[0]
+    if remote:
+        policy = (managed.get("properties") or {}).get("rdma_load_balancing_policy")
+        result["checks"].append(remote_fs_check(remote["schema"], remote["mounts"], remote["notes"],
+                                                policy))
+        result["remote_fs"] = remote
     return result, warnings
+
+
+# --------------------------------------------------------------------------------------------
+# Remote file systems: rdma_dev_addr_list and fs.<type> sections from the network mounts
+# --------------------------------------------------------------------------------------------
+REMOTE_FS = ("nfs", "lustre", "weka", "gpfs", "beegfs")
+# Where the node has no cufile.json of its toolkit to read the key names from: what the GDS
+# documentation lists per file system.
+BUILTIN_REMOTE_KEYS = {
+    "properties": {"rdma_dev_addr_list", "rdma_load_balancing_policy"},
+    "fs.nfs": {"rdma_dev_addr_list", "mount_table"},
+    "fs.lustre": {"rdma_dev_addr_list", "mount_table"},
+    "fs.beegfs": {"rdma_dev_addr_list", "mount_table"},
+    "fs.weka": {"rdma_dev_addr_list", "mount_table"},
+    "fs.gpfs": {"rdma_dev_addr_list"},
+}
+# libcufile's file name carries the GDS version (libcufile.so.1.15.1 in CUDA 13.0); the soname
+# libcufile.so.0 does not.
+_LIBCUFILE = re.compile(r"libcufile\.so\.(\d+(?:\.\d+)+)$")
+_LIB_GLOBS = ("usr/local/cuda/targets/*/lib", "usr/local/cuda/lib64", "usr/local/cuda-*/targets/*/lib",
+              "usr/local/cuda-*/lib64", "usr/lib/*-linux-gnu", "usr/lib64")
+_TOOLKIT_CUFILE = ("usr/local/cuda/gds/cufile.json",)
+
+
+def gds_version(root=""):
+    """(version, node path) of the installed libcufile, from its file name; (None, None) when
+    none is installed. /usr/local/cuda (the toolkit selected) wins over other toolkits."""
+    paths = NodePaths(root)
+    for pattern in _LIB_GLOBS:
+        found = []
+        for path in glob.glob(os.path.join(paths.local("/"), pattern, "libcufile.so.*")):
+            match = _LIBCUFILE.search(path)
+            if match:
+                found.append((tuple(int(x) for x in match.group(1).split(".")), match.group(1), path))
+        if found:
+            best = max(found)
+            return best[1], paths.node(best[2])
+    return None, None
+
+
+def _matching_brace(text, start):
+    depth = 0
+    for pos in range(start, len(text)):
+        if text[pos] == "{":
+            depth += 1
+        elif text[pos] == "}":
+            depth -= 1
+            if depth == 0:
+                return pos
+    return len(text)
+
+
+def section_keys(text, dotted):
+    """The key names that a cufile.json text gives section ``dotted`` (``fs.nfs``), commented
+    ones included: NVIDIA's file lists the optional keys of its version as ``//"key" : ...``.
+    None when the text has no such section."""
+    start, end = 0, len(text)
+    for name in dotted.split("."):
+        match = re.compile(r'"%s"\s*:\s*\{' % re.escape(name)).search(text, start, end)
+        if not match:
+            return None
+        start = match.end() - 1
+        end = _matching_brace(text, start)
+        start += 1
+    keys, depth = set(), 0
+    for match in re.finditer(r'[{}]|"([A-Za-z0-9_]+)"\s*:', text[start:end]):
+        if match.group(0) == "{":
+            depth += 1
+        elif match.group(0) == "}":
+            depth -= 1
+        elif depth == 0:
+            keys.add(match.group(1))
+    return keys
+
+
+def remote_schema(root, candidates):
+    """{version, library, source, keys: {section: [key]}}: the key names of the installed GDS
+    version, read from its toolkit's cufile.json (or the node's, ``candidates`` being local
+    paths), else the documented ones (``source`` ``documentation``)."""
+    version, library = gds_version(root)
+    paths = NodePaths(root)
+    texts = [paths.local("/" + rel) for rel in _TOOLKIT_CUFILE] + list(candidates)
+    for path in texts:
+        try:
+            with open(path, "r") as handle:
+                text = handle.read()
+        except (OSError, UnicodeDecodeError):
+            continue
+        keys = {section: section_keys(text, section) for section in BUILTIN_REMOTE_KEYS}
+        if keys["properties"] is None or keys.get("fs.nfs") is None and keys.get("fs.lustre") is None:
+            continue  # not a cufile.json with the sections we need
+        return {"version": version, "library": library, "source": paths.node(os.path.realpath(path)),
+                "keys": {s: sorted((k or set()) & BUILTIN_REMOTE_KEYS[s]) for s, k in keys.items()}}
+    return {"version": version, "library": library, "source": "documentation",
+            "keys": {s: sorted(k) for s, k in BUILTIN_REMOTE_KEYS.items()}}
+
+
+def _ipv4(text):
+    try:
+        return isinstance(ipaddress.ip_address(text), ipaddress.IPv4Address)
+    except (TypeError, ValueError):
+        return False
+
+
+def remote_fs_keys(mounts, schema):
+    """(managed keys, listed, notes) for the network mounts cuFile reaches over RDMA: the client
+    address of each mount's NIC in properties.rdma_dev_addr_list and, per file system, in
+    ``mount_table`` (per mount) where the version has it, else in its ``rdma_dev_addr_list``."""
+    keys = {s: set(k) for s, k in schema["keys"].items()}
+    notes, listed, addresses, per_fs = [], [], [], {}
+    for mount in mounts or []:
+        where = mount.get("mountpoint")
+        fs = mount.get("fs")
+        if fs not in REMOTE_FS:
+            notes.append("%s: file system %r has no cufile.json section" % (where, fs))
+            continue
+        if not mount.get("rdma"):
+            notes.append("%s: %s transport, not RDMA" % (where, mount.get("transport") or "unknown"))
+            continue
+        address = mount.get("client_address")
+        if not _ipv4(address):
+            notes.append("%s: no IPv4 client address on %s (cuFile takes IPv4 only)"
+                         % (where, mount.get("netdev") or "its interface"))
+            continue
+        per_fs.setdefault(fs, []).append((where, address))
+        listed.append({"mountpoint": where, "fs": fs, "nic": mount.get("nic"), "address": address})
+        if address not in addresses:
+            addresses.append(address)
+    config = {}
+    if addresses and "rdma_dev_addr_list" in keys.get("properties", ()):
+        config["properties"] = {"rdma_dev_addr_list": addresses}
+    for fs, rows in sorted(per_fs.items()):
+        section_names = keys.get("fs." + fs, set())
+        section = {}
+        if "mount_table" in section_names:
+            table = {}
+            for where, address in rows:
+                entry = table.setdefault(where, {"rdma_dev_addr_list": []})
+                if address not in entry["rdma_dev_addr_list"]:
+                    entry["rdma_dev_addr_list"].append(address)
+            section["mount_table"] = table
+        elif "rdma_dev_addr_list" in section_names:
+            section["rdma_dev_addr_list"] = list(dict.fromkeys(a for _, a in rows))
+        else:
+            notes.append("fs.%s: this GDS version's cufile.json has no rdma_dev_addr_list or "
+                         "mount_table; the addresses are in properties.rdma_dev_addr_list only" % fs)
+        if section:
+            config.setdefault("fs", {})[fs] = section
+    return config, listed, notes
+
+
+def remote_fs_check(schema, listed, notes, policy):
+    """The ``cufile: remote file systems`` check."""
+    where = "libcufile %s" % schema["version"] if schema["version"] else "no libcufile found"
+    detail = ["key names of %s (from %s)" % (where, schema["source"])]
+    verdict = "PASS"
+    if policy is not None and "rdma_load_balancing_policy" not in schema["keys"].get("properties", ()):
+        verdict = "WARN"
+        detail.append("this version does not know properties.rdma_load_balancing_policy")
+    if notes:
+        detail.append("; ".join(notes))
+    return check("cufile: remote file systems", verdict,
+                 "RDMA mounts' NIC addresses in cufile.json",
+                 ", ".join("%s %s" % (m["mountpoint"], m["address"]) for m in listed) or "none",
+                 "; ".join(detail))

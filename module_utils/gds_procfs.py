@@ -66,7 +66,7 @@ def parse_mounts(text):
 
 
 def parse_mountinfo(text):
-    """/proc/self/mountinfo -> [{source, target, fstype, options, devno, root}].
+    """/proc/self/mountinfo -> [{source, target, fstype, options, devno, root, super_options}].
 
     ``36 35 259:2 / / rw,relatime shared:1 - ext4 /dev/root rw``: mount id, parent id,
     major:minor, root, mount point, options, optional fields up to ``-``, fstype, source, super
@@ -87,6 +87,8 @@ def parse_mountinfo(text):
             "options": fields[5].split(","),
             "devno": fields[2],
             "root": _unescape(fields[3]),
+            # the file system's own options (an NFS mount's proto, rsize, addr ...)
+            "super_options": fields[dash + 3].split(",") if len(fields) > dash + 3 else [],
         })
     return mounts
 

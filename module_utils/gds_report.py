@@ -9,13 +9,19 @@ place atomically and points ``latest`` at it.
 """
 from __future__ import annotations
 
+import datetime
 import html
 import json
 import os
+import re
 import shutil
+import statistics
 import tempfile
+import time
 import xml.etree.ElementTree as ET
 
+from ansible.module_utils.gds_files import backup_copy, natural_key, write_atomic
+from ansible.module_utils.gds_metrics import COMMISSION_FILE, DRIFT_FILE, commission_metrics, drift_metrics
 from ansible.module_utils.gds_thresholds import host_verdict
 
 VERDICTS = ("PASS", "WARN", "FAIL", "SKIP", "ERROR", "UNREACHABLE")
@@ -66,7 +72,7 @@ def host_document(name, data, state, required_areas=()):
                        "actual": 0, "detail": "the host recorded no checks"})
     verdict = host_verdict(c["verdict"] for c in checks)
     doc = {"host": name, "verdict": verdict, "checks": checks}
-    for key in ("platform", "topology", "arrays", "bench", "reboot_required", "raid_plan"):
+    for key in ("platform", "topology", "arrays", "bench", "reboot_required", "raid_plan", "rdma_bench"):
         if data.get(key) is not None:
             doc[key] = data[key]
     links = pcie_links(data.get("topology"), checks)
@@ -306,7 +312,8 @@ table{border-collapse:collapse;font-size:13px;margin:4px 0 12px} th,td{border:1p
 th{background:#eceff1} .badge{color:#fff;border-radius:3px;padding:1px 6px;font-size:12px;font-weight:600}
 .counts span{margin-right:10px} .chart .lbl{font-size:11px;text-anchor:end;fill:#37474f} .chart .val{font-size:11px;fill:#212121}
 .chart .note{font-size:10px;fill:#757575} td.detail{color:#555;max-width:420px}
-h4{font-size:13px;margin:10px 0 4px} tr.slow td{background:#ffebee;font-weight:600} p.slow{color:#c62828;font-weight:600;margin:4px 0}
+h4{font-size:13px;margin:10px 0 4px} .filters{margin:6px 0;font-size:13px} .filters label{margin-right:12px}
+a.up{font-size:12px;font-weight:400;margin-left:8px} td.problem{max-width:460px;color:#555} tr.slow td{background:#ffebee;font-weight:600} p.slow{color:#c62828;font-weight:600;margin:4px 0}
 """
 
 
@@ -317,20 +324,10 @@ def render_html(summary_doc, docs, title="GDS commissioning report"):
     out.append("<h1>%s</h1><div class=\"meta\">run %s &middot; started %s &middot; finished %s</div>"
                % (_e(title), _e(summary_doc["run_id"]), _e(summary_doc["started"]), _e(summary_doc["finished"])))
     out.append("<p class=\"counts\">%s</p>" % "".join("<span>%s %d</span>" % (_badge(k), v) for k, v in counts.items()))
-    out.append("<h2>Fleet</h2><table><tr><th>host</th><th>verdict</th><th>GPUs</th><th>data drives</th><th>groups</th>"
-               "<th>checks</th><th>reboot required</th></tr>")
-    for name, doc in sorted(docs.items()):
-        topo = doc.get("topology") or {}
-        tally = {}
-        for check in doc["checks"]:
-            tally[check["verdict"]] = tally.get(check["verdict"], 0) + 1
-        out.append("<tr><td><a href=\"#host-%s\">%s</a></td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>" % (
-            _e(name), _e(name), _badge(doc["verdict"]), len(topo.get("gpus") or []),
-            len([d for d in topo.get("nvme") or [] if not d.get("system")]), len(topo.get("groups") or []),
-            " ".join("%s&nbsp;%d" % (_e(k), v) for k, v in sorted(tally.items())), "yes" if doc.get("reboot_required") else "no"))
-    out.append("</table>")
-    for name, doc in sorted(docs.items()):
-        out.append("<h2 id=\"host-%s\">%s %s</h2>" % (_e(name), _e(name), _badge(doc["verdict"])))
+    out.append(fleet_html(docs))
+    for name, doc in sorted(docs.items(), key=lambda item: natural_key(item[0])):
+        out.append("<h2 id=\"host-%s\">%s %s <a class=\"up\" href=\"#fleet\">fleet</a></h2>"
+                   % (_e(name), _e(name), _badge(doc["verdict"])))
         rows = affinity_rows(doc)
         if rows:
             out.append("<h3>GPU / NVMe affinity</h3><table><tr><th>group</th><th>RAID array</th><th>GPU #</th><th>GPU PCIe</th>"
@@ -340,6 +337,7 @@ def render_html(summary_doc, docs, title="GDS commissioning report"):
                                                    ("group", "array", "gpus", "gpu_bus", "nvme", "nvme_bus", "nics", "link", "numa")))
             out.append("</table>")
         out.append(links_html(doc))
+        out.append(network_html(doc))
         bench = [c for c in doc["checks"] if c["name"].startswith("bench:")]
         health = [c for c in doc["checks"] if c["name"].startswith(HEALTH_AREAS)]
         settings = [c for c in doc["checks"] if c not in bench and c not in health]
@@ -365,8 +363,114 @@ def render_html(summary_doc, docs, title="GDS commissioning report"):
                     _num(rec.get("throughput_gib_s")), _num(rec.get("iops")), _num(lat.get("mean")),
                     _num(lat.get("p99")), (rec.get("path") or {}).get("mode", "-"))))
             out.append("</table>")
-    out.append("</body></html>\n")
+    out.append("<script>%s</script></body></html>\n" % FLEET_JS)
     return "".join(out)
+
+
+# Failing hosts first: the order of the fleet table.
+FLEET_ORDER = {"FAIL": 0, "ERROR": 1, "UNREACHABLE": 2, "WARN": 3, "PASS": 4}
+
+
+def fleet_status(doc):
+    """The host's verdict, or WARN for a PASS host with a WARN check (the fleet filter's values)."""
+    if doc["verdict"] == "PASS" and any(c["verdict"] == "WARN" for c in doc["checks"]):
+        return "WARN"
+    return doc["verdict"]
+
+
+def first_problem(doc):
+    """The first check that made the host what it is (a failing one, else a WARN), or None."""
+    for wanted in (("UNREACHABLE", "ERROR", "FAIL"), ("WARN",)):
+        for check in doc["checks"]:
+            if check["verdict"] in wanted:
+                return check
+    return None
+
+
+def platform_summary(docs):
+    """{platform: {hosts, PASS, WARN, FAIL, ERROR, UNREACHABLE}} (WARN: PASS hosts with a WARN)."""
+    out = {}
+    for doc in docs.values():
+        row = out.setdefault(doc.get("profile") or UNKNOWN_PLATFORM,
+                             dict({"hosts": 0}, **{k: 0 for k in FLEET_ORDER}))
+        row["hosts"] += 1
+        row[fleet_status(doc)] += 1
+    return out
+
+
+def fleet_html(docs):
+    """The fleet part of report.html: a summary per platform, filters (verdict, platform, host
+    name; inline script, nothing fetched), and one row per host, failing hosts first, each
+    linking to its section."""
+    summ = platform_summary(docs)
+    out = ["<h2 id=\"fleet\">Fleet</h2><h3>Per platform</h3><table id=\"platforms\"><tr><th>platform</th><th>hosts</th>%s</tr>"
+           % "".join("<th>%s</th>" % _badge(k) for k in FLEET_ORDER)]
+    for platform, row in sorted(summ.items()):
+        out.append("<tr data-platform=\"%s\"><td>%s</td><td>%d</td>%s</tr>" % (
+            _e(platform), _e(platform), row["hosts"], "".join("<td>%d</td>" % row[k] for k in FLEET_ORDER)))
+    out.append("</table>")
+    out.append("<div class=\"filters\"><label>verdict <select id=\"filter-verdict\"><option value=\"\">all</option>"
+               "<option value=\"not-pass\">not PASS</option>%s</select></label>"
+               "<label>platform <select id=\"filter-platform\"><option value=\"\">all</option>%s</select></label>"
+               "<label>host <input id=\"filter-host\" type=\"search\" placeholder=\"name contains\"></label>"
+               "<span id=\"filter-count\">%d of %d hosts</span></div>" % (
+                   "".join("<option value=\"%s\">%s</option>" % (k, k + (" (PASS with a warning)" if k == "WARN" else ""))
+                           for k in FLEET_ORDER),
+                   "".join("<option value=\"%s\">%s</option>" % (_e(p), _e(p)) for p in sorted(summ)),
+                   len(docs), len(docs)))
+    out.append("<table id=\"fleet-table\"><thead><tr><th>host</th><th>verdict</th><th>platform</th><th>first problem</th>"
+               "<th>GPUs</th><th>data drives</th><th>groups</th><th>checks</th><th>reboot required</th></tr></thead><tbody>")
+    ordered = sorted(docs.items(), key=lambda item: (FLEET_ORDER.get(fleet_status(item[1]), 0), natural_key(item[0])))
+    for name, doc in ordered:
+        topo = doc.get("topology") or {}
+        tally = {}
+        for check in doc["checks"]:
+            tally[check["verdict"]] = tally.get(check["verdict"], 0) + 1
+        problem = first_problem(doc)
+        status = fleet_status(doc)
+        out.append("<tr data-host=\"%s\" data-verdict=\"%s\" data-platform=\"%s\"><td><a href=\"#host-%s\">%s</a></td>"
+                   "<td>%s</td><td>%s</td><td class=\"problem\">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>" % (
+                       _e(name), status, _e(doc.get("profile") or UNKNOWN_PLATFORM), _e(name), _e(name),
+                       _badge(doc["verdict"]) + (" " + _badge("WARN") if status == "WARN" else ""),
+                       _e(doc.get("profile") or UNKNOWN_PLATFORM),
+                       _e("%s: %s" % (problem["name"], problem.get("detail") or problem.get("actual"))) if problem else "",
+                       len(topo.get("gpus") or []), len([d for d in topo.get("nvme") or [] if not d.get("system")]),
+                       len(topo.get("groups") or []), " ".join("%s&nbsp;%d" % (_e(k), v) for k, v in sorted(tally.items())),
+                       "yes" if doc.get("reboot_required") else "no"))
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+# The fleet filters; the page's query string presets them (report.html?verdict=FAIL&platform=dgx_a100).
+FLEET_JS = """
+(function () {
+  var verdict = document.getElementById('filter-verdict');
+  var platform = document.getElementById('filter-platform');
+  var host = document.getElementById('filter-host');
+  var count = document.getElementById('filter-count');
+  if (!verdict) { return; }
+  var rows = Array.prototype.slice.call(document.querySelectorAll('#fleet-table tbody tr'));
+  function apply() {
+    var v = verdict.value, p = platform.value, h = host.value.toLowerCase(), shown = 0;
+    rows.forEach(function (row) {
+      var d = row.getAttribute('data-verdict');
+      var ok = (!v || (v === 'not-pass' ? d !== 'PASS' : d === v)) &&
+               (!p || row.getAttribute('data-platform') === p) &&
+               (!h || row.getAttribute('data-host').toLowerCase().indexOf(h) >= 0);
+      row.hidden = !ok;
+      if (ok) { shown += 1; }
+    });
+    count.textContent = shown + ' of ' + rows.length + ' hosts';
+  }
+  var query = new URLSearchParams(window.location.search);
+  [['verdict', verdict], ['platform', platform], ['host', host]].forEach(function (pair) {
+    if (query.has(pair[0])) { pair[1].value = query.get(pair[0]); }
+  });
+  [verdict, platform].forEach(function (el) { el.addEventListener('change', apply); });
+  host.addEventListener('input', apply);
+  apply();
+})();
+"""
 
 
 HEALTH_AREAS = ("pcie:", "nvme:", "gpu:")
@@ -426,6 +530,119 @@ def _check_table(checks):
 
 
 # --------------------------------------------------------------------------------------------
+# Network (GPUDirect RDMA): NICs, ports, GPU pairing, RDMA benchmark results
+# --------------------------------------------------------------------------------------------
+def _rdma_checks(checks):
+    return {c["name"]: c for c in checks or [] if str(c.get("name", "")).startswith("rdma: ")}
+
+
+def _paired_gpus(topology):
+    """{NIC name: [GPU index]}: the GPUs whose best NICs (those of their best class) include it."""
+    out = {}
+    matrix = topology.get("matrix") or {}
+    for gpu in topology.get("gpus") or []:
+        row = matrix.get("GPU%s" % gpu.get("index")) or {}
+        for nic in gpu.get("nics") or []:
+            if row.get(nic) == gpu.get("nic_link"):
+                out.setdefault(nic, []).append(gpu.get("index"))
+    return out
+
+
+def network_rows(doc):
+    """One row per RDMA port: NIC, port, netdev, state, rate, the NIC's PCIe link, paired GPUs and
+    the verdict of its ``rdma: port`` check."""
+    topo = doc.get("topology") or {}
+    links = {link.get("bdf"): link for link in doc.get("pcie_links") or topo.get("pcie_links") or []
+             if isinstance(link, dict)}
+    checks = _rdma_checks(doc.get("checks"))
+    paired = _paired_gpus(topo)
+    rows = []
+    for nic in topo.get("nics") or []:
+        link = links.get(nic.get("bdf")) or {}
+        pcie = "%s (%s)" % (nic.get("bdf"), _link_state(link.get("current_width"), link.get("current_speed_gts"))) \
+            if link else nic.get("bdf")
+        for port in nic.get("ports") or [{}]:
+            name = "rdma: port %s/%s" % (nic.get("name"), port.get("port"))
+            rows.append({
+                "nic": nic.get("name") + (" (software)" if nic.get("software") else ""),
+                "port": port.get("port", "-"), "netdev": port.get("netdev") or nic.get("netdev") or "-",
+                "link_layer": port.get("link_layer") or "-",
+                "state": "%s / %s" % (port.get("state") or "?", port.get("phys_state") or "?") if port else "-",
+                "rate": "%g Gb/s" % port["rate_gbps"] if port.get("rate_gbps") is not None else "-",
+                "pcie": pcie, "numa": nic.get("numa_node"), "fw": nic.get("fw_ver") or "-",
+                "gpus": ", ".join("GPU%s" % i for i in paired.get(nic.get("name"), [])) or "-",
+                "verdict": (checks.get(name) or {}).get("verdict"),
+            })
+    return rows
+
+
+def pairing_rows(doc):
+    """One row per GPU: its best NIC, the link class and the verdict of its pairing check."""
+    topo = doc.get("topology") or {}
+    checks = _rdma_checks(doc.get("checks"))
+    nics = {n.get("name"): n for n in topo.get("nics") or []}
+    rows = []
+    for gpu in topo.get("gpus") or []:
+        best = (gpu.get("nics") or [None])[0]
+        rows.append({"gpu": "GPU%s" % gpu.get("index"), "gpu_bdf": gpu.get("bdf"), "nic": best or "-",
+                     "nic_bdf": (nics.get(best) or {}).get("bdf") or "-", "link": gpu.get("nic_link") or "-",
+                     "verdict": (checks.get("rdma: GPU%s NIC pairing" % gpu.get("index")) or {}).get("verdict")})
+    return rows
+
+
+def rdma_bench_rows(doc):
+    """The RDMA benchmark results (perftest/OSU) with measured Gb/s against the threshold, and
+    the GPU-memory figure as a share of the host-memory one of the same NIC, port and test."""
+    results = [r for r in doc.get("rdma_bench") or [] if isinstance(r, dict)]
+    host = {(r.get("nic"), r.get("port"), r.get("test")): r.get("gbps") for r in results
+            if r.get("memory") == "host" and isinstance(r.get("gbps"), (int, float))}
+    rows = []
+    for r in results:
+        gbps = r.get("gbps")
+        ref = host.get((r.get("nic"), r.get("port"), r.get("test")))
+        share = "%.0f %%" % (100.0 * gbps / ref) if r.get("memory") == "cuda" and ref and isinstance(gbps, (int, float)) else "-"
+        gpu = "-" if r.get("gpu") is None else "GPU%s%s" % (r.get("gpu"), "" if r.get("affine") in (None, True) else " (far)")
+        rows.append({"nic": r.get("nic"), "port": r.get("port"), "test": r.get("test"), "memory": r.get("memory"),
+                     "gpu": gpu, "gbps": _num(gbps), "lat_us": _num(r.get("lat_us")),
+                     "threshold": _num(r.get("threshold_gbps")), "vs_host": share, "verdict": r.get("verdict"),
+                     "reason": r.get("reason") or ""})
+    return rows
+
+
+def network_html(doc):
+    """The network section of a host: RDMA ports, GPU-NIC pairing, RDMA benchmark results."""
+    ports, pairs, bench = network_rows(doc), pairing_rows(doc), rdma_bench_rows(doc)
+    if not ports and not bench:
+        return ""
+    out = ["<h3>Network (GPUDirect RDMA)</h3>"]
+    if ports:
+        out.append("<table><tr><th>NIC</th><th>port</th><th>netdev</th><th>link layer</th><th>state</th><th>rate</th>"
+                   "<th>PCIe</th><th>NUMA</th><th>firmware</th><th>paired GPUs</th><th>verdict</th></tr>")
+        for row in ports:
+            out.append("<tr>%s<td>%s</td></tr>" % ("".join("<td>%s</td>" % _e(row[k]) for k in (
+                "nic", "port", "netdev", "link_layer", "state", "rate", "pcie", "numa", "fw", "gpus")),
+                _badge(row["verdict"]) if row["verdict"] else "-"))
+        out.append("</table>")
+    if ports and pairs:
+        out.append("<h4>GPU-NIC pairing</h4><table><tr><th>GPU</th><th>GPU PCIe</th><th>best NIC</th><th>NIC PCIe</th>"
+                   "<th>link</th><th>verdict</th></tr>")
+        for row in pairs:
+            out.append("<tr>%s<td>%s</td></tr>" % ("".join("<td>%s</td>" % _e(row[k]) for k in (
+                "gpu", "gpu_bdf", "nic", "nic_bdf", "link")), _badge(row["verdict"]) if row["verdict"] else "-"))
+        out.append("</table>")
+    if bench:
+        out.append("<h4>RDMA benchmarks (host vs GPU memory)</h4><table><tr><th>NIC</th><th>port</th><th>test</th>"
+                   "<th>memory</th><th>GPU</th><th>Gb/s</th><th>latency us</th><th>threshold Gb/s</th>"
+                   "<th>GPU vs host</th><th>verdict</th><th>reason</th></tr>")
+        for row in bench:
+            out.append("<tr>%s<td>%s</td><td class=\"detail\">%s</td></tr>" % ("".join("<td>%s</td>" % _e(row[k]) for k in (
+                "nic", "port", "test", "memory", "gpu", "gbps", "lat_us", "threshold", "vs_host")),
+                _badge(row["verdict"]) if row["verdict"] else "-", _e(row["reason"])))
+        out.append("</table>")
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------------------------
 # Drift
 # --------------------------------------------------------------------------------------------
 def drift_document(run_id, hosts, drift, states):
@@ -442,6 +659,176 @@ def drift_document(run_id, hosts, drift, states):
             entry.update(drifted=None, error=True, detail="failed in task '%s': %s" % (last.get("task", "?"), last.get("msg") or ""))
         out["hosts"][host] = entry
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# Fleet-relative checks and per-host history
+# --------------------------------------------------------------------------------------------
+FLEET_TOLERANCE = 0.10
+FLEET_MIN_PEERS = 3
+HISTORY_TOLERANCE = 0.10
+HISTORY_KEEP = 20
+UNKNOWN_PLATFORM = "unknown"
+
+
+def _per_host(values, host, default):
+    """A setting given as one number for every host or as {host: number}."""
+    if isinstance(values, dict):
+        values = values.get(host)
+    return default if values is None else float(values)
+
+
+def measured(checks):
+    """{metric: check} of the benchmark figures a host measured: the `bench: JOB: METRIC` checks
+    with a number and a bound (a lower bound: more is better; only an upper one: less is)."""
+    out = {}
+    for check in checks:
+        name = check["name"]
+        if not name.startswith("bench: ") or name.count(": ") < 2:
+            continue
+        value = check.get("actual")
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        if check.get("low") is None and check.get("high") is None:
+            continue
+        out[name[len("bench: "):]] = check
+    return out
+
+
+def _lost(value, reference, higher_is_better):
+    """The share of ``reference`` that ``value`` lost (0 when it is as good or better)."""
+    if not reference:
+        return 0.0
+    loss = (reference - value) / abs(reference) if higher_is_better else (value - reference) / abs(reference)
+    return max(0.0, loss)
+
+
+def _fmt(value):
+    return "%.4g" % value
+
+
+def fleet_checks(docs, platforms, tolerance=None, min_peers=FLEET_MIN_PEERS):
+    """{host: [`fleet: JOB: METRIC` checks]}: each measured figure against the median of the
+    hosts of the same platform in this run. More than the tolerance (a share of the median) on
+    the bad side WARNs, even where the figure passes its absolute threshold. Compared only with
+    at least ``min_peers`` other hosts that measured the same figure; a host of no known platform
+    is not compared."""
+    values = {}
+    for host, doc in docs.items():
+        if platforms.get(host, UNKNOWN_PLATFORM) == UNKNOWN_PLATFORM:
+            continue  # nodes of unknown hardware are no peers of anything
+        for metric, check in measured(doc["checks"]).items():
+            values.setdefault((platforms[host], metric), {})[host] = check["actual"]
+    out = {}
+    for host, doc in sorted(docs.items()):
+        if platforms.get(host, UNKNOWN_PLATFORM) == UNKNOWN_PLATFORM:
+            continue
+        tol = _per_host(tolerance, host, FLEET_TOLERANCE)
+        for metric, check in sorted(measured(doc["checks"]).items()):
+            group = values[(platforms[host], metric)]
+            peers = len(group) - 1
+            if peers < int(min_peers):
+                continue
+            median = statistics.median(group.values())
+            higher = check.get("low") is not None
+            unit = (" " + check["unit"]) if check.get("unit") else ""
+            bound = median * (1 - tol) if higher else median * (1 + tol)
+            loss = _lost(check["actual"], median, higher)
+            where = "%s on %d %s hosts" % (_fmt(median) + unit, len(group), platforms[host])
+            verdict = "WARN" if loss > tol else "PASS"
+            detail = ("%s%s is %.0f%% %s the fleet median %s (tolerance %.0f%%)"
+                      % (_fmt(check["actual"]), unit, loss * 100, "below" if higher else "above", where, tol * 100)
+                      if verdict == "WARN" else "%s%s against the fleet median %s" % (_fmt(check["actual"]), unit, where))
+            out.setdefault(host, []).append({
+                "name": "fleet: " + metric, "verdict": verdict,
+                "expected": "%s %s%s (fleet median %s %s %.0f%%)" % (">=" if higher else "<=", _fmt(bound), unit,
+                                                                      _fmt(median), "-" if higher else "+", tol * 100),
+                "actual": check["actual"], "unit": check.get("unit") or "", "reference": median,
+                "low" if higher else "high": bound, "detail": detail})
+    return out
+
+
+def history_checks(host, doc, runs, tolerance=HISTORY_TOLERANCE, problem=None):
+    """`history: JOB: METRIC` checks: each measured figure against the same figure of the host's
+    last PASS run; a loss of more than the tolerance WARNs, naming both figures and that run."""
+    out = []
+    if problem:
+        out.append({"name": "history: record", "verdict": "WARN", "expected": "a readable history",
+                    "actual": "unreadable", "detail": problem})
+    last = next((run for run in reversed(runs) if isinstance(run, dict) and run.get("verdict") == "PASS"
+                 and isinstance(run.get("values"), dict)), None)
+    if last is None:
+        return out
+    for metric, check in sorted(measured(doc["checks"]).items()):
+        before = last["values"].get(metric)
+        if not isinstance(before, (int, float)) or isinstance(before, bool):
+            continue
+        higher = check.get("low") is not None
+        unit = (" " + check["unit"]) if check.get("unit") else ""
+        loss = _lost(check["actual"], before, higher)
+        verdict = "WARN" if loss > tolerance else "PASS"
+        since = "run %s (%s)" % (last.get("run_id"), last.get("finished")) if last.get("finished") else "run %s" % last.get("run_id")
+        out.append({
+            "name": "history: " + metric, "verdict": verdict,
+            "expected": "%s %s%s (%s%s in the last PASS %s %s %.0f%%)" % (
+                ">=" if higher else "<=", _fmt(before * (1 - tolerance) if higher else before * (1 + tolerance)), unit,
+                _fmt(before), unit, since, "-" if higher else "+", tolerance * 100),
+            "actual": check["actual"], "unit": check.get("unit") or "", "reference": before,
+            "detail": ("lost %.0f%% since the last PASS, %s: %s%s then, %s%s now" % (
+                loss * 100, since, _fmt(before), unit, _fmt(check["actual"]), unit)
+                if verdict == "WARN" else "%s%s in the last PASS %s" % (_fmt(before), unit, since)),
+            "previous_run": last.get("run_id")})
+    return out
+
+
+def history_update(runs, run_id, finished, doc, keep=HISTORY_KEEP):
+    """The host's runs with this one appended (a rerun of the same run id replaces it), at most
+    ``keep`` of them, oldest first."""
+    entry = {"run_id": run_id, "finished": finished, "verdict": doc["verdict"],
+             "values": {metric: check["actual"] for metric, check in
+                        measured([c for c in doc["checks"] if c["name"].startswith("bench: ")]).items()}}
+    runs = [run for run in runs if isinstance(run, dict) and run.get("run_id") != run_id] + [entry]
+    return runs[-max(1, int(keep)):]
+
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def history_path(reports_dir, host):
+    """reports_dir/history/HOST.json (a host name's odd characters become _)."""
+    name = _SAFE.sub("_", host).lstrip(".") or "_"
+    return os.path.join(reports_dir, "history", name + ".json")
+
+
+def load_history(reports_dir, hosts):
+    """({host: runs}, {host: problem}) from the history files; a file that cannot be read is a
+    problem naming it (the report goes on, and write_history keeps a backup of it)."""
+    runs, problems = {}, {}
+    for host in hosts:
+        path = history_path(reports_dir, host)
+        if not os.path.exists(path):
+            continue
+        try:
+            with open(path) as handle:
+                data = json.load(handle)
+            if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
+                raise ValueError("expected an object with a list 'runs'")
+            runs[host] = data["runs"]
+        except (OSError, ValueError) as exc:
+            problems[host] = "cannot read %s: %s; a new history starts (the old file is kept as a backup)" % (path, exc)
+    return runs, problems
+
+
+def write_history(reports_dir, history, problems=None):
+    """Write each host's runs atomically; an unreadable old file is first copied aside."""
+    written = []
+    for host, runs in sorted(history.items()):
+        path = history_path(reports_dir, host)
+        if (problems or {}).get(host) and os.path.exists(path):
+            backup_copy(path)
+        write_atomic(path, to_json({"host": host, "runs": runs}))
+        written.append(path)
+    return written
 
 
 # --------------------------------------------------------------------------------------------
@@ -476,20 +863,65 @@ def write_run(reports_dir, run_id, files):
     return run_dir
 
 
-def build_report(run_id, started, finished, mode, hosts, all_hosts, states, drift=None, required_areas=()):
+def build_report(run_id, started, finished, mode, hosts, all_hosts, states, drift=None, required_areas=(),
+                 fleet=None, history=None):
     """The documents of a run: ({file name: text}, result). ``hosts`` is what each host recorded,
-    ``states`` what the callback saw (unreachable, broken with its failures)."""
+    ``states`` what the callback saw (unreachable, broken with its failures).
+
+    ``fleet`` ({platforms, tolerance, min_peers}) adds the `fleet: ` checks, ``history``
+    ({runs, tolerance, keep, problems}) the `history: ` checks; the result then carries each
+    host's updated ``history`` for write_history. ``metrics`` holds each host's textfile."""
     states = states or {}
+    stamp = _epoch(finished)
     if mode == "drift":
         doc = drift_document(run_id, all_hosts, drift or {}, states)
-        return {"drift.json": to_json(doc)}, dict(
-            drift=doc, drifted=[h for h, e in sorted(doc["hosts"].items()) if e["drifted"] is not False])
+        metrics = {host: drift_metrics(entry, stamp) for host, entry in doc["hosts"].items()}
+        files = {"drift.json": to_json(doc)}
+        files.update(("%s.drift.prom" % host, text) for host, text in metrics.items())
+        return files, dict(
+            drift=doc, drifted=[h for h, e in sorted(doc["hosts"].items()) if e["drifted"] is not False],
+            metrics=metrics, metrics_file=DRIFT_FILE)
     docs = {host: host_document(host, hosts.get(host) or {}, states.get(host), required_areas) for host in all_hosts}
+    fleet = fleet or {}
+    platforms = {host: (fleet.get("platforms") or {}).get(host) or UNKNOWN_PLATFORM for host in docs}
+    for host, doc in docs.items():
+        doc["profile"] = platforms[host]
+    added = fleet_checks(docs, platforms, fleet.get("tolerance"), fleet.get("min_peers", FLEET_MIN_PEERS))
+    new_history = None
+    if history is not None:
+        runs = history.get("runs") or {}
+        for host, doc in docs.items():
+            added.setdefault(host, []).extend(history_checks(host, doc, runs.get(host) or [],
+                                                             _per_host(history.get("tolerance"), host, HISTORY_TOLERANCE),
+                                                             (history.get("problems") or {}).get(host)))
+    for host, extra in added.items():
+        if extra:
+            docs[host]["checks"].extend(extra)
+            docs[host]["verdict"] = host_verdict(c["verdict"] for c in docs[host]["checks"])
+    if history is not None:
+        new_history = {host: history_update((history.get("runs") or {}).get(host) or [], run_id, finished, doc,
+                                            history.get("keep", HISTORY_KEEP))
+                       for host, doc in docs.items()
+                       if not (states.get(host) or {}).get("unreachable") and not (states.get(host) or {}).get("broken")}
     summ = summary(run_id, started, finished, docs)
+    metrics = {host: commission_metrics(doc, stamp) for host, doc in docs.items()}
     files = {"summary.json": to_json(summ), "junit.xml": junit(summ), "report.html": render_html(summ, docs)}
     for host, doc in docs.items():
         files["%s.json" % host] = to_json(doc)
-    return files, dict(summary=summ, not_pass=[h for h, d in sorted(docs.items()) if d["verdict"] != "PASS"])
+        files["%s.prom" % host] = metrics[host]
+    result = dict(summary=summ, not_pass=[h for h, d in sorted(docs.items()) if d["verdict"] != "PASS"],
+                  metrics=metrics, metrics_file=COMMISSION_FILE)
+    if new_history is not None:
+        result["history"] = new_history
+    return files, result
+
+
+def _epoch(iso):
+    """Unix time of an ISO 8601 string; now when it cannot be read."""
+    try:
+        return datetime.datetime.fromisoformat(str(iso)).timestamp()
+    except (TypeError, ValueError):
+        return time.time()
 
 
 def to_json(doc):

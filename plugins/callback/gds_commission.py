@@ -15,7 +15,9 @@
   (every host failed, so Ansible ran no later play), writes it here, with the same writer
   (module_utils/gds_report.py): the failed hosts are ERROR with the task and message that broke
   them. Ansible's exit status stays non-zero.
-The state file is rewritten after every event it records, so it is complete when read.
+The state file is rewritten before each task starts and at the end, when an event changed it, so it
+is complete when a task (the report play's) reads it; once per event made a drift run of N hosts
+write O(N^2) bytes.
 """
 from __future__ import annotations
 
@@ -167,7 +169,21 @@ class CallbackModule(CallbackBase):
             if host not in self.targets:
                 self.targets.append(host)
 
+    def _touch(self):
+        self._dirty = True
+
+    def _flush(self):
+        if getattr(self, "_dirty", False):
+            self._save()
+
+    def v2_playbook_on_task_start(self, task, is_conditional):
+        self._flush()
+
+    def v2_playbook_on_handler_task_start(self, task):
+        self._flush()
+
     def _save(self):
+        self._dirty = False
         if not self.path:
             return
         tmp = "%s.%d.tmp" % (self.path, os.getpid())
@@ -181,14 +197,14 @@ class CallbackModule(CallbackBase):
     def v2_runner_on_unreachable(self, result):
         self._host(result).update(unreachable=True, task=result._task.get_name(),
                                   msg=_short(result._result.get("msg")))
-        self._save()
+        self._touch()
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
         if ignore_errors:
             return
         self._host(result).setdefault("failures", []).append(
             {"task": result._task.get_name(), "msg": failure_text(result._result)})
-        self._save()
+        self._touch()
 
     def _changed_in_check_mode(self, result):
         res = result._result
@@ -198,7 +214,7 @@ class CallbackModule(CallbackBase):
             return
         items = self.state["drift"].setdefault(result._host.get_name(), [])
         items.extend(drift_items(result._task.get_name(), res))
-        self._save()
+        self._touch()
 
     def _collect(self, result):
         """Keep the facts the report reads, as the host recorded them."""
@@ -221,7 +237,7 @@ class CallbackModule(CallbackBase):
     def v2_runner_on_ok(self, result):
         if result._task.action.split(".")[-1] == REPORT_ACTION:
             self.state["report_written"] = True
-            self._save()
+            self._touch()
         self._collect(result)
         if "results" in result._result:
             return  # loop results arrive one by one in v2_runner_item_on_ok
@@ -233,6 +249,7 @@ class CallbackModule(CallbackBase):
 
     def v2_playbook_on_stats(self, stats):
         """Write the report when the playbook's report play did not (every host failed before it)."""
+        self._flush()
         if not self.report_mode or self.state.get("report_written") or not self.path:
             return
         hosts = list(self.targets)

@@ -1,12 +1,23 @@
 # -*- coding: utf-8 -*-
 # Copyright: gds-commission contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filter ``gds_bench_plan``: the benchmark jobs of a node from its arrays and its profile.
+"""Filters for the benchmark plan of a node.
 
-For every array (a mount and the GPUs local to it): the profile's job templates with the array's
-first GPU (the optimal pair), in template order (the write that creates the files first), then the
-first read template again from a GPU of another group (non-affine), and a ``compare`` on the
-optimal read: optimal/non-affine throughput, the guide's 40 % penalty made a check.
+``gds_bench_plan``: for every array (a mount and the GPUs local to it): the profile's job
+templates with the array's first GPU (the optimal pair), in template order (the write that
+creates the files first), then the first read template again from a GPU of another group
+(non-affine), and a ``compare`` on the optimal read: optimal/non-affine throughput, the guide's
+40 % penalty made a check. A target with ``far_mount`` (a network mount, from
+``gds_netfs_bench_targets``) measures the penalty the other way round, as the guide's NFS
+chapter does: the same GPU against a mount through a NIC far from it (a write there first, so
+that the read has files).
+
+``gds_netfs_bench_targets``: those targets from the gds_netfs mounts and the topology: each GPU
+against the mount of its own NIC, plus the mount through its farthest NIC.
+
+``gds_gdsio_jobfile``: a gdsio configuration file (``[global]`` and ``[jobN]`` sections with
+``numa_node``, ``gpu_dev_id``, ``num_threads``, ``directory``) that runs jobs of one template at
+once, in the guide's format.
 """
 from __future__ import annotations
 
@@ -28,6 +39,12 @@ options:
 """
 
 GPU_XFER = (0, 2, 4, 5, 6)
+CLASS_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
+GDSIO_RW = {"read": "read", "write": "write", "randread": "randread", "randwrite": "randwrite"}
+
+
+class PlanError(Exception):
+    """A value the plan cannot use; the message names it."""
 
 
 def _first_read(templates):
@@ -50,15 +67,16 @@ def gds_bench_plan(arrays, profile):
     files = max(writers) if writers else 0
     jobs = []
     for array in arrays:
-        label = array["mount"].rstrip("/").split("/")[-1] or "array"
+        label = array.get("label") or array["mount"].rstrip("/").split("/")[-1] or "array"
         gpus = list(array.get("gpus") or [])
         gpu = gpus[0] if gpus else (all_gpus[0] if all_gpus else None)
-        target = array["mount"].rstrip("/") + "/gds-bench"
+        # a network target names its directory itself (the guide's gds_dir below the mount point)
+        target = array.get("target") or array["mount"].rstrip("/") + "/gds-bench"
         members = len(array.get("members") or []) or 1
         for template in templates:
             name = "%s %s" % (label, template["name"])
             job = {
-                "name": name, "target": target, "gpu": gpu if gpu_xfer else None,
+                "name": name, "template": template["name"], "target": target, "gpu": gpu if gpu_xfer else None,
                 "numa": numa_of_gpu.get(gpu) if gpu is not None else None,
                 "xfer_type": xfer, "io_type": template.get("io_type", "read"),
                 "io_size": template.get("io_size", "1M"), "threads": int(template.get("threads", 8)),
@@ -66,8 +84,9 @@ def gds_bench_plan(arrays, profile):
                 "duration": int(template.get("duration", profile.get("duration", 30))),
                 "thresholds": thresholds.get(template["name"], {}),
                 "expect_path": profile.get("expect_path") if gpu_xfer else None,
-                # processes instead of threads pay off for large cuFile reads only (bench/RESULTS.md)
-                "procs": int(template.get("procs", 1)) if gpu_xfer else 1,
+                # worker processes: a template's own value, else gdsbench's default (processes for
+                # large sequential cuFile I/O, threads for small or random I/O: bench/RESULTS.md)
+                "procs": (None if template.get("procs") is None else int(template["procs"])) if gpu_xfer else 1,
             }
             if job["io_type"] in ("read", "randread") and job["threads"] > files:
                 job["file"] = target + "/gdsbench.0"
@@ -76,10 +95,17 @@ def gds_bench_plan(arrays, profile):
                 job["spec"] = {"metric": spec[0], "value": float(spec[1]) * members}
             if gpu_xfer and skip_gpu:
                 job["skip"] = skip_gpu
+            if array.get("skip"):
+                job["skip"] = array["skip"]
             jobs.append(job)
         read = _first_read(templates)
         others = [g for g in all_gpus if g not in gpus]
         gain = profile.get("affinity_gain")
+        if read and gain and gpus and "far_mount" in array:
+            jobs += _far_nic_jobs(jobs, array, label, read, templates, gain,
+                                  None if gpu_xfer else "the CPU transfer type does not touch a GPU",
+                                  skip_gpu or array.get("skip"))
+            continue
         if read and gain and gpus:
             optimal = "%s %s" % (label, read["name"])
             if not gpu_xfer or skip_gpu or not others:
@@ -101,6 +127,138 @@ def gds_bench_plan(arrays, profile):
     return jobs
 
 
+def _far_nic_jobs(jobs, array, label, read, templates, gain, cpu_reason, skip):
+    """The penalty of a network mount pair: the same GPU against the far NIC's mount."""
+    optimal = "%s %s" % (label, read["name"])
+    name = "%s far NIC" % optimal
+    reason = cpu_reason or skip or (None if array.get("far_mount") else
+                                    "no network mount leaves through a NIC far from this GPU")
+    if reason:
+        return [{"name": name, "skip": reason, "thresholds": {"affinity_gain": gain}}]
+    far_target = array["far_mount"].rstrip("/")
+    if not array.get("target"):
+        far_target += "/gds-bench"
+    suffix = " (%s)" % array["far_nic"] if array.get("far_nic") else ""
+    name += suffix
+    out = []
+    base = next(j for j in jobs if j["name"] == optimal)
+    writer = next((t for t in templates if t.get("io_type") in ("write", "randwrite")), None)
+    if writer:
+        first = next(j for j in jobs if j["name"] == "%s %s" % (label, writer["name"]))
+        out.append(dict(first, name="%s far NIC write%s" % (label, suffix), target=far_target,
+                        thresholds={}, spec=None, compare=None))
+    far = dict(base, name=name, target=far_target, thresholds={}, spec=None)
+    if "file" in base:
+        far["file"] = far_target + "/gdsbench.0"
+    out.append(far)
+    base["compare"] = {"job": name, "metric": "throughput_gib_s", "as": "affinity_gain",
+                       "threshold": gain}
+    return out
+
+
+def _rank(cls):
+    return CLASS_ORDER.index(cls) if cls in CLASS_ORDER else len(CLASS_ORDER)
+
+
+def _class(topology, gpu, nics):
+    row = (topology.get("matrix") or {}).get("GPU%d" % gpu) or {}
+    classes = [row[n] for n in nics or () if row.get(n)]
+    return min(classes, key=_rank) if classes else None
+
+
+def gds_netfs_bench_targets(mounts, topology, gpus=None, subdir="", root=""):
+    """Bench targets ``{mount, label, gpus: [g], members: [], nic, far_mount, far_nic}``.
+
+    ``gpus`` empty: the first GPU paired with each NIC that carries a mount. A GPU's own mount
+    is one through its NIC (several mounts through one NIC are shared out in turn, as the guide
+    spreads its jobs over ``data/0`` and ``data/1``); its far mount goes through the NIC of the
+    worst class to it, a NUMA node away where there is one. A GPU without a mount of its own gets
+    a target that says so (``skip``). ``root`` prefixes the paths (a simulated node's gds_root)."""
+    mounts = [m for m in mounts or [] if m.get("nics")]
+    subdir = (subdir or "").strip("/")
+    root = (root or "").rstrip("/")
+    if gpus:
+        chosen = list(gpus)
+    else:
+        chosen = []
+        for mount in mounts:
+            paired = [g for g in mount.get("gpus") or [] if g not in chosen]
+            if paired and not any(g in chosen for g in mount.get("gpus") or []):
+                chosen.append(paired[0])
+    known = {g["index"] for g in topology.get("gpus") or []}
+    turn = {}
+    targets = []
+    for gpu in chosen:
+        if isinstance(gpu, bool) or not isinstance(gpu, int) or (known and gpu not in known):
+            raise PlanError("gds_bench_netfs_gpus: %r is not a GPU index of this node" % (gpu,))
+        own = [m for m in mounts if gpu in (m.get("gpus") or [])]
+        if not own:
+            targets.append({"mount": "", "label": "GPU%d" % gpu, "gpus": [gpu], "members": [],
+                            "skip": "no network mount leaves through a NIC of GPU%d" % gpu,
+                            "far_mount": None})
+            continue
+        nic = own[0]["nic"]
+        mount = own[turn.get(nic, 0) % len(own)]
+        turn[nic] = turn.get(nic, 0) + 1
+        own_rank = _rank(_class(topology, gpu, mount["nics"]))
+        far = [m for m in mounts if _rank(_class(topology, gpu, m["nics"])) > own_rank]
+        far.sort(key=lambda m: -_rank(_class(topology, gpu, m["nics"])))
+        path = root + mount["mountpoint"].rstrip("/") + ("/" + subdir if subdir else "")
+        target = {"mount": path, "target": path, "label": "GPU%d %s" % (gpu, mount["mountpoint"]), "gpus": [gpu],
+                  "members": [], "nic": mount["nic"], "far_mount": None, "far_nic": None}
+        if far:
+            target["far_mount"] = root + far[0]["mountpoint"].rstrip("/") + ("/" + subdir if subdir else "")
+            target["far_nic"] = far[0]["nic"]
+        targets.append(target)
+    return targets
+
+
+def _size_word(value):
+    return str(value)
+
+
+def gds_gdsio_jobfile(jobs, name="gds_bench"):
+    """A gdsio configuration file for ``jobs`` run at once: the parameters they share go to
+    ``[global]`` (they must share them), each job's GPU, NUMA node, threads and directory to its
+    ``[jobN]``. Skipped jobs are left out."""
+    jobs = [j for j in jobs or [] if not j.get("skip")]
+    if not jobs:
+        raise PlanError("gds_gdsio_jobfile: no job to write")
+    shared = {}
+    for key in ("xfer_type", "io_type", "io_size", "size", "duration"):
+        values = {str(j.get(key)) for j in jobs}
+        if len(values) > 1:
+            raise PlanError("gds_gdsio_jobfile: the jobs differ in %s (%s); one file runs one kind of job"
+                            % (key, ", ".join(sorted(values))))
+        shared[key] = jobs[0].get(key)
+    if shared["io_type"] not in GDSIO_RW:
+        raise PlanError("gds_gdsio_jobfile: io_type %r is not one of %s" % (shared["io_type"], ", ".join(GDSIO_RW)))
+    lines = ["[global]", "name=%s" % name, "xfer_type=%d" % int(shared["xfer_type"]),
+             "rw=%s" % GDSIO_RW[shared["io_type"]], "bs=%s" % _size_word(shared["io_size"]),
+             "size=%s" % _size_word(shared["size"]), "runtime=%d" % int(shared["duration"]),
+             "do_verify=0"]
+    for number, job in enumerate(jobs, 1):
+        lines += ["", "[job%d]" % number]
+        if job.get("numa") is not None:
+            lines.append("numa_node=%d" % int(job["numa"]))
+        if job.get("gpu") is not None:
+            lines.append("gpu_dev_id=%d" % int(job["gpu"]))
+        lines += ["num_threads=%d" % int(job["threads"]), "directory=%s" % job["target"]]
+    return "\n".join(lines) + "\n"
+
+
+def _filter_errors(function):
+    def wrapper(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except PlanError as exc:
+            from ansible.errors import AnsibleFilterError
+            raise AnsibleFilterError(str(exc))
+    return wrapper
+
+
 class FilterModule(object):
     def filters(self):
-        return {"gds_bench_plan": gds_bench_plan}
+        return {"gds_bench_plan": gds_bench_plan,
+                "gds_netfs_bench_targets": _filter_errors(gds_netfs_bench_targets),
+                "gds_gdsio_jobfile": _filter_errors(gds_gdsio_jobfile)}

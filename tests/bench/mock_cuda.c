@@ -102,7 +102,16 @@ CUfileError_t cuFileHandleRegister(CUfileHandle_t *fh, CUfileDescr_t *d)
 	return OK;
 }
 void cuFileHandleDeregister(CUfileHandle_t fh) { free(fh); }
-CUfileError_t cuFileBufRegister(const void *p, size_t n, int f) { (void)p; (void)n; (void)f; return OK; }
+/* MOCK_BUFREG_FAIL: buffer registration fails (what -b skips) */
+CUfileError_t cuFileBufRegister(const void *p, size_t n, int f)
+{
+	CUfileError_t e = { CU_FILE_INVALID_VALUE, 0 };
+
+	(void)p;
+	(void)n;
+	(void)f;
+	return getenv("MOCK_BUFREG_FAIL") ? e : OK;
+}
 CUfileError_t cuFileBufDeregister(const void *p) { (void)p; return OK; }
 
 ssize_t cuFileRead(CUfileHandle_t fh, void *base, size_t size, off_t off, off_t boff)

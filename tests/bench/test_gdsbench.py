@@ -279,9 +279,9 @@ def test_config_jobs_sharing_a_directory_use_distinct_files(gdsbench, data_dir, 
 @pytest.mark.parametrize("body,needle", [
     ("[global]\nxfer_type=1\nrw=read\nbs=64k\n[job1]\nnum_threads=1\nbogus=1\ndirectory=/tmp\n", "unknown key 'bogus'"),
     ("[global]\nxfer_type=1\nrw=sideways\n[job1]\ndirectory=/tmp\n", "rw=sideways"),
-    ("[global]\nxfer_type=1\nrw=read\nbs=1M:4M:1M\n[job1]\ndirectory=/tmp\n", "ranges"),
-    ("xfer_type=1\n[job1]\n", "before any [section]"),
-    ("[global]\nxfer_type=1\n", "no [job] section"),
+    ("[global]\nxfer_type=1\nrw=read\nbs=1M:4M:2M\n[job1]\ndirectory=/tmp\n", "not a multiple of STEP"),
+    ("xfer_type=1\n[job1]\n", "before any section"),
+    ("[global]\nxfer_type=1\n", "no [jobN] section"),
     ("[global]\nxfer_type=1\nrw=write\nsize=1M\n[job1]\nnum_threads=0\ndirectory=/tmp\n", "num_threads"),
     ("[global]\nxfer_type=1\nrw=write\nsize=1M\n[job1]\ndirectory=/nonexistent/dir\n", "directory"),
 ])
@@ -321,11 +321,30 @@ BAD_ARGS = [
     (["-D", "{d}", "-x", 1, "-I", 1, "-s"], "needs a value"),
     (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "extra", "args"], "unexpected argument"),
     (["{d}/cfg.gdsio", "-x", 1], "cannot be combined"),
-    (["{d}/nonexistent.gdsio"], "no such config file"),
+    (["{d}/nonexistent.gdsio"], "no such job file"),
     (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "--json", "{d}/no/such/dir/out.json"], "--json"),
     (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-w", 2, "-P", 0], "-P 0"),
     (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-w", 2, "--procs", "x"], "-P x"),
     (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-w", 2, "-P", 3], "more worker processes than threads"),
+    # gdsio's options: refusals name the option and the value
+    (["-D", "{d}", "-f", "{d}/x"], "-D and -f cannot be used together"),   # before anything else
+    (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-i", "64K:8K:8K"], "-i 64K:8K:8K"),
+    (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-i", "4K:64K:7K"], "not a multiple of STEP"),
+    (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-i", "6K:10K:4K"], "-i: 10240 bytes is not a multiple of 4 KiB"),
+    (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-i", "4K", "-U"], "-U: unaligned offsets apply to random"),
+    (["-D", "{d}", "-x", 1, "-I", 3, "-s", "1M", "-i", "4K", "-U", "-V"], "-U: unaligned offsets cannot be verified"),
+    (["-D", "{d}", "-x", 1, "-I", 3, "-s", "1M", "-i", "4K", "-U", "-a", "8K"], "-a: -a and -U"),
+    (["-D", "{d}", "-x", 1, "-I", 3, "-s", "1M", "-i", "4K", "-a", 5000], "-a: 5000 is not a multiple of 4 KiB"),
+    (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-a", "8K"], "-a: the alignment of random offsets applies"),
+    (["-D", "{d}", "-x", 1, "-I", 3, "-s", "1M", "-a", "x"], "-a x"),
+    (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-R", "-V"], "-R: random buffer contents cannot be verified"),
+    (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-F", "-V"], "-F: random buffer contents cannot be verified"),
+    (["-D", "{d}", "-x", 1, "-I", 0, "-F"], "-F: refilling the buffer before each write applies to writes"),
+    (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-O", 2], "-O 2"),
+    (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-i", 1000, "-O", 0], "-i: 1000 bytes is not a multiple of 4 KiB, which O_DIRECT"),
+    (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-m", 5], "-m 5"),
+    (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-m", 2], "-m: memory types apply to the cuFile transfer types"),
+    (["-D", "{d}", "-x", 0, "-I", 1, "-s", "1M", "-m", 1], "-m: 1 (cuMem"),
 ]
 
 
@@ -425,6 +444,149 @@ def test_missing_gpu_or_registration_failure_is_a_clear_error(gdsbench, mock_cud
     assert p.returncode == 1 and "cuFileHandleRegister" in p.stderr
     p = run(gdsbench, "-D", data_dir, "-x", 0, "-I", 0, "-i", "64K", "-d", 3, env=mock_cuda)
     assert p.returncode == 1 and "-d 3" in p.stderr
+
+
+def test_skip_bufregister_and_memory_types_on_mock(gdsbench_asan, mock_cuda, data_dir, tmp_path):
+    """-b: no cuFileBufRegister (a library that refuses it still runs); -i ranges through the
+    cuFile engines; -m 2/3/4: host memory buffers for the cuFile types, data intact both ways;
+    -p: peer access asked for."""
+    fail = dict(mock_cuda, MOCK_BUFREG_FAIL="1")
+    for x in (0, 5, 6):
+        common = ["-D", data_dir, "-x", x, "-w", 2, "-i", "64K"]
+        p = run(gdsbench_asan, *common, "-I", 1, "-s", "512K", env=fail)
+        assert p.returncode == 1 and "cuFileBufRegister" in p.stderr, (x, p.stderr)
+        j, _ = run_json(gdsbench_asan, tmp_path, *common, "-I", 1, "-s", "512K", "-V", "-b", env=fail)
+        assert j["skip_bufregister"] is True and j["verify_errors"] == 0 and j["ops"] == 16, x
+        j, _ = run_json(gdsbench_asan, tmp_path, *common[:-1], "4K:64K:4K", "-I", 1, "-s", "512K", "-V",
+                        env=mock_cuda)
+        assert j["bytes"] == 1 << 20 and j["verify_errors"] == 0 and j["io_size_done"]["max"] <= 65536, x
+        j, _ = run_json(gdsbench_asan, tmp_path, *common[:-1], "4K:64K:4K", "-I", 2, "-T", "0.1", "-V",
+                        env=mock_cuda)
+        assert j["verify_errors"] == 0 and j["errors"] == 0 and j["ops"] > 0, x
+        for m in (2, 3, 4):
+            j, _ = run_json(gdsbench_asan, tmp_path, *common, "-I", 1, "-s", "512K", "-V", "-m", m, env=mock_cuda)
+            assert j["mem_type"] == m and j["verify_errors"] == 0 and j["ops"] == 16, (x, m)
+            j, _ = run_json(gdsbench_asan, tmp_path, *common, "-I", 0, "-V", "-m", m, env=mock_cuda)
+            assert j["verify_errors"] == 0 and j["ops"] == 16, (x, m)
+    j, _ = run_json(gdsbench_asan, tmp_path, "-D", data_dir, "-x", 0, "-I", 0, "-i", "64K", "-p", env=mock_cuda)
+    assert j["nvlinks"] is True and j["errors"] == 0
+
+
+# ---------------------------------------------------------------- gdsio's data options
+
+MAGIC = b"!GDSBNH1"
+
+
+def sectors(path, size=SECTOR):
+    with open(path, "rb") as f:
+        data = f.read()
+    return [data[i:i + size] for i in range(0, len(data), size)]
+
+
+def magic_offsets(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    return [m.start() for m in re.finditer(re.escape(MAGIC), data)]
+
+
+def test_offset_shows_in_the_data_read(gdsbench, data_dir, tmp_path):
+    f = os.path.join(str(data_dir), "off")
+    j, _ = run_json(gdsbench, tmp_path, "-f", f, "-x", 1, "-I", 1, "-s", "1M", "-i", "64K", "-o", "1M")
+    assert j["offset"] == 1 << 20 and os.path.getsize(f) == 2 << 20
+    secs = sectors(f)
+    assert all(s == bytes(SECTOR) for s in secs[:256])          # nothing before the offset
+    assert all(s[:8] == MAGIC and int.from_bytes(s[8:16], "little") == (256 + i) * SECTOR
+               for i, s in enumerate(secs[256:]))               # stamped with their file offsets
+    j, _ = run_json(gdsbench, tmp_path, "-f", f, "-x", 1, "-I", 0, "-i", "64K", "-o", "1M", "-V")
+    assert j["verify_errors"] == 0 and j["bytes"] == 1 << 20
+    j, _ = run_json(gdsbench, tmp_path, "-f", f, "-x", 1, "-I", 0, "-s", "1M", "-i", "64K", "-V", expect=1)
+    assert j["verify_errors"] == 256                            # the hole before the offset
+
+
+def test_io_size_range_each_op_within_bounds(gdsbench, data_dir, tmp_path):
+    j, p = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 1, "-I", 1, "-w", 2, "-s", "1M",
+                    "-i", "8K:64K:8K", "-V")
+    assert (j["io_size_min"], j["io_size_bytes"], j["io_size_step"]) == (8192, 65536, 8192)
+    done = j["io_size_done"]
+    assert 8192 <= done["min"] < done["max"] <= 65536 and done["min"] % 8192 == 0 == done["max"] % 8192
+    assert j["bytes"] == 2 << 20 and j["verify_errors"] == 0   # one pass: every byte once, pattern intact
+    assert 2 * 16 < j["ops"] < 2 * 128                          # neither all 64K nor all 8K
+    m = LINE_RE.match(p.stdout.splitlines()[0])
+    assert m and int(m.group(6)) == j["bytes"] // j["ops"] // 1024   # IOSize: the mean size done
+    j, _ = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 1, "-I", 2, "-w", 2, "-i", "4K:12K:4K", "-V",
+                    "-T", "0.2")
+    assert j["verify_errors"] == 0 and j["ops"] > 0
+    assert 4096 <= j["io_size_done"]["min"] < j["io_size_done"]["max"] <= 12288
+
+
+def written_sectors(path):
+    return [i for i, s in enumerate(sectors(path)) if s != bytes(SECTOR)]
+
+
+def test_seed_makes_random_runs_reproducible(gdsbench, data_dir, tmp_path):
+    def once(name, *extra):
+        f = os.path.join(str(data_dir), name)
+        run_json(gdsbench, tmp_path, "-f", f, "-x", 1, "-I", 3, "-s", "1M", "-i", "4K", *extra)
+        with open(f, "rb") as fh:
+            return written_sectors(f), fh.read()
+    a, b, c = once("a", "-k", 5), once("b", "-k", 5), once("c", "-k", 6)
+    assert a[0] == b[0] and a[0] != c[0]                        # same offsets for the same seed
+    ra, rb, rc = once("ra", "-k", 5, "-F"), once("rb", "-k", 5, "-F"), once("rc", "-k", 6, "-F")
+    assert ra[1] == rb[1] and ra[1] != rc[1]                    # and the same random data
+
+
+def test_fill_random_and_refill(gdsbench, data_dir, tmp_path):
+    f = os.path.join(str(data_dir), "r")
+    j, _ = run_json(gdsbench, tmp_path, "-f", f, "-x", 1, "-I", 1, "-s", "256K", "-i", "64K", "-R")
+    blocks = sectors(f, 64 << 10)
+    assert j["fill_random"] is True and len(blocks) == 4
+    assert len(set(blocks)) == 1 and MAGIC not in blocks[0]      # -R: one random buffer, written as is
+    assert len(set(blocks[0])) > 200                            # random bytes, not a constant
+    j, _ = run_json(gdsbench, tmp_path, "-f", f, "-x", 1, "-I", 0, "-i", "64K", "-V", expect=1)
+    assert j["verify_errors"] == 64                             # not the verify pattern
+    j, _ = run_json(gdsbench, tmp_path, "-f", f, "-x", 1, "-I", 1, "-s", "256K", "-i", "64K", "-F")
+    blocks = sectors(f, 64 << 10)
+    assert j["refill"] is True and len(set(blocks)) == 4 and not any(MAGIC in b for b in blocks)
+
+
+def test_random_offsets_alignment_and_unaligned(gdsbench, data_dir, tmp_path):
+    f = os.path.join(str(data_dir), "a")
+    run_json(gdsbench, tmp_path, "-f", f, "-x", 1, "-I", 3, "-s", "1M", "-i", "4K", "-a", "64K")
+    assert written_sectors(f) and all(i % 16 == 0 for i in written_sectors(f))
+    os.unlink(f)
+    run_json(gdsbench, tmp_path, "-f", f, "-x", 1, "-I", 3, "-s", "1M", "-i", "4K")
+    assert any(i % 16 for i in written_sectors(f))              # default: any 4 KiB block
+    os.unlink(f)
+    j, _ = run_json(gdsbench, tmp_path, "-f", f, "-x", 1, "-I", 3, "-s", "1M", "-i", "4K", "-U")
+    offs = magic_offsets(f)                                     # each write starts with the pattern
+    assert j["unaligned"] is True and offs and all(o % 512 == 0 for o in offs)
+    assert any(o % SECTOR for o in offs)                        # not on 4 KiB boundaries
+
+
+def test_buffered_io_needs_no_o_direct(gdsbench, data_dir, tmp_path):
+    f = os.path.join(str(data_dir), "b")
+    j, _ = run_json(gdsbench, tmp_path, "-f", f, "-x", 1, "-I", 1, "-s", "1M", "-i", 1000, "-O", 1)
+    assert j["buffered"] is True and j["ops"] == 1048 and os.path.getsize(f) == 1048000
+    # 1000-byte writes at 1000-byte offsets: O_DIRECT would have refused every one (EINVAL)
+
+
+def test_buffered_io_on_a_file_system_without_o_direct(gdsbench, tmp_path):
+    shm = "/dev/shm"
+    if not os.path.isdir(shm) or not os.access(shm, os.W_OK):
+        pytest.skip("no writable /dev/shm")
+    d = tmp_path.name + "-gdsbench"
+    target = os.path.join(shm, d)
+    os.makedirs(target, exist_ok=True)
+    try:
+        p = run(gdsbench, "-D", target, "-x", 1, "-I", 1, "-s", "256K", "-i", "64K")
+        if p.returncode == 0:
+            pytest.skip("/dev/shm takes O_DIRECT here")
+        assert p.returncode == 1 and "O_DIRECT" in p.stderr
+        j, _ = run_json(gdsbench, tmp_path, "-D", target, "-x", 1, "-I", 1, "-s", "256K", "-i", "64K", "-O", 1,
+                        "-V")
+        assert j["errors"] == 0 and j["verify_errors"] == 0 and j["ops"] == 4
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
 
 
 # ---------------------------------------------------------------- -P: worker processes

@@ -154,7 +154,7 @@ def test_any_other_verify_failure_fails_the_script_and_names_the_run(gds_env):
 
 
 def test_gpu_scripts_end_with_the_verdict():
-    for name in ("gpu_validate.sh", "gpu_procs.sh"):
+    for name in ("gpu_validate.sh", "gpu_procs.sh", "side_by_side.sh"):
         text = open(os.path.join(ROOT, "bench", name)).read()
         assert text.rstrip().splitlines()[-1].startswith("gdsv_verdict "), name
         assert "correctness OK" not in text
@@ -163,8 +163,8 @@ def test_gpu_scripts_end_with_the_verdict():
 
 
 def test_bash_syntax_of_the_lab_scripts():
-    for path in ("bench/gpu_lib.sh", "bench/gpu_validate.sh", "bench/gpu_procs.sh", "scripts/gpu-commission.sh",
-                 "scripts/carry-wheels.sh"):
+    for path in ("bench/gpu_lib.sh", "bench/gpu_validate.sh", "bench/gpu_procs.sh", "bench/side_by_side.sh",
+                 "scripts/gpu-commission.sh", "scripts/carry-wheels.sh"):
         subprocess.run(["bash", "-n", os.path.join(ROOT, path)], check=True)
 
 
@@ -327,3 +327,105 @@ def test_download_fetches_every_listed_wheel_for_python_312(tmp_path):
         assert "--platform manylinux2014_x86_64" in call and "--platform manylinux_2_28_x86_64" in call
     rc, out = carry("download", env=env)                        # a second run fetches nothing
     assert rc == 0 and len(open(env["PIP_LOG"]).read().splitlines()) == len(calls)
+
+
+# ---------------------------------------------------------------- side-by-side table
+
+SBS = os.path.join(ROOT, "bench", "side_by_side.py")
+RECORDED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "recorded")
+
+
+def sbs(*args):
+    proc = subprocess.run(["python3", SBS, *map(str, args)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def recorded_runs():
+    with open(os.path.join(RECORDED, "side_by_side_h100_runs.jsonl")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def test_table_ratios_are_to_the_best_peer_of_the_same_round(tmp_path):
+    """On the runs recorded on the H100 node: every ratio is the tool's value over the largest
+    peer value (fio, KvikIO) of that workload and round, and the spread is taken over them."""
+    md = sbs("table", os.path.join(RECORDED, "side_by_side_h100_runs.jsonl"), tmp_path)
+    got = json.loads((tmp_path / "side_by_side.json").read_text())["workloads"]
+    assert md == (tmp_path / "side_by_side.md").read_text()
+    runs = [r for r in recorded_runs() if r["kind"] != "probe"]
+    assert set(got) == {r["workload"] for r in runs} == {"seqread", "seqwrite", "randread", "randwrite"}
+    checked = 0
+    for wl, t in got.items():
+        metric = "gib_s" if wl.startswith("seq") else "iops"
+        assert t["metric"] == metric
+        mine = [r for r in runs if r["workload"] == wl]
+        for rnd in {r["round"] for r in mine}:
+            peers = [r for r in mine if r["round"] == rnd and r["tool"].startswith(("fio", "kvikio"))
+                     and r.get(metric) is not None and r["rc"] == 0]
+            best = max(peers, key=lambda r: r[metric])
+            assert t["best_peer"][str(rnd)] == {"tool": best["tool"], "value": best[metric]}
+            for r in mine:
+                if r["round"] == rnd and r.get(metric) is not None and r["rc"] == 0:
+                    ratio = t["tools"][r["tool"]]["ratio_to_best_peer"][str(rnd)]
+                    assert ratio == pytest.approx(r[metric] / best[metric])
+                    checked += 1
+        for name, e in t["tools"].items():
+            ratios = [v for v in e["ratio_to_best_peer"].values() if v is not None]
+            assert e["ratio_spread"]["n"] == len(ratios)
+            assert e["ratio_spread"]["min"] == min(ratios) and e["ratio_spread"]["max"] == max(ratios)
+            row = [line for line in md.splitlines() if line.startswith("| %s |" % name)
+                   or line.startswith("| %s (peer) |" % name)]
+            assert row, name
+    assert checked == len([r for r in runs if r["rc"] == 0 and r.get("gib_s" if r["workload"].startswith("seq")
+                                                                       else "iops") is not None])
+
+
+def test_a_round_without_a_result_is_a_dash_and_left_out_of_the_spread(tmp_path):
+    runs = tmp_path / "runs.jsonl"
+    base = {"workload": "randwrite", "kind": "fio", "cmd": "fio"}
+    lines = [dict(base, round=1, tool="fio-psync", rc=0, iops=100.0),
+             dict(base, round=2, tool="fio-psync", rc=0, iops=200.0),
+             dict(base, round=1, tool="gdsbench-threads", kind="gdsbench", rc=0, iops=50.0),
+             dict(base, round=2, tool="gdsbench-threads", kind="gdsbench", rc=1, iops=999.0, note="exit status 1"),
+             dict(base, round=3, tool="gdsbench-threads", kind="gdsbench", rc=0, iops=None, note="no result: x")]
+    runs.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    md = sbs("table", runs, tmp_path)
+    t = json.loads((tmp_path / "side_by_side.json").read_text())["workloads"]["randwrite"]
+    g = t["tools"]["gdsbench-threads"]
+    assert g["values"] == {"1": 50.0, "2": None, "3": None}
+    assert g["ratio_to_best_peer"] == {"1": 0.5, "2": None, "3": None}
+    assert g["ratio_spread"] == {"min": 0.5, "median": 0.5, "max": 0.5, "n": 1}
+    assert t["best_peer"]["3"] == {"tool": None, "value": None}
+    assert "| gdsbench-threads | 50 | - | - | 50 | 0.50 - - | 0.50 / 0.50 / 0.50 |" in md
+    assert "round 2: exit status 1" in md
+
+
+def test_records_from_gdsbench_fio_kvikio_and_a_broken_result(tmp_path):
+    runs = tmp_path / "runs.jsonl"
+    sbs("record", runs, 1, "seqwrite", "gdsbench-threads", "gdsbench",
+        os.path.join(RECORDED, "gdsbench_seqwrite_x0.json"), 0, "gdsbench", "-x", 0)
+    fio = {"fio version": "fio-3.33", "jobs": [{"jobname": "seqread", "error": 0,
+           "read": {"io_bytes": 3 << 30, "bw_bytes": 3 << 29, "iops": 1536.0, "lat_ns": {"mean": 5.2e6},
+                    "clat_ns": {"percentile": {"99.000000": 9000000}}},
+           "write": {"io_bytes": 0, "bw_bytes": 0, "iops": 0.0, "lat_ns": {"mean": 0.0}}}]}
+    (tmp_path / "fio.json").write_text("note: a line fio printed first\n" + json.dumps(fio))
+    sbs("record", runs, 1, "seqread", "fio-cufile-procs", "fio", tmp_path / "fio.json", 0, "fio")
+    sbs("record", runs, 1, "seqread", "kvikio", "kvikio", os.path.join(RECORDED, "kvikio_single_node_io.txt"), 0, "kv")
+    (tmp_path / "empty.json").write_text("")
+    sbs("record", runs, 2, "seqread", "fio-psync", "fio", tmp_path / "empty.json", 1, "fio")
+    recs = [json.loads(line) for line in runs.read_text().splitlines()]
+    gds = json.loads(open(os.path.join(RECORDED, "gdsbench_seqwrite_x0.json")).read())
+    assert recs[0]["gib_s"] == gds["throughput_gib_s"] and recs[0]["path"] == "compat" and recs[0]["procs"] == 1
+    assert recs[1]["gib_s"] == 1.5 and recs[1]["lat_us"] == 5200.0 and recs[1]["p99_us"] == 9000.0
+    kv = {r["workload"]: r["gib_s"] for r in recs[2:4]}
+    assert kv == {"seqread": 1.31, "seqwrite": 1.90}
+    assert recs[4]["gib_s"] is None and "no result" in recs[4]["note"] and recs[4]["rc"] == 1
+
+
+def test_probe_table_compares_processes_with_threads(tmp_path):
+    md = sbs("table", os.path.join(RECORDED, "side_by_side_h100_runs.jsonl"), tmp_path)
+    probe = json.loads((tmp_path / "side_by_side.json").read_text())["probe"]
+    thr, procs = probe["seqread"]["cufile-threads"], probe["seqread"]["cufile-procs"]
+    ratios = " ".join("%.2f" % (procs[r] / thr[r]) for r in sorted(thr))
+    assert "cufile-procs / threads: %s" % ratios in md
+    assert "| cufile-threads-max_io_threads16 |" in md

@@ -137,7 +137,8 @@ def test_every_host_failing_still_gets_a_report(demo):
     rc, out = demo["play"]("commission.yml", "-e", '{"gds_pcie_acs_bridges": ["not-a-bdf"]}')
     assert rc != 0
     run = os.path.realpath(os.path.join(demo["reports"], "latest"))
-    assert sorted(os.listdir(run)) == ["junit.xml", "report.html", "sim-a100.json", "sim-h100.json", "summary.json"]
+    assert sorted(os.listdir(run)) == ["junit.xml", "report.html", "sim-a100.json", "sim-a100.prom", "sim-h100.json",
+                                       "sim-h100.prom", "summary.json"]
     summ = json.loads(latest(demo["reports"], "summary.json"))
     jsonschema.validate(summ, schema("summary.schema.json"))
     assert summ["counts"]["ERROR"] == 2

@@ -1,12 +1,14 @@
 """report.html renders in a real browser (headless Chromium), offline."""
+import json
 import os
 import shutil
 import struct
 import subprocess
+import time
 
 import pytest
 
-from ansible.module_utils.gds_report import host_document, render_html, summary
+from ansible.module_utils.gds_report import build_report, host_document, render_html, summary
 from conftest import ROOT
 
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -29,3 +31,202 @@ def test_report_renders_to_a_screenshot(tmp_path):
     width, height = struct.unpack(">II", data[16:24])
     assert (width, height) == (900, 700)
     assert len(data) > 10000  # a blank page compresses to a few hundred bytes
+
+
+# --------------------------------------------------------------------------------------------
+# The fleet page at 256 nodes, driven in Chromium over the DevTools protocol (a pipe: no port,
+# no network)
+# --------------------------------------------------------------------------------------------
+class DevTools(object):
+    """Chromium with --remote-debugging-pipe: JSON messages, each ended by a NUL byte, written to
+    its fd 3 and read from its fd 4."""
+
+    def __init__(self, binary, profile):
+        to_browser, self._out = os.pipe()
+        self._in, from_browser = os.pipe()
+
+        def wire():  # in the child: the pipe ends become fds 3 and 4, inheritable
+            ours = os.dup(to_browser), os.dup(from_browser)
+            os.dup2(ours[0], 3)
+            os.dup2(ours[1], 4)
+
+        self.proc = subprocess.Popen(
+            [binary, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--user-data-dir=%s" % profile, "--window-size=1280,900", "about:blank"],
+            preexec_fn=wire, close_fds=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(to_browser)
+        os.close(from_browser)
+        self._buf, self._id, self.session = b"", 0, None
+
+    def send(self, method, **params):
+        self._id += 1
+        message = {"id": self._id, "method": method, "params": params}
+        if self.session and not method.startswith("Target."):
+            message["sessionId"] = self.session
+        os.write(self._out, json.dumps(message).encode() + b"\0")
+        while True:
+            while b"\0" not in self._buf:
+                chunk = os.read(self._in, 1 << 16)
+                if not chunk:
+                    raise AssertionError("chromium closed the DevTools pipe")
+                self._buf += chunk
+            raw, self._buf = self._buf.split(b"\0", 1)
+            reply = json.loads(raw)
+            if reply.get("id") == self._id:
+                assert "error" not in reply, (method, reply["error"])
+                return reply["result"]
+
+    def open(self, url):
+        target = self.send("Target.createTarget", url="about:blank")["targetId"]
+        self.session = self.send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        self.send("Page.navigate", url=url)
+        self.wait_for("document.readyState === 'complete' && location.href === %s" % json.dumps(url))
+
+    def js(self, expression):
+        result = self.send("Runtime.evaluate", expression=expression, returnByValue=True)
+        assert "exceptionDetails" not in result, result["exceptionDetails"]
+        return result["result"].get("value")
+
+    def wait_for(self, expression, tries=200):
+        """Poll a condition (a bounded number of times, no timing asserted)."""
+        for _ in range(tries):
+            if self.js(expression):
+                return
+            time.sleep(0.05)
+        raise AssertionError("never true in the page: %s" % expression)
+
+    def click(self, selector):
+        """A real mouse click in the middle of the element, scrolled into view first."""
+        box = self.js("(function(){var e=document.querySelector(%s); e.scrollIntoView({block:'center'});"
+                      "var r=e.getBoundingClientRect(); return {x:r.left+r.width/2, y:r.top+r.height/2};})()"
+                      % json.dumps(selector))
+        for kind in ("mousePressed", "mouseReleased"):
+            self.send("Input.dispatchMouseEvent", type=kind, x=box["x"], y=box["y"], button="left", clickCount=1)
+
+    def close(self):
+        self.proc.kill()
+        self.proc.wait()
+        os.close(self._out)
+        os.close(self._in)
+
+
+PLATFORMS = (("dgx_a100", 128), ("dgx_h100", 96), ("gh200", 32))
+
+
+def fleet_hosts():
+    """256 nodes on three platforms: some FAIL, some broken or unreachable, a few slow ones that
+    pass their absolute threshold but trail their platform."""
+    hosts, platforms, states = {}, {}, {}
+    index = 0
+    for platform, count in PLATFORMS:
+        for _ in range(count):
+            index += 1
+            name = "node%03d" % index
+            read = 10.0 if index % 29 else 8.0
+            checks = [{"name": "bench: raid1 seq_read: throughput_gib_s", "verdict": "PASS", "expected": ">= 7 GiB/s",
+                       "actual": read, "low": 7.0, "unit": "GiB/s"},
+                      {"name": "acs: 0000:04:10.0", "verdict": "FAIL" if index % 17 == 0 else "PASS",
+                       "expected": "0x0000", "actual": "0x001d" if index % 17 == 0 else "0x0000"}]
+            hosts[name], platforms[name] = {"checks": checks}, platform
+            if index % 41 == 0:
+                states[name] = {"unreachable": True, "msg": "ssh: connect to host %s: timed out" % name}
+            elif index % 53 == 0:
+                states[name] = {"broken": True, "failures": [{"task": "Compile gdsbench", "msg": "cc: not found"}]}
+    return hosts, platforms, states
+
+
+@pytest.fixture(scope="module")
+def fleet_page(tmp_path_factory):
+    hosts, platforms, states = fleet_hosts()
+    files, result = build_report("fleet", "s", "2026-11-23T03:00:00+00:00", "commission", hosts, sorted(hosts),
+                                 states, fleet={"platforms": platforms})
+    page = tmp_path_factory.mktemp("fleet") / "report.html"
+    page.write_text(files["report.html"])
+    return page, result["summary"]
+
+
+@pytest.fixture
+def browser(tmp_path):
+    devtools = DevTools(BROWSER, str(tmp_path / "profile"))
+    yield devtools
+    devtools.close()
+
+
+def expected_status(summary_doc, host):
+    entry = summary_doc["hosts"][host]
+    if entry["verdict"] == "PASS" and any(c["verdict"] == "WARN" for c in entry["checks"]):
+        return "WARN"
+    return entry["verdict"]
+
+
+ROWS = "Array.prototype.slice.call(document.querySelectorAll('#fleet-table tbody tr'))"
+VISIBLE = ROWS + ".filter(function(r){return !r.hidden && r.offsetParent !== null;})"
+
+
+@pytest.mark.skipif(not BROWSER, reason="chromium is not installed (make test installs Debian's chromium)")
+def test_fleet_page_lists_failing_nodes_first_with_a_summary_per_platform(fleet_page, browser):
+    page, summ = fleet_page
+    browser.open("file://%s" % page)
+    assert browser.js("document.querySelectorAll('script[src], link[href], img[src]').length") == 0
+    rows = browser.js(ROWS + ".map(function(r){return [r.dataset.host, r.dataset.verdict, r.dataset.platform];})")
+    assert len(rows) == 256 == len(summ["hosts"])
+    statuses = [status for _, status, _ in rows]
+    assert {status for _, status, _ in rows} >= {"FAIL", "ERROR", "UNREACHABLE", "WARN", "PASS"}
+    rank = {"FAIL": 0, "ERROR": 1, "UNREACHABLE": 2, "WARN": 3, "PASS": 4}
+    assert [rank[s] for s in statuses] == sorted(rank[s] for s in statuses)  # failing first
+    assert all(status == expected_status(summ, host) for host, status, _ in rows)
+    platforms = browser.js("Array.prototype.slice.call(document.querySelectorAll('#platforms tr[data-platform]'))"
+                           ".map(function(r){return Array.prototype.slice.call(r.cells).map(function(c){return c.textContent;});})")
+    assert [p[:2] for p in platforms] == [[name, str(count)] for name, count in PLATFORMS]
+    for cells in platforms:
+        mine = [s for _, s, p in rows if p == cells[0]]
+        assert cells[2:] == [str(mine.count(k)) for k in ("FAIL", "ERROR", "UNREACHABLE", "WARN", "PASS")]
+
+
+@pytest.mark.skipif(not BROWSER, reason="chromium is not installed (make test installs Debian's chromium)")
+def test_fleet_page_filters_by_verdict_and_platform(fleet_page, browser):
+    page, summ = fleet_page
+    browser.open("file://%s" % page)
+
+    def choose(select, value):
+        browser.js("(function(){var s=document.getElementById(%s); s.value=%s;"
+                   "s.dispatchEvent(new Event('change'));})()" % (json.dumps(select), json.dumps(value)))
+        return browser.js(VISIBLE + ".map(function(r){return r.dataset.host;})")
+
+    failing = sorted(h for h in summ["hosts"] if summ["hosts"][h]["verdict"] == "FAIL")
+    assert sorted(choose("filter-verdict", "FAIL")) == failing
+    assert browser.js("document.getElementById('filter-count').textContent") == "%d of 256 hosts" % len(failing)
+    shown = choose("filter-platform", "gh200")
+    assert shown and all(int(h[4:]) > 224 for h in shown) and set(shown) < set(failing)
+    shown = choose("filter-verdict", "not-pass")
+    assert sorted(shown) == sorted(h for h in summ["hosts"] if int(h[4:]) > 224 and expected_status(summ, h) != "PASS")
+    assert len(choose("filter-platform", "")) + len(choose("filter-verdict", "PASS")) == 256
+    # typing in the host box narrows the rows as one types
+    choose("filter-verdict", "")
+    browser.click("#filter-host")
+    browser.send("Input.insertText", text="node12")
+    shown = browser.js(VISIBLE + ".map(function(r){return r.dataset.host;})")
+    assert sorted(shown) == sorted(h for h in summ["hosts"] if "node12" in h) and len(shown) == 10
+    # the query string presets the filters: a link to "the failing gh200 nodes"
+    browser.open("file://%s?verdict=FAIL&platform=dgx_h100" % page)
+    shown = browser.js(VISIBLE + ".map(function(r){return r.dataset.host;})")
+    assert sorted(shown) == [h for h in failing if 128 < int(h[4:]) <= 224]
+
+
+@pytest.mark.skipif(not BROWSER, reason="chromium is not installed (make test installs Debian's chromium)")
+def test_one_click_from_the_fleet_table_to_a_node(fleet_page, browser):
+    page, summ = fleet_page
+    browser.open("file://%s" % page)
+    first = browser.js(ROWS + "[0].dataset.host")
+    last = browser.js(ROWS + "[255].dataset.host")
+    in_view = ("(function(){var r=document.getElementById('host-%s').getBoundingClientRect();"
+               "return r.top >= 0 && r.bottom <= window.innerHeight;})()")
+    for host in (first, last):
+        browser.js("window.scrollTo(0, 0)")
+        assert not browser.js(in_view % host)  # the click brings the node in view, not the page's layout
+        browser.click("#fleet-table tr[data-host='%s'] a" % host)
+        browser.wait_for("location.hash === '#host-%s'" % host)
+        browser.wait_for(in_view % host)
+        heading = browser.js("document.getElementById('host-%s').textContent" % host)
+        assert heading.startswith(host) and summ["hosts"][host]["verdict"] in heading

@@ -83,7 +83,7 @@ def test_every_host_failed_still_gets_the_report(cb, tmp_path):
     cb.v2_runner_on_failed(Result("b", "cufile : Validate", {"msg": "MODULE FAILURE", "module_stderr": "bad override"}))
     cb.v2_playbook_on_stats(Stats({"a": 1, "b": 1}))
     run = tmp_path / "reports" / "run-1"
-    assert sorted(os.listdir(run)) == ["a.json", "b.json", "junit.xml", "report.html", "summary.json"]
+    assert sorted(os.listdir(run)) == ["a.json", "a.prom", "b.json", "b.prom", "junit.xml", "report.html", "summary.json"]
     assert os.readlink(tmp_path / "reports" / "latest") == "run-1"
     summ = json.loads((run / "summary.json").read_text())
     assert summ["counts"]["ERROR"] == 2

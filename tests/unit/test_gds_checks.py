@@ -139,11 +139,11 @@ def test_iommu_boot_configuration(live, update_grub, update_bootloader, verdict,
 # --------------------------------------------------------------------------------------------
 def test_driver_checks_on_the_a100_node(sim_node):
     topology, platform = platform_of(sim_node("dgx-a100"))
-    checks = by_name(driver_checks(platform, "nvfs", gpus=8, want_peermem=True))
+    checks = by_name(driver_checks(platform, "nvfs", gpus=8))
     assert checks["driver: NVIDIA kernel module"]["actual"] == "535.183.06 proprietary"
     assert checks["driver: GDS mode"]["verdict"] == "PASS"
     assert checks["driver: nvidia-fs loaded"]["verdict"] == "PASS"
-    assert checks["driver: GPU peer memory for RDMA NICs"]["verdict"] == "PASS"
+    assert "driver: GPU peer memory for RDMA NICs" not in checks  # the gds_rdma role's check
     assert checks["driver: udev data for data drives"]["verdict"] == "PASS"
     assert "driver: P2PDMA support" not in checks
 
@@ -194,20 +194,6 @@ def test_driver_p2pdma_branches_and_pending_options():
     checks = by_name(driver_checks(arm, "p2pdma"))
     assert "driver: NVreg_RegistryDwords" not in checks and checks["driver: P2PDMA support"]["verdict"] == "FAIL"
     assert driver_reboot_pending(arm, "p2pdma") == []
-
-
-@pytest.mark.parametrize("modules,live,verdict,actual,detail", [
-    ({"peermem": "nvidia_peermem", "loaded": {"nvidia_peermem": True}}, True, "PASS", "nvidia_peermem loaded", None),
-    ({"peermem": "nv_peer_mem", "loaded": {}}, False, "WARN", "nv_peer_mem not loaded",
-     "written to modules-load.d; loads at the next boot"),
-    ({"peermem": None, "loaded": {}}, True, "WARN", "none shipped", "GPUDirect RDMA to the NICs is unavailable"),
-])
-def test_driver_peer_memory(modules, live, verdict, actual, detail):
-    platform = dict(nvfs_platform(), modules=modules)
-    check = by_name(driver_checks(platform, "compat", want_peermem=True, live=live))[
-        "driver: GPU peer memory for RDMA NICs"]
-    assert (check["verdict"], check["actual"], check.get("detail")) == (verdict, actual, detail)
-    assert "driver: GPU peer memory for RDMA NICs" not in by_name(driver_checks(platform, "compat"))
 
 
 # --------------------------------------------------------------------------------------------

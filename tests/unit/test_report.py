@@ -120,7 +120,8 @@ def test_module_writes_reports_and_lists_not_pass(tmp_path):
     assert rc == 0, result
     assert result["not_pass"] == ["bad", "gone"]
     run_dir = tmp_path / "reports" / "r1"
-    assert sorted(os.listdir(run_dir)) == ["bad.json", "gone.json", "good.json", "junit.xml", "report.html", "summary.json"]
+    assert sorted(os.listdir(run_dir)) == ["bad.json", "bad.prom", "gone.json", "gone.prom", "good.json", "good.prom",
+                                           "junit.xml", "report.html", "summary.json"]
 
 
 def test_module_fails_cleanly_on_a_garbled_state_file(tmp_path):

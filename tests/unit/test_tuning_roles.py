@@ -15,7 +15,7 @@ import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(sys.executable)
-TAGS = "facts,pcie_acs,iommu,gds_driver"
+TAGS = "facts,pcie_acs,iommu,gds_driver,gds_rdma"
 
 SHOW = """
 - name: Tune
@@ -121,7 +121,6 @@ BAD = {
     "bad-reboot-flag": ("dgx-a100", {"gds_reboot_ok": "perhaps"}, "gds_reboot_ok", "bool"),
     "bad-live-flag": ("dgx-a100", {"gds_live": "maybe"}, "gds_live", "bool"),
     "bad-rw-stats": ("dgx-a100", {"gds_driver_nvfs_rw_stats": "loud"}, "gds_driver_nvfs_rw_stats", "bool"),
-    "bad-peermem": ("dgx-a100", {"gds_driver_peermem": "yes please"}, "gds_driver_peermem", "auto, always, never"),
     # a string where a list belongs: the argument specs would split it at commas, the role by characters
     "acs-bridge-string": ("dgx-a100", {"gds_pcie_acs_bridges": "0000:04:10.0"}, "gds_pcie_acs_bridges",
                           "must be a YAML list"),

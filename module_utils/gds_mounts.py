@@ -1,0 +1,475 @@
+# -*- coding: utf-8 -*-
+# Copyright: gds-commission contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Network file system mounts for GDS: what each one is, which NIC it leaves through, and the
+checks.
+
+The mount table comes from gds_procfs (mountinfo, its super options carry an NFS mount's
+``proto``, ``rsize``, ``addr``...). The server address is routed as the kernel would: ``ip -j
+route get`` on a live node (it knows policy routing and gives the source address), else the
+longest-prefix match in /proc/net/route or /proc/net/ipv6_route (the main table). The egress
+netdev is then matched against the netdevs of the RDMA devices in the gds_topology facts; a
+bond or VLAN is followed down through its sysfs ``lower_*`` links. The pairing with GPUs comes
+from the topology's link matrix.
+"""
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+import socket
+import struct
+
+from ansible.module_utils.gds_checks import check
+from ansible.module_utils.gds_files import UnreadableFile, listdir, read_file
+from ansible.module_utils.gds_procfs import ProcfsError, read_mounts
+
+# fstype -> the cufile.json ``fs`` section that configures it
+NETFS_TYPES = {"nfs": "nfs", "nfs4": "nfs", "lustre": "lustre", "beegfs": "beegfs",
+               "gpfs": "gpfs", "wekafs": "weka"}
+CLASS_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
+VERDICTS = ("PASS", "WARN", "FAIL")
+# Lustre LNet network types that run over RDMA (o2iblnd, kfilnd); tcp is socklnd.
+_LNET_RDMA = ("o2ib", "kfi", "gni")
+# The guide's naming: /mnt/nfs/<client interface>/data/<server interface number>
+GUIDE_NAME = re.compile(r"^/mnt/nfs/([^/]+)/data/([^/]+)$")
+_RTF_UP, _RTF_REJECT = 0x0001, 0x0200
+
+
+class NetfsError(Exception):
+    """Unreadable or malformed input; the message names the file, option or value at fault."""
+
+
+# --------------------------------------------------------------------------------------------
+# Mount options and sources
+# --------------------------------------------------------------------------------------------
+def _options(mount):
+    """{name: value or True} from the per-mount and the file system's own options."""
+    out = {}
+    for word in list(mount.get("options") or []) + list(mount.get("super_options") or []):
+        if not word:
+            continue
+        name, sep, value = word.partition("=")
+        out[name] = value if sep else True
+    return out
+
+
+def _int(value):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _address(text):
+    """``text`` as an IP address string, or None when it is a host name (or nothing)."""
+    if not text:
+        return None
+    try:
+        return str(ipaddress.ip_address(text.strip("[]").split("%")[0]))
+    except ValueError:
+        return None
+
+
+def split_source(fstype, source, options):
+    """(server, export, transport hint) of a network mount's source.
+
+    NFS ``host:/export`` (``[v6]:/export``); Lustre ``nid[,nid][:nid...]:/fsname`` whose NIDs
+    are ``address@lnet``; WekaFS ``backend[,backend]/fs``; GPFS and BeeGFS name no server in
+    their source (GPFS its device, BeeGFS ``beegfs_nodev``)."""
+    if fstype in ("nfs", "nfs4"):
+        if source.startswith("["):
+            host, _, export = source[1:].partition("]:")
+        else:
+            host, _, export = source.partition(":")
+        return host or None, export or None, None
+    if fstype == "lustre":
+        nids, _, fsname = source.rpartition(":/")
+        first = re.split(r"[,:]", nids)[0] if nids else ""
+        host, _, lnet = first.partition("@")
+        kind = re.match(r"(.*?)\d*$", lnet).group(1)  # o2ib1 -> o2ib, tcp0 -> tcp
+        transport = None
+        if kind:
+            transport = "rdma" if kind in _LNET_RDMA else kind
+        return host or None, fsname or None, transport
+    if fstype == "wekafs":
+        host, sep, fs = source.partition("/")
+        host = host.split(",")[0]
+        net = options.get("net")
+        transport = "udp" if net == "udp" else None
+        return (host or None, fs or None, transport) if sep else (None, source, transport)
+    return None, source, None
+
+
+# --------------------------------------------------------------------------------------------
+# Routes
+# --------------------------------------------------------------------------------------------
+def _read(path):
+    try:
+        return read_file(path)
+    except UnreadableFile as exc:
+        raise NetfsError(str(exc))
+
+
+def parse_route(text, path="/proc/net/route"):
+    """/proc/net/route -> [{dev, network, gateway, metric, flags}] (IPv4 main table).
+
+    Addresses are the kernel's ``%08X`` of a network-order word, i.e. native byte order."""
+    routes = []
+    for number, line in enumerate(text.splitlines(), 1):
+        fields = line.split()
+        if number == 1 and fields and fields[0] == "Iface":
+            continue
+        if not fields:
+            continue
+        try:
+            dest, gateway, flags, metric, mask = (int(fields[1], 16), int(fields[2], 16),
+                                                  int(fields[3], 16), int(fields[6]),
+                                                  int(fields[7], 16))
+        except (IndexError, ValueError):
+            raise NetfsError("%s line %d: not a route line: %r" % (path, number, line))
+        addr = socket.inet_ntoa(struct.pack("=I", dest))
+        netmask = socket.inet_ntoa(struct.pack("=I", mask))
+        try:
+            network = ipaddress.ip_network("%s/%s" % (addr, netmask), strict=False)
+        except ValueError:
+            raise NetfsError("%s line %d: bad mask %s" % (path, number, fields[7]))
+        routes.append({"dev": fields[0], "network": network, "metric": metric, "flags": flags,
+                       "gateway": socket.inet_ntoa(struct.pack("=I", gateway)) if gateway else None})
+    return routes
+
+
+def parse_ipv6_route(text, path="/proc/net/ipv6_route"):
+    """/proc/net/ipv6_route -> the same records: dest, prefix length, source, source prefix
+    length, next hop, metric, refcnt, use, flags (all hex), device."""
+    routes = []
+    for number, line in enumerate(text.splitlines(), 1):
+        fields = line.split()
+        if not fields:
+            continue
+        try:
+            dest = ipaddress.IPv6Address(bytes.fromhex(fields[0]))
+            plen = int(fields[1], 16)
+            hop = ipaddress.IPv6Address(bytes.fromhex(fields[4]))
+            metric, flags, dev = int(fields[5], 16), int(fields[8], 16), fields[9]
+            network = ipaddress.ip_network("%s/%d" % (dest, plen), strict=False)
+        except (IndexError, ValueError):
+            raise NetfsError("%s line %d: not a route line: %r" % (path, number, line))
+        routes.append({"dev": dev, "network": network, "metric": metric, "flags": flags,
+                       "gateway": str(hop) if int(hop) else None})
+    return routes
+
+
+def best_route(routes, address):
+    """The route the kernel's main table takes to ``address``: longest prefix, then lowest
+    metric; down, reject and loopback routes are not egress routes."""
+    ip = ipaddress.ip_address(address)
+    best = None
+    for route in routes:
+        if not route["flags"] & _RTF_UP or route["flags"] & _RTF_REJECT or route["dev"] == "lo":
+            continue
+        if route["network"].version != ip.version or ip not in route["network"]:
+            continue
+        key = (-route["network"].prefixlen, route["metric"])
+        if best is None or key < best[0]:
+            best = (key, route)
+    return best[1] if best else None
+
+
+class Router(object):
+    """Egress netdev and source address towards a server address.
+
+    ``run_ip`` (``[args] -> (rc, stdout, stderr)``) runs ``ip`` on a live node; without it, or
+    when it fails, the procfs route tables decide."""
+
+    def __init__(self, procfs_root, run_ip=None):
+        self.procfs_root = procfs_root
+        self.run_ip = run_ip
+        self._tables = {}
+
+    def _table(self, version):
+        if version not in self._tables:
+            name = "route" if version == 4 else "ipv6_route"
+            path = os.path.join(self.procfs_root, "net", name)
+            if not os.path.exists(path):
+                self._tables[version] = (path, None)
+            else:
+                parse = parse_route if version == 4 else parse_ipv6_route
+                self._tables[version] = (path, parse(_read(path), path))
+        return self._tables[version]
+
+    def route(self, address):
+        """{dev, source, gateway, via} or {dev: None, reason}."""
+        if self.run_ip is not None:
+            rc, out, _err = self.run_ip(["-j", "route", "get", address])
+            if rc == 0:
+                try:
+                    entry = (json.loads(out) or [{}])[0]
+                except (ValueError, IndexError, TypeError):
+                    entry = {}
+                if entry.get("dev"):
+                    return {"dev": entry["dev"], "source": entry.get("prefsrc"),
+                            "gateway": entry.get("gateway"), "via": "ip route get"}
+        version = ipaddress.ip_address(address).version
+        path, routes = self._table(version)
+        if routes is None:
+            return {"dev": None, "reason": "%s is missing" % path}
+        route = best_route(routes, address)
+        if route is None:
+            return {"dev": None, "reason": "no route to %s in %s" % (address, path)}
+        return {"dev": route["dev"], "source": None, "gateway": route["gateway"], "via": path}
+
+
+# --------------------------------------------------------------------------------------------
+# From a netdev to the RDMA device and the GPUs
+# --------------------------------------------------------------------------------------------
+def netdev_map(topology):
+    """{netdev: RDMA device name} from the topology's NICs (netdev, netdevs, ports' netdevs)."""
+    out = {}
+    for nic in topology.get("nics") or []:
+        names = [nic.get("netdev")] + list(nic.get("netdevs") or [])
+        names += [p.get("netdev") for p in nic.get("ports") or [] if isinstance(p, dict)]
+        for name in names:
+            if name:
+                out.setdefault(name, nic["name"])
+    return out
+
+
+def lower_netdevs(sysfs_root, netdev, seen=None):
+    """The netdevs below a bond, team or VLAN (``/sys/class/net/DEV/lower_*`` links), down to
+    the ones with nothing below; ``[netdev]`` itself when it has none."""
+    seen = set() if seen is None else seen
+    if netdev in seen:
+        return []
+    seen.add(netdev)
+    lowers = [e[len("lower_"):] for e in listdir(os.path.join(sysfs_root, "class", "net", netdev))
+              if e.startswith("lower_")]
+    if not lowers:
+        return [netdev]
+    out = []
+    for lower in lowers:
+        out += [d for d in lower_netdevs(sysfs_root, lower, seen) if d not in out]
+    return out
+
+
+def _class_rank(cls):
+    return CLASS_ORDER.index(cls) if cls in CLASS_ORDER else len(CLASS_ORDER)
+
+
+def nic_class(topology, gpu, nics):
+    """The best link class from GPU ``gpu`` to any of ``nics`` (the matrix), or None."""
+    row = (topology.get("matrix") or {}).get("GPU%d" % gpu) or {}
+    classes = [row[n] for n in nics if row.get(n)]
+    return min(classes, key=_class_rank) if classes else None
+
+
+def paired_gpus(topology, nics):
+    """GPUs for which one of ``nics`` is among their best NICs (ties included), never SYS."""
+    out = []
+    names = [n["name"] for n in topology.get("nics") or []]
+    for gpu in topology.get("gpus") or []:
+        idx = gpu["index"]
+        best = nic_class(topology, idx, names)
+        if best is not None:
+            if best != "SYS" and nic_class(topology, idx, nics) == best:
+                out.append(idx)
+        elif (gpu.get("nics") or [None])[0] in nics:
+            out.append(idx)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The audit
+# --------------------------------------------------------------------------------------------
+def validate_gpu_map(gpu_map, topology):
+    """``gpu_map`` is {mount point: [GPU index]}: raise NetfsError naming the bad entry."""
+    if gpu_map is None:
+        return {}
+    if not isinstance(gpu_map, dict):
+        raise NetfsError("gpu_map must be a dict {mount point: [GPU index]}, got %r" % (gpu_map,))
+    known = {g["index"] for g in topology.get("gpus") or []}
+    out = {}
+    for mount, gpus in gpu_map.items():
+        if not isinstance(mount, str) or not mount.startswith("/"):
+            raise NetfsError("gpu_map: key %r is not an absolute mount point" % (mount,))
+        if not isinstance(gpus, list):
+            raise NetfsError("gpu_map[%s] must be a list of GPU indices, got %r" % (mount, gpus))
+        for gpu in gpus:
+            if isinstance(gpu, bool) or not isinstance(gpu, int) or (known and gpu not in known):
+                raise NetfsError("gpu_map[%s]: %r is not a GPU index of this node (%s)" % (
+                    mount, gpu, ", ".join(str(g) for g in sorted(known)) or "no GPUs"))
+        out[mount.rstrip("/") or "/"] = gpus
+    return out
+
+
+def describe(mount, topology, router, sysfs_root, interface_addresses=None, resolve=None):
+    """The facts of one network mount (see the module's RETURN for the keys)."""
+    fstype = mount["fstype"]
+    opts = _options(mount)
+    host, export, transport = split_source(fstype, mount["source"], opts)
+    if fstype in ("nfs", "nfs4"):
+        transport = opts.get("proto") if isinstance(opts.get("proto"), str) else None
+    server_address = _address(opts.get("addr")) or _address(host)
+    if server_address is None and host and resolve is not None:
+        server_address = resolve(host)
+    vers = opts.get("vers") or opts.get("nfsvers")
+    if vers is None and fstype == "nfs4":
+        vers = "4"
+    fact = {
+        "mountpoint": mount["target"], "fstype": fstype, "fs": NETFS_TYPES[fstype],
+        "source": mount["source"], "server": host, "server_address": server_address,
+        "export": export, "options": opts,
+        "transport": transport, "rdma": transport == "rdma",
+        "port": _int(opts.get("port")), "vers": vers if isinstance(vers, str) else None,
+        "rsize": _int(opts.get("rsize")), "wsize": _int(opts.get("wsize")),
+        "nconnect": _int(opts.get("nconnect")), "max_connect": _int(opts.get("max_connect")),
+        "netdev": None, "lower_netdevs": [], "nics": [], "nic": None, "client_address": None, "route": None,
+        "gpus": [],
+    }
+    if server_address is None:
+        if fstype in ("gpfs", "beegfs"):
+            reason = "%s names no server in its mount table entry" % fstype
+        elif host:
+            reason = "server %s is a host name that did not resolve" % host
+        else:
+            reason = "no server address in the source %r or its options" % mount["source"]
+        fact["route"] = {"dev": None, "reason": reason}
+        return fact
+    route = router.route(server_address)
+    fact["route"] = route
+    dev = route.get("dev")
+    if not dev:
+        return fact
+    fact["netdev"] = dev
+    by_netdev = netdev_map(topology)
+    nics = []
+    lowers = lower_netdevs(sysfs_root, dev)
+    fact["lower_netdevs"] = [d for d in lowers if d != dev]
+    for lower in lowers:
+        nic = by_netdev.get(lower)
+        if nic and nic not in nics:
+            nics.append(nic)
+    fact["nics"] = nics
+    fact["nic"] = nics[0] if nics else None
+    fact["gpus"] = paired_gpus(topology, nics) if nics else []
+    addresses = (interface_addresses or {}).get(dev) or []
+    if isinstance(addresses, str):
+        addresses = [addresses]
+    client = route.get("source") or _address(opts.get("clientaddr") if isinstance(
+        opts.get("clientaddr"), str) else None)
+    if not client:
+        client = next((a for a in addresses if _address(a)
+                       and ipaddress.ip_address(a).version == ipaddress.ip_address(
+                           server_address).version), None)
+    fact["client_address"] = client
+    return fact
+
+
+def audit(procfs_root, sysfs_root, topology, run_ip=None, resolve=None, interface_addresses=None):
+    """Every network file system mount of the node, described."""
+    try:
+        mounts = read_mounts(procfs_root)
+    except ProcfsError as exc:
+        raise NetfsError("mount table: %s" % exc)
+    router = Router(procfs_root, run_ip)
+    return [describe(m, topology, router, sysfs_root, interface_addresses, resolve)
+            for m in mounts if m["fstype"] in NETFS_TYPES]
+
+
+def _gpu_list(gpus):
+    return ",".join("GPU%d" % g for g in gpus) or "none"
+
+
+def mount_checks(mounts, topology, gpu_map=None, expect_rdma=False, tcp_verdict="WARN",
+                 far_verdict="WARN", io_size_verdict="WARN", min_io_size=1048576,
+                 near_classes=("PIX", "PXB")):
+    """The ``netfs: `` checks of the mounts (SKIP when there is none)."""
+    for name, value in (("tcp_verdict", tcp_verdict), ("far_verdict", far_verdict),
+                        ("io_size_verdict", io_size_verdict)):
+        if value not in VERDICTS:
+            raise NetfsError("%s must be one of %s, got %r" % (name, ", ".join(VERDICTS), value))
+    for cls in near_classes:
+        if cls not in CLASS_ORDER:
+            raise NetfsError("near_classes: %r is not one of %s" % (cls, ", ".join(CLASS_ORDER)))
+    gpu_map = validate_gpu_map(gpu_map, topology)
+    if not mounts:
+        return [check("netfs: mounts", "SKIP", "network file system mounts", "none",
+                      "no %s mount on this node" % "/".join(sorted(NETFS_TYPES)))]
+    all_gpus = [g["index"] for g in topology.get("gpus") or []]
+    out = [check("netfs: mounts", "PASS", "network file system mounts",
+                 len(mounts), ", ".join("%s (%s)" % (m["mountpoint"], m["fstype"]) for m in mounts))]
+    for m in mounts:
+        mp = m["mountpoint"]
+        if m["transport"] is None:
+            out.append(check("netfs: %s transport" % mp, "SKIP", "rdma" if expect_rdma else "any",
+                             "unknown", "%s shows no transport in its mount options" % m["fstype"]))
+        elif m["transport"] == "rdma":
+            out.append(check("netfs: %s transport" % mp, "PASS", "rdma" if expect_rdma else "any",
+                             "rdma", "port %s" % m["port"] if m["port"] else None))
+        else:
+            out.append(check(
+                "netfs: %s transport" % mp, tcp_verdict if expect_rdma else "PASS",
+                "rdma" if expect_rdma else "any", m["transport"],
+                "GDS reads this mount through the CPU: mount it with proto=rdma (NFS: port 20049)"
+                if expect_rdma else "RDMA not expected by this profile"))
+        if m["fstype"] in ("nfs", "nfs4"):
+            small = [k for k in ("rsize", "wsize") if m[k] is not None and m[k] < min_io_size]
+            unknown = [k for k in ("rsize", "wsize") if m[k] is None]
+            actual = "rsize=%s,wsize=%s" % (m["rsize"], m["wsize"])
+            if unknown:
+                out.append(check("netfs: %s rsize/wsize" % mp, "SKIP", ">= %d" % min_io_size,
+                                 actual, "%s not in the mount options" % "/".join(unknown)))
+            else:
+                out.append(check("netfs: %s rsize/wsize" % mp, io_size_verdict if small else "PASS",
+                                 ">= %d" % min_io_size, actual,
+                                 "mount with rsize=%d,wsize=%d" % (min_io_size, min_io_size)
+                                 if small else None))
+        out += _affinity_checks(m, topology, gpu_map.get(mp, all_gpus), far_verdict, near_classes)
+    return out
+
+
+def _affinity_checks(m, topology, readers, far_verdict, near_classes):
+    mp = m["mountpoint"]
+    name = "netfs: %s NIC affinity" % mp
+    expected = "a NIC %s to its GPUs" % "/".join(near_classes)
+    out = []
+    named = GUIDE_NAME.match(mp)
+    if named and m["netdev"] and named.group(1) not in lower_names(m):
+        out.append(check("netfs: %s interface" % mp, "WARN", named.group(1), m["netdev"],
+                         "the mount point names %s but the route to %s leaves through %s"
+                         % (named.group(1), m["server_address"], m["netdev"])))
+    if not m["netdev"]:
+        reason = (m.get("route") or {}).get("reason") or "no route"
+        return out + [check(name, "SKIP", expected, "unknown", "%s: %s" % (mp, reason))]
+    if not m["nics"]:
+        return out + [check(name, "SKIP", expected, m["netdev"],
+                            "%s leaves through %s, a netdev with no RDMA device: GDS cannot "
+                            "use it for RDMA" % (mp, m["netdev"]))]
+    if not readers:
+        return out + [check(name, "SKIP", expected, m["nic"], "no GPU reads %s (gpu_map)" % mp)]
+    classes = {g: nic_class(topology, g, m["nics"]) for g in readers}
+    near = [g for g in readers if classes[g] in near_classes]
+    far = [g for g in readers if g not in near]
+    nic = "%s (%s)" % ("+".join(m["nics"]), m["netdev"])
+    described = ", ".join("GPU%d %s" % (g, classes[g] or "unknown") for g in readers)
+    if near:
+        detail = "%s leaves through %s, paired with %s" % (mp, nic, _gpu_list(near))
+        if far:
+            detail += "; also read by far GPUs %s" % ", ".join(
+                "GPU%d (%s)" % (g, classes[g] or "unknown") for g in far)
+        return out + [check(name, "PASS", expected, described, detail)]
+    own = []
+    for g in far:
+        gpu = next((x for x in topology.get("gpus") or [] if x["index"] == g), {})
+        if gpu.get("nics"):
+            own.append("GPU%d: %s" % (g, gpu["nics"][0]))
+    detail = "%s leaves through NIC %s, far from every GPU that reads it (%s)" % (
+        mp, nic, _gpu_list(readers))
+    if own:
+        detail += "; their own NICs: %s" % ", ".join(own)
+    return out + [check(name, far_verdict, expected, described, detail)]
+
+
+def lower_names(m):
+    return [m["netdev"]] + list(m.get("lower_netdevs") or [])

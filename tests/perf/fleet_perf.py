@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Wall time and controller memory of commissioning and drift over N simulated nodes.
+
+For each N: a generated inventory (tests/fixtures/fleet.py, fixtures mixed) and fresh simulated
+trees, then `commission.yml` (tune, benchmark, report) and `drift.yml` on the commissioned nodes,
+each in its own ansible-playbook process. Prints per run: wall seconds, the ratio to N=1, CPU
+seconds of the controller process and of its workers and modules, and the controller's peak RSS
+(ru_maxrss of the ansible-playbook process; workers are forks of it). Asserts nothing.
+
+  .venv/bin/python tests/perf/fleet_perf.py [--sizes 1,16,64,256] [--playbooks commission,drift]
+                                            [--work DIR] [--forks N]
+"""
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "fixtures"))
+import fleet  # noqa: E402
+
+# run ansible-playbook in this interpreter, then report the process's own and its children's usage
+WRAPPER = r"""
+import json, resource, runpy, sys
+out = sys.argv[1]
+sys.argv = sys.argv[2:]
+code = 0
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+except SystemExit as exc:
+    code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+finally:
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    with open(out, "w") as handle:
+        json.dump({"self_cpu": me.ru_utime + me.ru_stime, "children_cpu": kids.ru_utime + kids.ru_stime,
+                   "self_maxrss_kb": me.ru_maxrss, "children_maxrss_kb": kids.ru_maxrss}, handle)
+sys.exit(code)
+"""
+
+
+def run(playbook, size, work, forks, log):
+    inv, sim, reports = (os.path.join(work, "inv%d" % size), os.path.join(work, "sim%d" % size),
+                         os.path.join(work, "reports%d" % size))
+    usage = os.path.join(work, "usage.json")
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), GDS_SIM_ROOT=sim,
+               GDS_REPORTS_DIR=reports, PYTHONDONTWRITEBYTECODE="1")
+    env.pop("GDS_RUN_ID", None)
+    env.pop("GDS_RUN_STATE", None)
+    if forks:
+        env["ANSIBLE_FORKS"] = str(forks)
+    argv = [sys.executable, "-c", WRAPPER, usage, os.path.join(ROOT, ".venv", "bin", "ansible-playbook"),
+            "-i", inv, os.path.join(ROOT, "playbooks", playbook + ".yml")]
+    start = time.monotonic()
+    with open(log, "w") as handle:
+        rc = subprocess.call(argv, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
+    wall = time.monotonic() - start
+    with open(usage) as handle:
+        figures = json.load(handle)
+    figures.update(rc=rc, wall=wall)
+    return figures
+
+
+def verdicts(work, size):
+    """PASS/FAIL/... counts of the last commissioning report, drifted count of the last drift."""
+    latest = os.path.join(work, "reports%d" % size, "latest")
+    out = []
+    try:
+        with open(os.path.join(latest, "summary.json")) as handle:
+            out.append(" ".join("%s=%d" % kv for kv in sorted(json.load(handle)["counts"].items()) if kv[1]))
+    except (OSError, ValueError, KeyError):
+        pass
+    try:
+        with open(os.path.join(latest, "drift.json")) as handle:
+            hosts = json.load(handle)["hosts"]
+        out.append("drifted=%d" % sum(1 for h in hosts.values() if h.get("drifted") is not False))
+    except (OSError, ValueError, KeyError):
+        pass
+    return " ".join(out)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1,16,64,256")
+    parser.add_argument("--playbooks", default="commission,drift")
+    parser.add_argument("--work", help="keep inventories, trees, reports and logs here (default: a temp dir)")
+    parser.add_argument("--forks", type=int, help="ANSIBLE_FORKS for the runs (default: ansible.cfg)")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    playbooks = [p for p in args.playbooks.split(",") if p]
+    if "commission" in playbooks and not os.path.exists(os.path.join(ROOT, "bench", "gdsbench")):
+        subprocess.check_call(["make", "-s", "-C", os.path.join(ROOT, "bench")])
+    work = args.work or tempfile.mkdtemp(prefix="gds-fleet-perf-")
+    os.makedirs(work, exist_ok=True)
+    print("work directory %s, %d CPU(s)" % (work, os.cpu_count()))
+    header = "%-10s %5s %9s %6s %8s %12s %13s %12s  %s" % (
+        "playbook", "nodes", "wall_s", "ratio", "s/node", "ctrl_cpu_s", "worker_cpu_s", "ctrl_rss_mb", "rc / result")
+    print(header)
+    base = {}
+    for size in sizes:
+        fleet.write(size, os.path.join(work, "inv%d" % size), os.path.join(work, "sim%d" % size))
+        for playbook in playbooks:
+            log = os.path.join(work, "%s-%d.log" % (playbook, size))
+            f = run(playbook, size, work, args.forks, log)
+            base.setdefault(playbook, f["wall"])
+            print("%-10s %5d %9.1f %6.2f %8.2f %12.1f %13.1f %12.0f  rc=%d %s" % (
+                playbook, size, f["wall"], f["wall"] / base[playbook], f["wall"] / size, f["self_cpu"],
+                f["children_cpu"], f["self_maxrss_kb"] / 1024.0, f["rc"], verdicts(work, size)), flush=True)
+        if not args.work:
+            shutil.rmtree(os.path.join(work, "sim%d" % size), ignore_errors=True)
+    if not args.work:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,193 @@
+"""What keeps a run over hundreds of nodes linear: one state-file write per task (not per event),
+one pass to collect the report's host data, no facts copied per host per task, reboots in
+batches; and the fleet inventory generator."""
+import configparser
+import os
+import sys
+
+import pytest
+import yaml
+from conftest import ROOT
+
+sys.path.insert(0, os.path.join(ROOT, "plugins", "callback"))
+sys.path.insert(0, os.path.join(ROOT, "plugins", "filter"))
+import fleet  # noqa: E402
+import gds_commission  # noqa: E402
+import gds_report_hosts  # noqa: E402
+
+
+# --------------------------------------------------------------------------------------------
+# the gds_commission callback: the state file is written per task, not per event
+# --------------------------------------------------------------------------------------------
+class _Host:
+    def __init__(self, name):
+        self.name = name
+
+    def get_name(self):
+        return self.name
+
+
+class _Task:
+    check_mode = True
+
+    def __init__(self, name, action="ansible.builtin.copy"):
+        self.name, self.action = name, action
+
+    def get_name(self):
+        return self.name
+
+
+class _Result:
+    def __init__(self, host, task, result):
+        self._host, self._task, self._result = _Host(host), task, result
+
+
+def test_callback_writes_the_state_once_per_task_not_once_per_host(tmp_path, monkeypatch):
+    monkeypatch.setenv("GDS_REPORTS_DIR", str(tmp_path))
+    monkeypatch.setenv("GDS_RUN_ID", "run-1")
+    cb = gds_commission.CallbackModule()
+    cb.state["run_id"], cb.path = "run-1", str(tmp_path / "state.json")
+    writes = []
+    real = cb._save
+    monkeypatch.setattr(cb, "_save", lambda: (writes.append(1), real()))
+    task = _Task("Write cufile.json")
+    cb.v2_playbook_on_task_start(task, False)
+    for i in range(200):
+        cb.v2_runner_on_ok(_Result("node%03d" % i, task, {"changed": True, "diff": {"before_header": "/etc/x", "after": "a", "before": "b"}}))
+    cb.v2_runner_on_failed(_Result("node200", task, {"msg": "boom"}))
+    assert len(writes) <= 1
+    cb.v2_playbook_on_task_start(_Task("next"), False)  # what the next task (the report) reads is complete
+    assert len(writes) <= 2
+    import json
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert len(state["drift"]) == 200 and state["hosts"]["node200"]["failures"][0]["msg"] == "boom"
+
+
+# --------------------------------------------------------------------------------------------
+# gds_report: the hosts' data in one pass
+# --------------------------------------------------------------------------------------------
+def test_report_collection_is_one_pass_without_a_per_host_loop():
+    with open(os.path.join(ROOT, "roles", "gds_report", "tasks", "main.yml")) as handle:
+        tasks = yaml.safe_load(handle)
+    collect = [t for t in tasks if "__gds_report_hosts" in str(t.get("ansible.builtin.set_fact", ""))]
+    assert collect and not any("loop" in t or "with_items" in t for t in collect)
+
+
+def test_report_hosts_filter_collects_what_each_host_recorded():
+    hostvars = {
+        "a": {"ansible_facts": {"gds_topology": {"gpus": [1]}, "gds_platform": {"kernel": "6.8"}},
+              "gds_facts_checks": [{"name": "topology: x"}], "gds_bench_checks": [[{"name": "bench: y"}]],
+              "gds_raid_arrays": [{"name": "md0"}], "gds_iommu_reboot_required": True, "other_checks": [1],
+              "gds_rdma_bench_results": [{"nic": "mlx5_0", "gbps": 390.0}]},
+        "b": {"ansible_facts": {}, "gds_driver_reboot_required": False},
+    }
+    out = gds_report_hosts.gds_report_hosts(["a", "b"], hostvars, r"^(gds|pcie_acs)_[a-z0-9_]*checks$")
+    assert out["a"] == {"checks": [{"name": "topology: x"}, {"name": "bench: y"}], "topology": {"gpus": [1]},
+                        "arrays": [{"name": "md0"}], "bench": [], "rdma_bench": [{"nic": "mlx5_0", "gbps": 390.0}],
+                        "reboot_required": True, "platform": {"kernel": "6.8"}}
+    assert out["b"] == {"checks": [], "topology": None, "arrays": [], "bench": [], "rdma_bench": [],
+                        "reboot_required": False, "platform": None}
+
+
+def test_report_hosts_filter_bad_pattern_names_the_variable():
+    from ansible.errors import AnsibleFilterError
+    with pytest.raises(AnsibleFilterError, match="gds_report_check_vars"):
+        gds_report_hosts.gds_report_hosts(["a"], {"a": {}}, "([")
+
+
+# --------------------------------------------------------------------------------------------
+# ansible.cfg: facts are neither re-decoded from a persistent cache nor deep-copied into
+# top-level variables for every host and task
+# --------------------------------------------------------------------------------------------
+def test_ansible_cfg_keeps_facts_cheap_per_task():
+    cfg = configparser.ConfigParser()
+    cfg.read(os.path.join(ROOT, "ansible.cfg"))
+    assert cfg.get("defaults", "fact_caching") == "memory"
+    assert cfg.getboolean("defaults", "inject_facts_as_vars") is False
+
+
+FACT_NAMES = ("gds_topology", "gds_platform", "ansible_distribution", "ansible_os_family", "ansible_kernel",
+              "ansible_hostname", "ansible_fqdn", "ansible_architecture", "ansible_processor", "ansible_memtotal_mb")
+
+
+def test_no_role_reads_facts_as_top_level_variables():
+    """inject_facts_as_vars is off: a fact is ansible_facts['name'], never a bare variable."""
+    import re
+    bad = []
+    for base in ("roles", "playbooks"):
+        for dirpath, _, files in os.walk(os.path.join(ROOT, base)):
+            if os.path.basename(dirpath) == "meta":
+                continue
+            for name in files:
+                if not name.endswith((".yml", ".yaml", ".j2")):
+                    continue
+                path = os.path.join(dirpath, name)
+                with open(path) as handle:
+                    for number, line in enumerate(handle, 1):
+                        if line.lstrip().startswith("#"):
+                            continue
+                        for expr in re.findall(r"\{\{.*?\}\}|\{%.*?%\}|^\s*(?:that|when|failed_when|changed_when):.*$", line):
+                            for fact in FACT_NAMES:
+                                for m in re.finditer(r"(?<![\w'\".\[])%s\b" % fact, expr):
+                                    bad.append("%s:%d: %s" % (os.path.relpath(path, ROOT), number, line.strip()))
+    assert not bad, "facts used as top-level variables:\n" + "\n".join(bad)
+
+
+# --------------------------------------------------------------------------------------------
+# reboots in batches
+# --------------------------------------------------------------------------------------------
+def _reboot_play():
+    with open(os.path.join(ROOT, "playbooks", "tune.yml")) as handle:
+        plays = yaml.safe_load(handle)
+    return [p for p in plays if any((r.get("role") if isinstance(r, dict) else r) == "gds_reboot" for r in p.get("roles", []))][0]
+
+
+@pytest.mark.parametrize("variables, serial, max_fail", [
+    ({}, "10%", 0),
+    ({"gds_reboot_batch": 4, "gds_reboot_max_fail_percent": 25}, 4, 25),
+])
+def test_reboot_play_reboots_in_batches(variables, serial, max_fail):
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+    play = _reboot_play()
+    templar = Templar(loader=DataLoader(), variables=variables)
+    assert str(templar.template(trust_as_template(play["serial"].strip()))) == str(serial)
+    assert int(templar.template(trust_as_template(play["max_fail_percentage"].strip()))) == max_fail
+
+
+def test_reboot_batches_hold_only_the_nodes_that_reboot():
+    """Nodes that do not reboot (drift, check mode, simulated, gds_reboot_ok false) stay out of the
+    batches: the batched play takes the group that only rebooting nodes join."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+    play = _reboot_play()
+    templar = Templar(loader=DataLoader(), variables={"groups": {"all": ["a", "b", "c"], "gds_reboot_pending": ["b"]}})
+    assert list(templar.template(trust_as_template(play["hosts"]))) == ["b"]
+    assert list(Templar(loader=DataLoader(), variables={"groups": {"all": ["a"]}}).template(trust_as_template(play["hosts"]))) == []
+    with open(os.path.join(ROOT, "roles", "gds_reboot", "tasks", "select.yml")) as handle:
+        tasks = yaml.safe_load(handle)
+    grouping = [t for t in tasks if "ansible.builtin.group_by" in t][0]
+    assert grouping["ansible.builtin.group_by"]["key"] == "gds_reboot_pending"
+    assert set(grouping["when"]) >= {"gds_reboot_ok | bool", "gds_live | default(true) | bool", "not ansible_check_mode"}
+
+
+# --------------------------------------------------------------------------------------------
+# the fleet inventory generator
+# --------------------------------------------------------------------------------------------
+def test_fleet_inventory_mixes_fixtures_and_groups(tmp_path):
+    data = fleet.write(6, str(tmp_path / "inv"), str(tmp_path / "sim"))
+    hosts = data["all"]["children"]["simulated"]["hosts"]
+    assert list(hosts) == ["fleet-%04d" % i for i in range(1, 7)]
+    assert [h["gds_sim_fixture"] for h in hosts.values()][:4] == list(fleet.DEFAULT_FIXTURES)
+    assert set(data["all"]["children"]["dgx_a100"]["hosts"]) == {"fleet-0001", "fleet-0005"}
+    assert os.path.isfile(str(tmp_path / "inv" / "group_vars" / "simulated.yml"))
+    assert os.path.isdir(str(tmp_path / "sim" / "fleet-0006" / "sys" / "bus" / "pci" / "devices"))
+    with open(str(tmp_path / "inv" / "hosts.yml")) as handle:
+        assert yaml.safe_load(handle) == data
+
+
+@pytest.mark.parametrize("count, fixtures, message", [(0, fleet.DEFAULT_FIXTURES, "at least 1"),
+                                                       (2, ("dgx-a100", "nope"), "unknown fixture")])
+def test_fleet_inventory_bad_input(tmp_path, count, fixtures, message):
+    with pytest.raises(ValueError, match=message):
+        fleet.write(count, str(tmp_path / "inv"), fixtures=fixtures)

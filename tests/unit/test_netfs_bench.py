@@ -1,0 +1,146 @@
+"""Benchmarks on network mounts: each GPU against the mount of its own NIC, the penalty through a
+far NIC's mount, and gdsio job files in the guide's format."""
+import configparser
+import os
+import sys
+
+import pytest
+
+from conftest import ROOT
+from test_netfs_mounts import guide_topology
+
+sys.path.insert(0, os.path.join(ROOT, "plugins", "filter"))
+from gds_bench_plan import PlanError, gds_bench_plan, gds_gdsio_jobfile, gds_netfs_bench_targets  # noqa: E402
+
+MOUNTS = [
+    {"mountpoint": "/mnt/nfs/ib0/data/0", "nic": "mlx5_0", "nics": ["mlx5_0"], "gpus": [0, 1]},
+    {"mountpoint": "/mnt/nfs/ib0/data/1", "nic": "mlx5_0", "nics": ["mlx5_0"], "gpus": [0, 1]},
+    {"mountpoint": "/mnt/nfs/ib9/data/0", "nic": "mlx5_9", "nics": ["mlx5_9"], "gpus": [14, 15]},
+    {"mountpoint": "/mnt/data", "nic": None, "nics": [], "gpus": []},  # a plain netdev: no pair
+]
+PROFILE = {
+    "templates": [{"name": "seq_write", "io_type": "write", "threads": 8},
+                  {"name": "seq_read", "io_type": "read", "threads": 8}],
+    "thresholds": {"seq_read": {"throughput_gib_s": [9.0, -0.1, None]}},
+    "affinity_gain": [1.1, -0.05, None], "expect_path": "nvfs", "xfer_type": 0,
+    "gpu_indices": list(range(16)), "numa_of_gpu": {g: 0 if g < 8 else 1 for g in range(16)},
+    "size": "1G", "duration": 120,
+}
+
+
+def test_each_gpu_gets_its_nics_mount_and_a_far_one():
+    targets = gds_netfs_bench_targets(MOUNTS, guide_topology(), gpus=[0, 1, 14], subdir="gds_dir")
+    by_gpu = {t["gpus"][0]: t for t in targets}
+    assert by_gpu[0]["mount"] == "/mnt/nfs/ib0/data/0/gds_dir"
+    assert by_gpu[1]["mount"] == "/mnt/nfs/ib0/data/1/gds_dir"  # the NIC's mounts in turn
+    assert (by_gpu[0]["far_mount"], by_gpu[0]["far_nic"]) == ("/mnt/nfs/ib9/data/0/gds_dir", "mlx5_9")
+    assert (by_gpu[14]["nic"], by_gpu[14]["far_nic"]) == ("mlx5_9", "mlx5_0")
+
+
+def test_default_is_one_gpu_per_nic():
+    targets = gds_netfs_bench_targets(MOUNTS, guide_topology())
+    assert [t["gpus"] for t in targets] == [[0], [14]]
+
+
+def test_plan_measures_the_far_nic_penalty_with_the_same_gpu():
+    targets = gds_netfs_bench_targets(MOUNTS, guide_topology(), gpus=[0], subdir="gds_dir")
+    jobs = gds_bench_plan(targets, PROFILE)
+    names = [j["name"] for j in jobs]
+    label = "GPU0 /mnt/nfs/ib0/data/0"
+    assert names == [label + " seq_write", label + " seq_read", label + " far NIC write (mlx5_9)",
+                     label + " seq_read far NIC (mlx5_9)"]
+    optimal, far = jobs[1], jobs[3]
+    assert optimal["target"] == "/mnt/nfs/ib0/data/0/gds_dir" and optimal["gpu"] == 0
+    assert far["target"] == "/mnt/nfs/ib9/data/0/gds_dir" and far["gpu"] == 0 and far["numa"] == 0
+    assert jobs[2]["target"] == far["target"] and jobs[2]["io_type"] == "write"
+    assert far["thresholds"] == {} and jobs[2]["thresholds"] == {}
+    assert optimal["compare"] == {"job": far["name"], "metric": "throughput_gib_s",
+                                  "as": "affinity_gain", "threshold": [1.1, -0.05, None]}
+    assert optimal["thresholds"] == {"throughput_gib_s": [9.0, -0.1, None]}
+
+
+def test_gpu_without_a_mount_or_far_nic_is_skipped_with_the_reason():
+    only_ib0 = MOUNTS[:2]
+    targets = gds_netfs_bench_targets(only_ib0, guide_topology(), gpus=[0, 8])
+    jobs = gds_bench_plan(targets, PROFILE)
+    skipped = {j["name"]: j["skip"] for j in jobs if j.get("skip")}
+    assert skipped["GPU0 /mnt/nfs/ib0/data/0 seq_read far NIC"].startswith("no network mount")
+    assert "no network mount leaves through a NIC of GPU8" in skipped["GPU8 seq_read"]
+
+
+def test_bad_gpu_is_refused_by_name():
+    with pytest.raises(PlanError) as err:
+        gds_netfs_bench_targets(MOUNTS, guide_topology(), gpus=[16])
+    assert "gds_bench_netfs_gpus" in str(err.value) and "16" in str(err.value)
+
+
+# the guide's nfs_rr.gdsio without its comments
+GUIDE_RR = """[global]
+name=nfs_random_read
+xfer_type=0
+rw=randread
+bs=4k
+size=500M
+runtime=120
+[job1]
+numa_node=0
+gpu_dev_id=0
+num_threads=16
+directory=/mnt/nfs/ib0/data/0/gds_dir
+[job2]
+numa_node=0
+gpu_dev_id=2
+num_threads=16
+directory=/mnt/nfs/ib1/data/0/gds_dir
+[job3]
+numa_node=0
+gpu_dev_id=4
+num_threads=16
+directory=/mnt/nfs/ib2/data/0/gds_dir
+[job4]
+numa_node=0
+gpu_dev_id=6
+num_threads=16
+directory=/mnt/nfs/ib3/data/0/gds_dir
+"""
+
+
+def sections(text):
+    parser = configparser.ConfigParser()
+    parser.read_string(text)
+    return {name: dict(parser[name]) for name in parser.sections()}
+
+
+def test_jobfile_in_the_guide_format():
+    jobs = [{"name": "rr%d" % g, "gpu": g, "numa": 0, "threads": 16, "xfer_type": 0,
+             "io_type": "randread", "io_size": "4k", "size": "500M", "duration": 120,
+             "target": "/mnt/nfs/ib%d/data/0/gds_dir" % (g // 2)} for g in (0, 2, 4, 6)]
+    jobs.append({"name": "skipped", "skip": "no mount"})
+    text = gds_gdsio_jobfile(jobs, name="nfs_random_read")
+    got, want = sections(text), sections(GUIDE_RR)
+    want["global"]["do_verify"] = "0"  # as in the guide's nfs_sr.gdsio
+    assert got == want
+    assert text.startswith("[global]\nname=nfs_random_read\n")
+
+
+def test_jobfile_refuses_jobs_of_different_kinds():
+    jobs = [{"gpu": 0, "threads": 8, "xfer_type": 0, "io_type": "read", "io_size": "1M", "size": "1G",
+             "duration": 60, "target": "/a"},
+            {"gpu": 1, "threads": 8, "xfer_type": 0, "io_type": "write", "io_size": "1M", "size": "1G",
+             "duration": 60, "target": "/b"}]
+    with pytest.raises(PlanError) as err:
+        gds_gdsio_jobfile(jobs)
+    assert "io_type" in str(err.value) and "read, write" in str(err.value)
+
+
+def test_simulated_root_prefixes_the_targets():
+    targets = gds_netfs_bench_targets(MOUNTS, guide_topology(), gpus=[0], subdir="gds_dir", root="/sim/node/")
+    assert targets[0]["mount"] == "/sim/node/mnt/nfs/ib0/data/0/gds_dir"
+    assert targets[0]["far_mount"] == "/sim/node/mnt/nfs/ib9/data/0/gds_dir"
+
+
+def test_cpu_transfer_type_skips_the_far_nic_penalty():
+    targets = gds_netfs_bench_targets(MOUNTS, guide_topology(), gpus=[0])
+    jobs = gds_bench_plan(targets, dict(PROFILE, xfer_type=1))
+    assert jobs[-1]["name"].endswith("far NIC") and "CPU transfer type" in jobs[-1]["skip"]
+    assert [j.get("skip") for j in jobs[:2]] == [None, None]
