@@ -12,8 +12,11 @@
 #
 # Environment: PREFIX (/opt/perftest-cuda: the role's gds_rdma_bench_perftest_dir is
 # PREFIX/bin), CUDA_HOME (/usr/local/cuda), CACHE_DIR (.cache/perftest), BUILD_DIR
-# (build/perftest-cuda), JOBS (nproc). Needs a C compiler, make, the rdma-core headers
-# (Debian: libibverbs-dev librdmacm-dev libibumad-dev libpci-dev) and, for a source without
+# (build/perftest-cuda), JOBS (nproc), RDMA_DEBS (a directory of rdma-core .deb files:
+# libibverbs1/-dev, librdmacm1/-dev, libibumad3/-dev, libpci3/-dev, libnl-3/-route-3, ibverbs-providers;
+# unpacked into BUILD_DIR/sysroot and linked with an rpath to it, for a node without those packages
+# and without a package mirror). Needs a C compiler, make, the rdma-core headers (Debian:
+# libibverbs-dev librdmacm-dev libibumad-dev libpci-dev, or RDMA_DEBS) and, for a source without
 # ./configure, autoconf automake libtool.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,12 +51,26 @@ build() {
 	[ -n "$src" ] || src=$(find_source)
 	[ -e "$src" ] || die "$src does not exist"
 	[ -r "$CUDA_HOME/include/cuda.h" ] || die "$CUDA_HOME/include/cuda.h not found: set CUDA_HOME to the CUDA toolkit"
-	for header in infiniband/verbs.h rdma/rdma_cma.h; do
-		echo "#include <$header>" | ${CC:-cc} -E -x c - >/dev/null 2>&1 ||
-			die "<$header> not found: install libibverbs-dev librdmacm-dev libibumad-dev libpci-dev (rdma-core)"
-	done
 	rm -rf "$BUILD_DIR"
 	mkdir -p "$BUILD_DIR"
+	local cppflags=${CPPFLAGS:-} ldflags=${LDFLAGS:-}
+	if [ -n "${RDMA_DEBS:-}" ]; then
+		local sysroot=$BUILD_DIR/sysroot lib deb
+		mkdir -p "$sysroot"
+		for deb in "$RDMA_DEBS"/*.deb; do
+			[ -e "$deb" ] || die "RDMA_DEBS=$RDMA_DEBS holds no .deb files"
+			dpkg-deb -x "$deb" "$sysroot" || die "cannot unpack $deb"
+		done
+		lib=$sysroot/usr/lib/$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+		cppflags="-I$sysroot/usr/include -I$sysroot/usr/include/$(basename "$lib") $cppflags"
+		# the binaries find libibverbs and its providers there at run time too
+		ldflags="-L$lib -Wl,-rpath,$lib -Wl,-rpath-link,$lib $ldflags"
+	fi
+	for header in infiniband/verbs.h rdma/rdma_cma.h; do
+		# shellcheck disable=SC2086 # word splitting of the flags is wanted
+		echo "#include <$header>" | ${CC:-cc} $cppflags -E -x c - >/dev/null 2>&1 ||
+			die "<$header> not found: install libibverbs-dev librdmacm-dev libibumad-dev libpci-dev (rdma-core)"
+	done
 	if [ -d "$src" ]; then
 		cp -a "$src/." "$BUILD_DIR/src"
 	else
@@ -68,7 +85,8 @@ build() {
 	fi
 	echo "build-perftest-cuda: configure with CUDA_H_PATH=$CUDA_HOME/include/cuda.h, prefix $PREFIX"
 	./configure --prefix="$PREFIX" CUDA_H_PATH="$CUDA_HOME/include/cuda.h" \
-		LDFLAGS="-L$CUDA_HOME/lib64 -L$CUDA_HOME/lib64/stubs ${LDFLAGS:-}" \
+		CPPFLAGS="$cppflags" CFLAGS="${CFLAGS:--O2} $cppflags" \
+		LDFLAGS="-L$CUDA_HOME/lib64 -L$CUDA_HOME/lib64/stubs $ldflags" \
 		>"$BUILD_DIR/configure.log" 2>&1 || die "configure failed: $BUILD_DIR/configure.log"
 	make -j"$JOBS" >"$BUILD_DIR/make.log" 2>&1 || die "make failed: $BUILD_DIR/make.log"
 	make install >"$BUILD_DIR/install.log" 2>&1 || die "make install into $PREFIX failed: $BUILD_DIR/install.log"
