@@ -33,22 +33,23 @@ gds "seq-write-default" -D "$D" -d "$GPU" -w 4 -s 64M -i 1M -x 0 -I 1 -V
 gds "seq-read-default" -D "$D" -d "$GPU" -w 4 -i 1M -x 0 -I 0 -V
 gds "seq-read-threads" -D "$D" -d "$GPU" -w 4 -i 1M -x 0 -I 0 -V -P 1
 
-say "memory types (-m 2 pinned host, 3 malloc, 4 mmap) and no registration (-b)"
+say "memory types (-m 2 pinned host, 3 malloc, 4 mmap), no registration (-b), buffered I/O (-O 1)"
 for m in 2 3 4; do
 	gds "read-m$m" -D "$D" -d "$GPU" -w 4 -i 1M -x 0 -I 0 -V -m "$m"
 done
 gds "read-unregistered" -D "$D" -d "$GPU" -w 4 -i 1M -x 0 -I 0 -V -b
 gds "read-x6-unregistered" -D "$D" -d "$GPU" -w 4 -i 1M -x 6 -I 0 -V -b
+# buffered (-O 1) while the files still hold the verify pattern (-R below overwrites it)
+gds "read-buffered" -D "$D" -d "$GPU" -w 4 -i 1M -x 0 -I 0 -O 1 -V
 
 say "size ranges (-i MIN:MAX:STEP), random fill (-R), refill (-F), seed (-k)"
 gds "range-write-fill" -D "$D" -d "$GPU" -w 4 -s 64M -i 64K:1M:64K -x 0 -I 1 -R -F -k 7
 gds "range-read" -D "$D" -d "$GPU" -w 4 -i 64K:1M:64K -x 0 -I 0 -T "$T"
 gds "range-randread" -D "$D" -d "$GPU" -w 4 -i 4K:64K:4K -x 0 -I 2 -T "$T" -k 7
 
-say "unaligned random offsets (-U), an alignment (-a), buffered I/O (-O 1)"
+say "unaligned random offsets (-U), an alignment (-a)"
 gds "randread-unaligned" -D "$D" -d "$GPU" -w 4 -i 4K -x 0 -I 2 -U -T "$T"
 gds "randread-align64k" -D "$D" -d "$GPU" -w 4 -i 4K -x 0 -I 2 -a 64K -T "$T"
-gds "read-buffered" -D "$D" -d "$GPU" -w 4 -i 1M -x 0 -I 0 -O 1 -V
 
 say "a job file: a cuFile job and a CPU job at once"
 mkdir -p "$D/job1" "$D/job2"

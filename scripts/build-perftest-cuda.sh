@@ -88,7 +88,7 @@ build() {
 		CPPFLAGS="$cppflags" CFLAGS="${CFLAGS:--O2} $cppflags" \
 		LDFLAGS="-L$CUDA_HOME/lib64 -L$CUDA_HOME/lib64/stubs $ldflags" \
 		>"$BUILD_DIR/configure.log" 2>&1 || die "configure failed: $BUILD_DIR/configure.log"
-	make -j"$JOBS" >"$BUILD_DIR/make.log" 2>&1 || die "make failed: $BUILD_DIR/make.log"
+	make -j"$JOBS" >"$BUILD_DIR/make.log" 2>&1 || { tail -n 25 "$BUILD_DIR/make.log" >&2; die "make failed: $BUILD_DIR/make.log"; }
 	make install >"$BUILD_DIR/install.log" 2>&1 || die "make install into $PREFIX failed: $BUILD_DIR/install.log"
 	check
 }
