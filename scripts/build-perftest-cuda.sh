@@ -28,7 +28,13 @@ JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 
 die() { echo "build-perftest-cuda: $*" >&2; exit 1; }
 
-has_cuda() { "$1" --help 2>&1 | grep -q -- '--use_cuda'; }
+# the help text first: perftest exits non-zero after --help, and grep -q closing the pipe early
+# would fail the pipeline under pipefail
+has_cuda() {
+	local help
+	help=$("$1" --help 2>&1) || true
+	grep -q -- '--use_cuda' <<<"$help"
+}
 
 fetch() {
 	mkdir -p "$CACHE_DIR"
