@@ -13,10 +13,13 @@ with the cached kernel and initrd, on q35 with an emulated Intel IOMMU, and gets
 
     00:04.0 root port -> nvme  serial gds-os      the OS disk (ext4 root, label gds-root)
     00:05.0 root port -> x3130 switch 1 -> 2 downstream ports -> nvme gds-sw1-a, gds-sw1-b
+                                          + 3rd downstream port -> virtio-net gds-nic1 (soft-RoCE rxe0)
     00:06.0 root port -> x3130 switch 2 -> 2 downstream ports -> nvme gds-sw2-a, gds-sw2-b
-    00:07.0 root port -> 0a:00.0 root port -> nvme gds-keep   extra data drive behind no switch;
+    00:07.0 root port -> 0b:00.0 root port -> nvme gds-keep   extra data drive behind no switch;
                          the link between the two ports (both x4 8 GT/s) trains at x1 2.5 GT/s
-    virtio-net on user networking; SSH forwarded from 127.0.0.1:PORT only
+    00:02.0 virtio-net on user networking; SSH forwarded from 127.0.0.1:PORT only
+    gds-nic1: a second virtio-net on its own restricted user network (no way out), with fixed
+              addresses (guest/etc/systemd/network/10-gds-rdma.network) for rxe0 and NFS
 
 Everything of one run lives in --run-dir: the SSH key pair (generated here once per run dir and
 handed to the guest through fw_cfg), the overlay and data disks, console.log, the QMP socket and
@@ -59,6 +62,13 @@ ROOT_PORTS = [
     {"id": "rp3", "addr": "0x7", "chassis": 4, "drives": ["gds-keep"], "link": ("8", 4),
      "inner": {"id": "rp3in", "chassis": 5, "link": ("8", 4)}},
 ]
+# The second NIC: a virtio-net function on a third downstream port of switch 1, next to that
+# switch's drives, so its link class to them is PIX. The guest has no GPU: the NIC stands where a
+# GPU's NIC would sit on a DGX switch. The guest's network file (10-gds-rdma.network) matches the
+# MAC and sets the addresses; `rdma link add rxe0 type rxe netdev <if>` puts soft-RoCE on it.
+RDMA_NIC = {"id": "gds-nic1", "switch": "sw1", "mac": "52:54:00:d5:00:01", "net": "10.0.3.0/24",
+            "addresses": ["10.0.3.15", "10.0.3.16"], "rdma_dev": "rxe0"}
+
 # What every emulated link trains at, and what QEMU's NVMe and x3130 upstream ports can do.
 TRAINED_LINK = {"width": 1, "speed_gts": 2.5}
 
@@ -92,7 +102,7 @@ def die(msg: str, code: int = 1) -> None:
 
 def topology() -> dict:
     """BDF-level description of the guest's PCIe tree as the firmware numbers it."""
-    out = {"root_ports": [], "switches": [], "drives": {}}
+    out = {"root_ports": [], "switches": [], "drives": {}, "nics": {}}
     bus = 1
     for rp in ROOT_PORTS:
         bdf = f"0000:00:{int(rp['addr'], 16):02x}.0"
@@ -118,6 +128,17 @@ def topology() -> dict:
                 bus += 1
                 out["drives"][serial] = {"bdf": f"0000:{bus:02x}:00.0", "switch": rp["switch"],
                                          "root_port": bdf}
+            sw["nics"], sw["nic_ports"] = [], []
+            if RDMA_NIC["switch"] == rp["switch"]:
+                # its downstream port comes after the drives' (next device number, next bus)
+                bus += 1
+                port = f"0000:{up_bus + 1:02x}:{len(rp['drives']):02x}.0"
+                out["nics"][RDMA_NIC["id"]] = {"bdf": f"0000:{bus:02x}:00.0", "switch": rp["switch"],
+                                               "root_port": bdf, "downstream": port, "mac": RDMA_NIC["mac"],
+                                               "addresses": list(RDMA_NIC["addresses"]),
+                                               "rdma_dev": RDMA_NIC["rdma_dev"]}
+                sw["nics"].append(RDMA_NIC["id"])
+                sw["nic_ports"].append(port)
             out["switches"].append(sw)
             bus += 1
         else:
@@ -125,6 +146,12 @@ def topology() -> dict:
                                               "root_port": bdf}
             bus += 1
     out["degraded_links"] = [rp["bdf"] for rp in out["root_ports"] if rp["degraded"]]
+    # nvidia-smi's class of the NIC's link to each drive: PIX below its own switch, else PHB
+    # (every root port hangs off the one q35 host bridge). The guest has no GPU to pair the NIC
+    # with; this is what its topology can show.
+    for nic in out["nics"].values():
+        nic["link_class"] = {serial: "PIX" if d["switch"] == nic["switch"] else "PHB"
+                             for serial, d in out["drives"].items()}
     return out
 
 
@@ -148,6 +175,11 @@ def qemu_device_args() -> list[str]:
                 args += ["-device", f"xio3130-downstream,id={sw}p{i},bus={sw}up,"
                                     f"chassis={10 + rp['chassis']},slot={i}"]
                 args += drive_args(serial, f"{sw}p{i}")
+            if RDMA_NIC["switch"] == sw:
+                i = len(rp["drives"])
+                args += ["-device", f"xio3130-downstream,id={sw}p{i},bus={sw}up,"
+                                    f"chassis={10 + rp['chassis']},slot={i}"]
+                args += nic_args(f"{sw}p{i}")
         else:
             args += drive_args(rp["drives"][0], rp["id"])
     return args
@@ -159,6 +191,13 @@ def drive_args(serial: str, bus: str) -> list[str]:
     # as the run and QEMU flushes them on a clean exit.
     return ["-drive", f"file={fmt_file},if=none,id=drv-{serial},format=qcow2,cache=unsafe,discard=unmap",
             "-device", f"nvme,drive=drv-{serial},serial={serial},bus={bus}"]
+
+
+def nic_args(bus: str) -> list[str]:
+    # restrict=on: the guest cannot reach the host or beyond through it; the traffic that
+    # matters (RoCE, NFS) goes to the guest's own addresses and never leaves the guest.
+    return ["-netdev", f"user,id=net1,net={RDMA_NIC['net']},restrict=on,ipv6=off",
+            "-device", f"virtio-net-pci,netdev=net1,mac={RDMA_NIC['mac']},bus={bus},romfile="]
 
 
 def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:

@@ -60,6 +60,22 @@ def prepared():
 
 
 @pytest.fixture(scope="session")
+def nic(topo):
+    """The second NIC (vmctl.RDMA_NIC): bdf, switch, downstream port, mac, addresses, rdma_dev."""
+    [entry] = topo["nics"].values()
+    return entry
+
+
+@pytest.fixture(scope="session")
+def rdma_nfs():
+    """What the prepare step set up for RDMA and NFS (molecule/vm/files/rdma-nfs.sh)."""
+    data = _load("rdma-nfs.json")
+    if data is None:
+        pytest.fail("%s/rdma-nfs.json missing: the prepare step did not set up RDMA and NFS" % RUN_DIR)
+    return data
+
+
+@pytest.fixture(scope="session")
 def rebooted():
     return _load("rebooted.json")
 
@@ -127,6 +143,13 @@ class Guest(object):
 
     def sha256(self, path):
         return self.out("sha256sum %s" % path).split()[0]
+
+    def netdev_of(self, mac):
+        """The network interface with this MAC address."""
+        out = self.out("for d in /sys/class/net/*; do echo $(basename $d) $(cat $d/address); done")
+        names = [line.split()[0] for line in out.splitlines() if line.split()[1:] == [mac]]
+        assert len(names) == 1, "one interface with MAC %s expected, found %s" % (mac, names)
+        return names[0]
 
     def acs_ctrl(self, bdf):
         """ACS Control word read with setpci, or None where the bridge has no ACS capability."""

@@ -1,6 +1,6 @@
 """PCIe link training in the guest: the kernel's view of the emulated links, and the report.
 
-scripts/vm/vmctl.py puts a second root port (0a:00.0) below root port 00:07.0, above the
+scripts/vm/vmctl.py puts a second root port (0b:00.0) below root port 00:07.0, above the
 gds-keep drive, both with Link Capabilities of x4 8 GT/s (QEMU's x-speed/x-width), while every
 emulated link trains at x1 2.5 GT/s: the link between them is the one hop below the best both
 ends support. Every other port is capped at what its device can do. Commissioning must FAIL
@@ -32,11 +32,16 @@ def _bridges_and_drives(topo):
     return switch_ports + [d["bdf"] for d in topo["drives"].values()]
 
 
+def _nic_path(topo):
+    """The second NIC and its switch downstream port: links on an RDMA NIC's path."""
+    return [b for n in topo["nics"].values() for b in (n["downstream"], n["bdf"])]
+
+
 def _unknown_max(guest, topo):
     """Ports whose Link Capabilities the kernel cannot read: QEMU 7.2's x3130 downstream ports
     have none filled in (max_link_width 0, max_link_speed "Unknown"); newer QEMU fills in x1."""
-    return {bdf for bdf in _bridges_and_drives(topo) if None in (_link(guest, bdf)["max_width"],
-                                                                 _link(guest, bdf)["max_speed_gts"])}
+    return {bdf for bdf in _bridges_and_drives(topo) + _nic_path(topo)
+            if None in (_link(guest, bdf)["max_width"], _link(guest, bdf)["max_speed_gts"])}
 
 
 def test_kernel_shows_the_root_ports_links(guest, topo):
@@ -53,7 +58,8 @@ def test_kernel_shows_the_root_ports_links(guest, topo):
 
 def test_every_other_link_at_its_capability(guest, topo):
     downstream = {b for sw in topo["switches"] for b in sw["downstream"]}
-    for bdf in _bridges_and_drives(topo):
+    downstream |= {n["downstream"] for n in topo["nics"].values()}
+    for bdf in _bridges_and_drives(topo) + _nic_path(topo):
         link = _link(guest, bdf)
         assert (link["current_width"], link["current_speed_gts"]) == (1, 2.5), (bdf, link)
         if bdf in downstream and link["max_width"] is None:
@@ -74,6 +80,8 @@ def test_commissioning_fails_exactly_the_degraded_hop(guest, topo):
     [slow] = topo["degraded_links"]
     want = {rp["bdf"] for rp in topo["root_ports"]} | set(_bridges_and_drives(topo))
     assert want <= set(links), "links without a `pcie: link` check: %s" % sorted(want - set(links))
+    # the NIC's links are checked once its soft-RoCE device is placed by its netdev; judged alike
+    assert set(links) <= want | set(_nic_path(topo)), sorted(set(links) - want - set(_nic_path(topo)))
     assert links[slow]["verdict"] == "FAIL", links[slow]
     # a port whose capability the kernel cannot read, and the device below it, are unknown
     # (WARN), never a failure; every other link PASSes
@@ -84,7 +92,7 @@ def test_commissioning_fails_exactly_the_degraded_hop(guest, topo):
             continue
         allowed = ("PASS", "WARN") if bdf in unknown | below else ("PASS",)
         assert check["verdict"] in allowed, (bdf, check)
-    for bdf in unknown:
+    for bdf in unknown & set(links):  # the ports in `want` are all there (above)
         assert links[bdf]["verdict"] == "WARN", links[bdf]
     # that hop is the run's only failure: the host FAILs for it and for nothing else
     failing = [c["name"] for c in doc["checks"] if c["verdict"] in ("FAIL", "ERROR", "UNREACHABLE")]
