@@ -10,6 +10,9 @@
 #                                                a package mirror)
 #   scripts/build-perftest-cuda.sh check         say whether PREFIX's ib_write_bw has CUDA
 #
+# CUDA 13 changed the context-creation API: perftest releases before upstream's "keep CUDA context
+# creation ABI-stable" (2026; Debian bookworm's 4.5+0.17 and the 4.5-0.20 tag among them) configure
+# but do not compile against it; use a newer source there (a GitHub snapshot with ./autogen.sh run).
 # Environment: PREFIX (/opt/perftest-cuda: the role's gds_rdma_bench_perftest_dir is
 # PREFIX/bin), CUDA_HOME (/usr/local/cuda), CACHE_DIR (.cache/perftest), BUILD_DIR
 # (build/perftest-cuda), JOBS (nproc), RDMA_DEBS (a directory of rdma-core .deb files:
