@@ -157,13 +157,19 @@ def _job_places(doc):
     return gpus, arrays
 
 
+def _header(prefix, run, timestamp, version):
+    """A new file's first two families: the tool's version (info) and when the run finished."""
+    exp = Exposition()
+    exp.family(prefix + "info", "gds-commission that wrote this file (value always 1)")
+    exp.add(prefix + "info", {"version": version}, 1)
+    exp.family(prefix + "last_run_timestamp_seconds", "When the last %s finished (Unix time)" % run)
+    exp.add(prefix + "last_run_timestamp_seconds", {}, float(timestamp))
+    return exp
+
+
 def commission_metrics(doc, timestamp, version=VERSION):
     """The textfile of one host's commissioning result (its HOST.json document)."""
-    exp = Exposition()
-    exp.family(PREFIX + "info", "gds-commission that wrote this file (value always 1)")
-    exp.add(PREFIX + "info", {"version": version}, 1)
-    exp.family(PREFIX + "last_run_timestamp_seconds", "When the last commissioning run finished (Unix time)")
-    exp.add(PREFIX + "last_run_timestamp_seconds", {}, float(timestamp))
+    exp = _header(PREFIX, "commissioning run", timestamp, version)
     exp.family(PREFIX + "verdict", "The node's verdict: 1 for the current one, 0 for the others")
     for verdict in VERDICTS:
         exp.add(PREFIX + "verdict", {"verdict": verdict}, int(doc.get("verdict") == verdict))
@@ -196,11 +202,7 @@ def commission_metrics(doc, timestamp, version=VERSION):
 
 def drift_metrics(entry, timestamp, version=VERSION):
     """The textfile of one host's drift check (its drift.json entry)."""
-    exp = Exposition()
-    exp.family(PREFIX + "drift_info", "gds-commission that wrote this file (value always 1)")
-    exp.add(PREFIX + "drift_info", {"version": version}, 1)
-    exp.family(PREFIX + "drift_last_run_timestamp_seconds", "When the last drift check finished (Unix time)")
-    exp.add(PREFIX + "drift_last_run_timestamp_seconds", {}, float(timestamp))
+    exp = _header(PREFIX + "drift_", "drift check", timestamp, version)
     exp.family(PREFIX + "drift_checked", "1 when the last drift check completed on this node")
     exp.add(PREFIX + "drift_checked", {}, int(entry.get("drifted") is not None))
     items = entry.get("items") or []

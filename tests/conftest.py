@@ -47,3 +47,29 @@ def run_module(name, args, check_mode=False):
 @pytest.fixture
 def module_runner():
     return run_module
+
+
+def run_playbook_json(inventory_file, playbook_file, extra_args=(), env=None, timeout=900):
+    """Run ansible-playbook with the ansible.posix.json callback; returns (rc, the JSON, proc)."""
+    bin_dir = os.path.dirname(sys.executable)
+    run_env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
+                   ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_CACHE_PLUGIN="memory",
+                   ANSIBLE_FORKS="8", ANSIBLE_DEPRECATION_WARNINGS="false",
+                   PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""))
+    run_env.update(env or {})
+    proc = subprocess.run([os.path.join(bin_dir, "ansible-playbook"), "-i", str(inventory_file), str(playbook_file)]
+                          + list(extra_args), cwd=ROOT, env=run_env, capture_output=True, text=True, timeout=timeout)
+    try:
+        data = json.loads(proc.stdout[proc.stdout.index("{"):])
+    except ValueError:
+        raise AssertionError("no JSON from ansible-playbook (rc=%d)\n%s\n%s"
+                             % (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:]))
+    return proc.returncode, data, proc
+
+
+def task_results(data):
+    """(task name, host, result) of every task of a run_playbook_json run, in order."""
+    for play in data["plays"]:
+        for task in play["tasks"]:
+            for host, res in task["hosts"].items():
+                yield task["task"]["name"], host, res

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 import yaml
+from conftest import run_playbook_json, task_results
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(sys.executable)
@@ -41,16 +42,10 @@ def run(tmp_path, hosts, run_id):
         "gds_report_fail": False}}}
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
     (tmp_path / "play.yml").write_text(PLAY)
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
-               ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_CACHE_PLUGIN="memory",
-               ANSIBLE_DEPRECATION_WARNINGS="false", GDS_REPORTS_DIR=str(tmp_path / "reports"), GDS_RUN_ID=run_id,
-               PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
-    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", str(tmp_path / "hosts.yml"),
-                           str(tmp_path / "play.yml")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    data = json.loads(proc.stdout[proc.stdout.index("{"):])
-    changed = [(task["task"]["name"], host) for play in data["plays"] for task in play["tasks"]
-               for host, res in task["hosts"].items() if res.get("changed")]
+    rc, data, proc = run_playbook_json(tmp_path / "hosts.yml", tmp_path / "play.yml", timeout=600,
+                                       env={"GDS_REPORTS_DIR": str(tmp_path / "reports"), "GDS_RUN_ID": run_id})
+    assert rc == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    changed = [(name, host) for name, host, res in task_results(data) if res.get("changed")]
     return changed
 
 

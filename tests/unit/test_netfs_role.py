@@ -1,12 +1,11 @@
 """The gds_netfs role on simulated DGX-2 nodes with network mounts: its validate entry point, the
 checks it records, and the opt-in fstab entries. One ansible-playbook run, one host per case."""
-import json
 import os
-import subprocess
 import sys
 
 import simtree
 import yaml
+from conftest import run_playbook_json, task_results
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(sys.executable)
@@ -71,22 +70,13 @@ def run(tmp_path):
         inventory["all"]["hosts"][host] = dict(hostvars, gds_root=root)
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
     (tmp_path / "play.yml").write_text(PLAY)
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
-               ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_CACHE_PLUGIN="memory",
-               ANSIBLE_FORKS="8", ANSIBLE_DEPRECATION_WARNINGS="false",
-               PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
-    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", str(tmp_path / "hosts.yml"),
-                           str(tmp_path / "play.yml")], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=600)
-    data = json.loads(proc.stdout[proc.stdout.index("{"):])
+    _, data, _ = run_playbook_json(tmp_path / "hosts.yml", tmp_path / "play.yml", timeout=600)
     results = {host: {"failed": None, "checks": None} for host in HOSTS}
-    for play in data["plays"]:
-        for task in play["tasks"]:
-            for host, res in task["hosts"].items():
-                if res.get("failed") and results[host]["failed"] is None:
-                    results[host]["failed"] = str(res.get("msg"))
-                if task["task"]["name"] == "Recorded":
-                    results[host]["checks"] = {c["name"]: c for c in res["msg"]}
+    for name, host, res in task_results(data):
+        if res.get("failed") and results[host]["failed"] is None:
+            results[host]["failed"] = str(res.get("msg"))
+        if name == "Recorded":
+            results[host]["checks"] = {c["name"]: c for c in res["msg"]}
     return results, roots
 
 

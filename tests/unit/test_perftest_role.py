@@ -1,17 +1,15 @@
 """The gds_rdma_bench role through playbooks/rdma_bench.yml on simulated nodes: bad variable
 values fail in validate naming the variable; a simulated node runs nothing and records SKIP rows.
 One ansible-playbook run covers every case (one host each)."""
-import json
 import os
-import subprocess
 import sys
 
 import pytest
 import simtree
 import yaml
+from conftest import run_playbook_json, task_results
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.path.dirname(sys.executable)
 ROLE = os.path.join(ROOT, "roles", "gds_rdma_bench")
 
 SHOW = """
@@ -54,27 +52,16 @@ def role_run(tmp_path_factory):
         inventory["all"]["hosts"][host] = dict(hostvars, gds_root=simtree.build("dgx-a100", str(tmp / "sim" / host)))
     (tmp / "hosts.yml").write_text(yaml.safe_dump(inventory))
     (tmp / "show.yml").write_text(SHOW.format(playbook=os.path.join(ROOT, "playbooks", "rdma_bench.yml")))
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-               ANSIBLE_CACHE_PLUGIN="memory", ANSIBLE_FORKS="8", ANSIBLE_DEPRECATION_WARNINGS="false",
-               PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
-    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", str(tmp / "hosts.yml"), str(tmp / "show.yml")],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    try:
-        data = json.loads(proc.stdout[proc.stdout.index("{"):])
-    except ValueError:
-        raise AssertionError("no JSON from ansible-playbook (rc=%d)\n%s\n%s" % (proc.returncode, proc.stdout[-3000:],
-                                                                               proc.stderr[-3000:]))
+    rc, data, _ = run_playbook_json(tmp / "hosts.yml", tmp / "show.yml")
     results = {host: {"failed": None, "changed": [], "recorded": None} for host in inventory["all"]["hosts"]}
-    for play in data["plays"]:
-        for task in play["tasks"]:
-            for host, res in task["hosts"].items():
-                if res.get("failed") and results[host]["failed"] is None:
-                    results[host]["failed"] = {"task": task["task"]["name"], "msg": str(res.get("msg"))}
-                if res.get("changed"):
-                    results[host]["changed"].append(task["task"]["name"])
-                if task["task"]["name"] == "Recorded":
-                    results[host]["recorded"] = res["msg"]
-    return proc.returncode, results
+    for name, host, res in task_results(data):
+        if res.get("failed") and results[host]["failed"] is None:
+            results[host]["failed"] = {"task": name, "msg": str(res.get("msg"))}
+        if res.get("changed"):
+            results[host]["changed"].append(name)
+        if name == "Recorded":
+            results[host]["recorded"] = res["msg"]
+    return rc, results
 
 
 @pytest.mark.parametrize("host", sorted(BAD))

@@ -1,17 +1,15 @@
 """The gds_rdma role through the real tune playbook on simulated nodes: variables checked before
 anything changes, peer memory persisted once (idempotent), drift in check mode, pairing and port
 verdicts from the profile keys, SKIP on a node without RDMA devices."""
-import json
 import os
-import subprocess
 import sys
 
 import pytest
 import simtree
 import yaml
+from conftest import run_playbook_json, task_results
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.path.dirname(sys.executable)
 
 SHOW = """
 - name: Tune
@@ -42,28 +40,19 @@ HOSTS = {
 
 
 def _play(tmp, check=False):
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-               ANSIBLE_CACHE_PLUGIN="memory", ANSIBLE_FORKS="8", ANSIBLE_DEPRECATION_WARNINGS="false",
-               GDS_REPORTS_DIR=str(tmp / "reports"), PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
-    cmd = [os.path.join(BIN, "ansible-playbook"), "-i", str(tmp / "hosts.yml"), str(tmp / "show.yml"),
-           "--tags", "facts,gds_rdma"] + (["--check", "--diff"] if check else [])
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    try:
-        data = json.loads(proc.stdout[proc.stdout.index("{"):])
-    except ValueError:
-        raise AssertionError("no JSON (rc=%d)\n%s\n%s" % (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:]))
+    _, data, _ = run_playbook_json(tmp / "hosts.yml", tmp / "show.yml",
+                                   ["--tags", "facts,gds_rdma"] + (["--check", "--diff"] if check else []),
+                                   env={"GDS_REPORTS_DIR": str(tmp / "reports")})
     out = {host: {"failed": None, "changed": [], "checks": None, "rdma": None} for host in HOSTS}
-    for play in data["plays"]:
-        for task in play["tasks"]:
-            for host, res in task["hosts"].items():
-                if res.get("failed") and out[host]["failed"] is None:
-                    out[host]["failed"] = {"task": task["task"]["name"], "msg": str(res.get("msg"))}
-                if res.get("changed"):
-                    out[host]["changed"].append(task["task"]["name"])
-                if task["task"]["name"].endswith(RDMA_TASK):
-                    out[host]["rdma"] = res
-                if task["task"]["name"] == "Recorded" and res.get("msg"):
-                    out[host]["checks"] = {c["name"]: c for c in res["msg"]}
+    for name, host, res in task_results(data):
+        if res.get("failed") and out[host]["failed"] is None:
+            out[host]["failed"] = {"task": name, "msg": str(res.get("msg"))}
+        if res.get("changed"):
+            out[host]["changed"].append(name)
+        if name.endswith(RDMA_TASK):
+            out[host]["rdma"] = res
+        if name == "Recorded" and res.get("msg"):
+            out[host]["checks"] = {c["name"]: c for c in res["msg"]}
     return out
 
 
