@@ -199,6 +199,25 @@ class Router(object):
                 self._tables[version] = (path, parse(_read(path), path))
         return self._tables[version]
 
+    def _owner(self, address):
+        """The interface that holds ``address`` (``ip -j addr show to ADDR/len``), else None."""
+        ip = ipaddress.ip_address(address)
+        rc, out, _err = self.run_ip(["-j", "addr", "show", "to", "%s/%d" % (ip, ip.max_prefixlen)])
+        if rc != 0:
+            return None
+        try:
+            links = json.loads(out) or []
+        except (ValueError, TypeError):
+            return None
+        for link in links if isinstance(links, list) else []:
+            if not isinstance(link, dict) or not link.get("ifname") or link["ifname"] == "lo":
+                continue
+            for info in link.get("addr_info") or []:
+                local = _address(info.get("local")) if isinstance(info, dict) else None
+                if local is not None and ipaddress.ip_address(local) == ip:
+                    return link["ifname"]
+        return None
+
     def route(self, address):
         """{dev, source, gateway, via} or {dev: None, reason}."""
         if self.run_ip is not None:
@@ -208,6 +227,13 @@ class Router(object):
                     entry = (json.loads(out) or [{}])[0]
                 except (ValueError, IndexError, TypeError):
                     entry = {}
+                if entry.get("dev") and (entry.get("type") == "local" or entry["dev"] == "lo"):
+                    # the node's own address (a loopback mount): the kernel routes it through
+                    # lo, but the mount's interface is the one that owns the address
+                    owner = self._owner(address)
+                    if owner:
+                        return {"dev": owner, "source": address, "gateway": None,
+                                "via": "ip addr show (local address)"}
                 if entry.get("dev"):
                     return {"dev": entry["dev"], "source": entry.get("prefsrc"),
                             "gateway": entry.get("gateway"), "via": "ip route get"}
