@@ -232,7 +232,7 @@ class Router(object):
                     # lo, but the mount's interface is the one that owns the address
                     owner = self._owner(address)
                     if owner:
-                        return {"dev": owner, "source": address, "gateway": None,
+                        return {"dev": owner, "source": entry.get("prefsrc") or address, "gateway": None,
                                 "via": "ip addr show (local address)"}
                 if entry.get("dev"):
                     return {"dev": entry["dev"], "source": entry.get("prefsrc"),
