@@ -7,7 +7,8 @@ checks.
 The mount table comes from gds_procfs (mountinfo, its super options carry an NFS mount's
 ``proto``, ``rsize``, ``addr``...). The server address is routed as the kernel would: ``ip -j
 route get`` on a live node (it knows policy routing and gives the source address), else the
-longest-prefix match in /proc/net/route or /proc/net/ipv6_route (the main table). The egress
+longest-prefix match in /proc/net/route or /proc/net/ipv6_route (the main table). A node's own
+address (``local ... dev lo``) counts as the interface that holds it. The egress
 netdev is then matched against the netdevs of the RDMA devices in the gds_topology facts; a
 bond or VLAN is followed down through its sysfs ``lower_*`` links. The pairing with GPUs comes
 from the topology's link matrix.
