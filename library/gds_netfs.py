@@ -79,6 +79,8 @@ options:
 notes:
   - The procfs route tables hold the main table only; with policy routing on a node the live
     C(ip route get) answer is the one that counts.
+  - A mount of the node's own address (a loopback mount) is routed through C(lo) by the kernel;
+    its interface is the one that holds the address (C(ip -j addr show to <addr>)).
 extends_documentation_fragment:
   - gds
   - gds.no_diff

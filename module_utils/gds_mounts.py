@@ -7,7 +7,8 @@ checks.
 The mount table comes from gds_procfs (mountinfo, its super options carry an NFS mount's
 ``proto``, ``rsize``, ``addr``...). The server address is routed as the kernel would: ``ip -j
 route get`` on a live node (it knows policy routing and gives the source address), else the
-longest-prefix match in /proc/net/route or /proc/net/ipv6_route (the main table). The egress
+longest-prefix match in /proc/net/route or /proc/net/ipv6_route (the main table). A node's own
+address (``local ... dev lo``) counts as the interface that holds it. The egress
 netdev is then matched against the netdevs of the RDMA devices in the gds_topology facts; a
 bond or VLAN is followed down through its sysfs ``lower_*`` links. The pairing with GPUs comes
 from the topology's link matrix.
@@ -199,6 +200,25 @@ class Router(object):
                 self._tables[version] = (path, parse(_read(path), path))
         return self._tables[version]
 
+    def _owner(self, address):
+        """The interface that holds ``address`` (``ip -j addr show to ADDR/len``), else None."""
+        ip = ipaddress.ip_address(address)
+        rc, out, _err = self.run_ip(["-j", "addr", "show", "to", "%s/%d" % (ip, ip.max_prefixlen)])
+        if rc != 0:
+            return None
+        try:
+            links = json.loads(out) or []
+        except (ValueError, TypeError):
+            return None
+        for link in links if isinstance(links, list) else []:
+            if not isinstance(link, dict) or not link.get("ifname") or link["ifname"] == "lo":
+                continue
+            for info in link.get("addr_info") or []:
+                local = _address(info.get("local")) if isinstance(info, dict) else None
+                if local is not None and ipaddress.ip_address(local) == ip:
+                    return link["ifname"]
+        return None
+
     def route(self, address):
         """{dev, source, gateway, via} or {dev: None, reason}."""
         if self.run_ip is not None:
@@ -208,6 +228,13 @@ class Router(object):
                     entry = (json.loads(out) or [{}])[0]
                 except (ValueError, IndexError, TypeError):
                     entry = {}
+                if entry.get("dev") and (entry.get("type") == "local" or entry["dev"] == "lo"):
+                    # the node's own address (a loopback mount): the kernel routes it through
+                    # lo, but the mount's interface is the one that owns the address
+                    owner = self._owner(address)
+                    if owner:
+                        return {"dev": owner, "source": entry.get("prefsrc") or address, "gateway": None,
+                                "via": "ip addr show (local address)"}
                 if entry.get("dev"):
                     return {"dev": entry["dev"], "source": entry.get("prefsrc"),
                             "gateway": entry.get("gateway"), "via": "ip route get"}

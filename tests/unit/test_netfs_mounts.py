@@ -278,3 +278,33 @@ def test_mountinfo_super_options_are_kept():
     info = parse_mountinfo(line)[0]
     assert info["options"] == ["rw", "relatime"]
     assert "proto=rdma" in info["super_options"] and "addr=192.168.0.10" in info["super_options"]
+
+
+def test_loopback_mount_names_the_nic_that_owns_the_address(tmp_path):
+    """A node that mounts its own export: `ip route get` says `local ... dev lo`; the mount's
+    interface is the NIC holding the address, as `ip addr show to` finds it."""
+    proc = proc_tree(tmp_path, "guide-nfs-mountinfo")
+    calls = []
+
+    def run_ip(args):
+        calls.append(args)
+        if args[1] == "route":
+            return 0, ('[{"type":"local","dst":"%s","dev":"lo","prefsrc":"10.0.3.15","flags":[],'
+                       '"uid":0,"cache":["local"]}]' % args[-1]), ""
+        # what a guest's iproute2 prints: empty objects for what the filter drops
+        return 0, ('[{},{"ifindex":3,"ifname":"enp6s0","flags":["UP"],"addr_info":[{},{"family":"inet",'
+                   '"local":"10.0.3.16","prefixlen":24,"secondary":true}]},{}]'), ""
+    router = Router(proc, run_ip)
+    assert router.route("10.0.3.16") == {"dev": "enp6s0", "source": "10.0.3.15", "gateway": None,
+                                         "via": "ip addr show (local address)"}
+    assert calls[-1] == ["-j", "addr", "show", "to", "10.0.3.16/32"]
+
+
+def test_address_on_lo_itself_stays_on_lo(tmp_path):
+    proc = proc_tree(tmp_path, "guide-nfs-mountinfo")
+
+    def run_ip(args):
+        if args[1] == "route":
+            return 0, '[{"type":"local","dst":"127.0.0.1","dev":"lo","prefsrc":"127.0.0.1","flags":[]}]', ""
+        return 0, '[{"ifindex":1,"ifname":"lo","addr_info":[{"family":"inet","local":"127.0.0.1","prefixlen":8}]}]', ""
+    assert Router(proc, run_ip).route("127.0.0.1")["dev"] == "lo"
