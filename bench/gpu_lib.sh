@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Sourced (not run) by bench/gpu_validate.sh and bench/gpu_procs.sh: the steps
+# Sourced (not run) by bench/gpu_validate.sh, gpu_procs.sh, gpu_options.sh, side_by_side.sh: the steps
 # every GPU measurement shares (scripts/gpu-commission.sh uses udev_record).
 # The caller sets HERE ROOT OUT T BIG GPU CUDA_HOME first; gdsv_init sets up
 # the rest (JSONDIR, ROWS, RECS, the log).
@@ -10,6 +10,7 @@
 #   gdsv_build            bench/gdsbench against $CUDA_HOME -> $GDS
 #   gdsv_data_dir [DIR]   a directory on ext4/xfs on a /dev block device -> $DATA
 #   gdsv_udev             the udev record cuFile needs for $DATA's block device
+#   gdsv_setup [DIR]      the four above in order: environment, build, data dir, udev record
 #   udev_record MM FST    create that record only when it is missing
 #   gdsv_find_fio         fio with the libcufile engine (.peers/carry) -> $FIO
 #   fio_build SRC DIR LOG build it from source; a failure names the step, log tail
@@ -21,6 +22,13 @@
 #   gdsv_verdict SCRIPT   names every failed run; returns 1 when there is one
 
 say() { printf '\n== %s\n' "$*"; }
+
+gdsv_setup() {	# gdsv_setup [DIR]: what every measurement needs before its first run
+	gdsv_environment
+	gdsv_build
+	gdsv_data_dir "${1:-}"
+	gdsv_udev
+}
 
 gdsv_init() {
 	JSONDIR=$(mktemp -d /tmp/gdsv-json.XXXXXX)	# every record also goes to $RECS

@@ -19,10 +19,7 @@ CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 # shellcheck source-path=SCRIPTDIR source=gpu_lib.sh
 . "$HERE/gpu_lib.sh"
 gdsv_init
-gdsv_environment
-gdsv_build
-gdsv_data_dir "${1:-}"
-gdsv_udev
+gdsv_setup "${1:-}"
 
 D=$DATA/options
 mkdir -p "$D"

@@ -38,10 +38,7 @@ CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 . "$HERE/gpu_lib.sh"
 gdsv_init
 T0=$(date +%s)
-gdsv_environment
-gdsv_build
-gdsv_data_dir "${1:-}"
-gdsv_udev
+gdsv_setup "${1:-}"
 gdsv_find_fio
 
 say "-P on the real stack: write then read with -V, 4 processes x 1 thread x 64 MiB"

@@ -40,10 +40,7 @@ CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 # shellcheck source-path=SCRIPTDIR source=gpu_lib.sh
 . "$HERE/gpu_lib.sh"
 gdsv_init
-gdsv_environment
-gdsv_build
-gdsv_data_dir "${1:-}"
-gdsv_udev
+gdsv_setup "${1:-}"
 
 say "correctness: write then read with -V, 4 threads x 64 MiB"
 mkdir -p "$DATA/small"
