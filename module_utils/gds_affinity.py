@@ -244,24 +244,33 @@ def _pci_of_path(tree, path):
     return None
 
 
-def netdev_pci(tree, netdev, _seen=None):
-    """The PCI function behind a network interface: the one its sysfs directory sits below, else
-    (a bond, a VLAN, a bridge) that of its first lower device (``lower_*`` links); None."""
-    seen = _seen if _seen is not None else set()
-    if not netdev or netdev in seen:
-        return None
+def lower_netdevs(sysfs_root, netdev, seen=None):
+    """The netdevs below a bond, team or VLAN (``/sys/class/net/DEV/lower_*`` links), down to
+    the ones with nothing below; ``[netdev]`` itself when it has none."""
+    seen = set() if seen is None else seen
+    if netdev in seen:
+        return []
     seen.add(netdev)
-    real, problem = resolve(os.path.join(tree.sysfs_root, "class", "net", netdev))
-    if problem is not None:
+    lowers = [e[len("lower_"):] for e in _listdir(os.path.join(sysfs_root, "class", "net", netdev))
+              if e.startswith("lower_")]
+    if not lowers:
+        return [netdev]
+    out = []
+    for lower in lowers:
+        out += [d for d in lower_netdevs(sysfs_root, lower, seen) if d not in out]
+    return out
+
+
+def netdev_pci(tree, netdev):
+    """The PCI function behind a network interface: the one its sysfs directory sits below, else
+    (a bond, a VLAN, a bridge) that of the first of its lower devices that has one; None."""
+    if not netdev:
         return None
-    found = _pci_of_path(tree, real)
-    if found is not None:
-        return found
-    for entry in _listdir(real):
-        if entry.startswith("lower_"):
-            found = netdev_pci(tree, entry[len("lower_"):], seen)
-            if found is not None:
-                return found
+    for name in dict.fromkeys([netdev] + lower_netdevs(tree.sysfs_root, netdev)):
+        real, problem = resolve(os.path.join(tree.sysfs_root, "class", "net", name))
+        found = _pci_of_path(tree, real) if problem is None else None
+        if found is not None:
+            return found
     return None
 
 

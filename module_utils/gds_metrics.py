@@ -100,6 +100,7 @@ class Exposition(object):
 
 
 def area_of(name):
+    """A check's area: the part of its name before the colon (``raid: md0`` -> ``raid``)."""
     return name.split(":", 1)[0].strip() if ":" in name else "check"
 
 

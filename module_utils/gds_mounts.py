@@ -23,13 +23,14 @@ import socket
 import struct
 
 from ansible.module_utils.gds_checks import check
-from ansible.module_utils.gds_files import UnreadableFile, listdir, read_file
+from ansible.module_utils.gds_files import UnreadableFile, read_file
+from ansible.module_utils.gds_affinity import lower_netdevs
+from ansible.module_utils.gds_pci import LINK_CLASSES, class_rank
 from ansible.module_utils.gds_procfs import ProcfsError, read_mounts
 
 # fstype -> the cufile.json ``fs`` section that configures it
 NETFS_TYPES = {"nfs": "nfs", "nfs4": "nfs", "lustre": "lustre", "beegfs": "beegfs",
                "gpfs": "gpfs", "wekafs": "weka"}
-CLASS_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
 VERDICTS = ("PASS", "WARN", "FAIL")
 # Lustre LNet network types that run over RDMA (o2iblnd, kfilnd); tcp is socklnd.
 _LNET_RDMA = ("o2ib", "kfi", "gni")
@@ -263,32 +264,11 @@ def netdev_map(topology):
     return out
 
 
-def lower_netdevs(sysfs_root, netdev, seen=None):
-    """The netdevs below a bond, team or VLAN (``/sys/class/net/DEV/lower_*`` links), down to
-    the ones with nothing below; ``[netdev]`` itself when it has none."""
-    seen = set() if seen is None else seen
-    if netdev in seen:
-        return []
-    seen.add(netdev)
-    lowers = [e[len("lower_"):] for e in listdir(os.path.join(sysfs_root, "class", "net", netdev))
-              if e.startswith("lower_")]
-    if not lowers:
-        return [netdev]
-    out = []
-    for lower in lowers:
-        out += [d for d in lower_netdevs(sysfs_root, lower, seen) if d not in out]
-    return out
-
-
-def _class_rank(cls):
-    return CLASS_ORDER.index(cls) if cls in CLASS_ORDER else len(CLASS_ORDER)
-
-
 def nic_class(topology, gpu, nics):
     """The best link class from GPU ``gpu`` to any of ``nics`` (the matrix), or None."""
     row = (topology.get("matrix") or {}).get("GPU%d" % gpu) or {}
     classes = [row[n] for n in nics if row.get(n)]
-    return min(classes, key=_class_rank) if classes else None
+    return min(classes, key=class_rank) if classes else None
 
 
 def paired_gpus(topology, nics):
@@ -417,8 +397,8 @@ def mount_checks(mounts, topology, gpu_map=None, expect_rdma=False, tcp_verdict=
         if value not in VERDICTS:
             raise NetfsError("%s must be one of %s, got %r" % (name, ", ".join(VERDICTS), value))
     for cls in near_classes:
-        if cls not in CLASS_ORDER:
-            raise NetfsError("near_classes: %r is not one of %s" % (cls, ", ".join(CLASS_ORDER)))
+        if cls not in LINK_CLASSES:
+            raise NetfsError("near_classes: %r is not one of %s" % (cls, ", ".join(LINK_CLASSES)))
     gpu_map = validate_gpu_map(gpu_map, topology)
     if not mounts:
         return [check("netfs: mounts", "SKIP", "network file system mounts", "none",

@@ -26,6 +26,8 @@ import tempfile
 import time
 
 from ansible.module_utils.gds_checks import check
+from ansible.module_utils.gds_files import natural_key
+from ansible.module_utils.gds_pci import LINK_CLASSES, class_rank
 from ansible.module_utils.gds_thresholds import WARN_MARGIN, ThresholdError, evaluate
 
 PERFTEST_TESTS = ("ib_write_bw", "ib_read_bw", "ib_write_lat")
@@ -33,7 +35,6 @@ BW_TESTS = ("ib_write_bw", "ib_read_bw", "osu_bw")
 OSU_TESTS = ("osu_bw", "osu_latency")
 TESTS = PERFTEST_TESTS + OSU_TESTS
 MEMORIES = ("host", "cuda")
-LINK_RANK = {"X": -1, "PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4}
 STDERR_TAIL = 1500
 
 # What perftest's --report_gbits / default units mean in Gb/s: perftest's MB and MiB are 2^20
@@ -348,11 +349,11 @@ def gpu_links(topology, nic_name):
     out = []
     for gpu in topology.get("gpus") or []:
         cls = (matrix.get(_gpu_key(gpu)) or {}).get(nic_name)
-        if cls not in LINK_RANK:
+        if cls not in LINK_CLASSES:
             nics = gpu.get("nics") or []
             cls = (gpu.get("nic_link") if nics and nics[0] == nic_name else None) or "SYS"
         out.append((cls, gpu))
-    return sorted(out, key=lambda item: (LINK_RANK[item[0]], int(item[1]["index"])))
+    return sorted(out, key=lambda item: (class_rank(item[0]), int(item[1]["index"])))
 
 
 def _row(nic, port, test, memory, gpu=None, affine=True, link=None, settings=None):
@@ -373,7 +374,7 @@ def _row(nic, port, test, memory, gpu=None, affine=True, link=None, settings=Non
 def plan(topology, settings):
     """Every (NIC port, test, memory, GPU) row to measure, in run order, each with a ``key``
     that pairs it with the same row planned on a peer host (the NIC's position, not its name)."""
-    nics = sorted(topology.get("nics") or [], key=lambda n: _natural(n.get("name") or ""))
+    nics = sorted(topology.get("nics") or [], key=lambda n: natural_key(n.get("name") or ""))
     rows = []
     if not nics:
         for test in settings["tests"]:
@@ -387,7 +388,7 @@ def plan(topology, settings):
     for position, nic in enumerate(nics):
         links = gpu_links(topology, nic["name"])
         near = links[0] if links else None
-        far = links[-1] if len(links) > 1 and LINK_RANK[links[-1][0]] > LINK_RANK[links[0][0]] else None
+        far = links[-1] if len(links) > 1 and class_rank(links[-1][0]) > class_rank(links[0][0]) else None
         if not nic.get("ports"):  # facts without ports: say so rather than plan nothing
             for test in settings["tests"]:
                 row = _row(nic, None, test, "host" if test not in OSU_TESTS else "cuda", settings=settings)
@@ -420,10 +421,6 @@ def plan(topology, settings):
     for index, row in enumerate(rows):
         row["tcp_port"] = settings["port_base"] + index
     return rows
-
-
-def _natural(text):
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
 
 
 # --------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import re
 
 from ansible.module_utils.gds_checks import check
 from ansible.module_utils.gds_files import listdir, read_text, write_atomic
-from ansible.module_utils.gds_pci import LINK_CLASSES
+from ansible.module_utils.gds_pci import class_rank
 
 PEERMEM_CHOICES = ("auto", "nvidia_peermem", "nv_peer_mem", "dmabuf", "none")
 PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
@@ -31,10 +31,6 @@ _MODULE_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 
 class RdmaError(Exception):
     """A setting cannot be applied (the message names the file or module)."""
-
-
-def _rank(cls):
-    return LINK_CLASSES.index(cls) if cls in LINK_CLASSES else len(LINK_CLASSES)
 
 
 # --------------------------------------------------------------------------------------------
@@ -70,12 +66,12 @@ def pairing_checks(topology, link_max=None):
         if link_max is None:
             verdict, expected = "PASS", "any (no gds_rdma_nic_link_max)"
         else:
-            verdict = "PASS" if _rank(row["link"]) <= _rank(link_max) else "FAIL"
+            verdict = "PASS" if class_rank(row["link"]) <= class_rank(link_max) else "FAIL"
             expected = "%s or closer" % link_max
         detail = "GPU%d (%s): best NIC %s (%s), link %s" % (row["gpu"], row["bdf"], row["nic"], row["nic_bdf"], row["link"])
         if verdict == "FAIL":
             detail += ", farther than %s: GPUDirect RDMA crosses %s" % (
-                link_max, "the CPU" if _rank(row["link"]) >= _rank("PHB") else "several PCIe switches")
+                link_max, "the CPU" if class_rank(row["link"]) >= class_rank("PHB") else "several PCIe switches")
         out.append(check("rdma: GPU%d NIC pairing" % row["gpu"], verdict, expected, actual, detail))
     return out
 

@@ -21,7 +21,7 @@ import time
 import xml.etree.ElementTree as ET
 
 from ansible.module_utils.gds_files import backup_copy, natural_key, write_atomic
-from ansible.module_utils.gds_metrics import COMMISSION_FILE, DRIFT_FILE, commission_metrics, drift_metrics
+from ansible.module_utils.gds_metrics import COMMISSION_FILE, DRIFT_FILE, area_of, commission_metrics, drift_metrics
 from ansible.module_utils.gds_thresholds import host_verdict
 
 VERDICTS = ("PASS", "WARN", "FAIL", "SKIP", "ERROR", "UNREACHABLE")
@@ -100,7 +100,7 @@ def junit(summary_doc):
                               errors=str(sum(c["verdict"] in ("ERROR", "UNREACHABLE") for c in checks)),
                               skipped=str(sum(c["verdict"] == "SKIP" for c in checks)))
         for check in checks:
-            area = check["name"].split(":", 1)[0].strip() if ":" in check["name"] else "check"
+            area = area_of(check["name"])
             case = ET.SubElement(suite, "testcase", classname="%s.%s" % (host, area.replace(" ", "_")),
                                  name=check["name"])
             text = "expected %s, actual %s%s" % (check.get("expected"), check.get("actual"),

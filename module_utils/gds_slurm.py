@@ -23,6 +23,15 @@ class SlurmError(Exception):
     pass
 
 
+def _hosts_of(path):
+    """The ``hosts`` mapping of a summary.json or drift.json."""
+    doc = _load_json(path)
+    hosts = doc.get("hosts") if isinstance(doc, dict) else None
+    if not isinstance(hosts, dict):
+        raise SlurmError("%s: key 'hosts' missing or not a mapping" % path)
+    return hosts
+
+
 def _load_json(path):
     try:
         with open(path) as handle:
@@ -73,11 +82,7 @@ def load_run(run_dir, prefix="gds:"):
         raise SlurmError("run directory %s has neither summary.json nor drift.json" % run_dir)
     out = {}
     if summary_path in found:
-        doc = _load_json(summary_path)
-        hosts = doc.get("hosts") if isinstance(doc, dict) else None
-        if not isinstance(hosts, dict):
-            raise SlurmError("%s: key 'hosts' missing or not a mapping" % summary_path)
-        for host, entry in hosts.items():
+        for host, entry in _hosts_of(summary_path).items():
             verdict = str((entry or {}).get("verdict", "ERROR")).upper()
             if verdict == "UNREACHABLE":
                 out[host] = {"status": "unknown", "verdict": verdict, "reason": None, "mode": "commission"}
@@ -87,11 +92,7 @@ def load_run(run_dir, prefix="gds:"):
             else:
                 out[host] = {"status": "good", "verdict": verdict, "reason": None, "mode": "commission"}
     if drift_path in found:
-        doc = _load_json(drift_path)
-        hosts = doc.get("hosts") if isinstance(doc, dict) else None
-        if not isinstance(hosts, dict):
-            raise SlurmError("%s: key 'hosts' missing or not a mapping" % drift_path)
-        for host, entry in hosts.items():
+        for host, entry in _hosts_of(drift_path).items():
             entry = entry or {}
             if entry.get("unreachable"):
                 mine = {"status": "unknown", "verdict": "UNREACHABLE", "reason": None}
