@@ -346,6 +346,10 @@ def test_check_mode_changes_nothing_and_reports_the_drift(tmp_path):
         "iommu : Write the GRUB drop-in with the IOMMU parameters",
         "gds_driver : Turn IO statistics on in the running nvidia-fs"}, changed["drifted"]
     assert drift == [{"setting": "acs: 0000:17:03.0 ACS control", "expected": "0x0000", "actual": "0x001d"}]
+    # the first play checked every role's variables: the roles skip their own copy of those checks
+    in_role_checks = [(task["task"]["name"], res) for play in data["plays"] for task in play["tasks"]
+                      for res in task["hosts"].values() if task["task"]["name"].endswith(" : Check the role variables")]
+    assert len(in_role_checks) >= 5 and all(res.get("skipped") for _, res in in_role_checks), in_role_checks
 
 
 # --------------------------------------------------------------------------------------------

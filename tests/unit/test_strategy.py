@@ -1,0 +1,61 @@
+"""Strategy gds_linear: linear's scheduling, with the Jinja plugins imported once in the controller
+instead of once in every worker process (plugins/strategy/gds_linear.py)."""
+import os
+import subprocess
+import sys
+
+import yaml
+from conftest import ROOT
+
+BIN = os.path.dirname(sys.executable)
+
+# a filter plugin that writes the pid of every process that imports it
+PROBE = '''
+import os
+with open(os.environ["GDS_PROBE_LOG"], "a") as handle:
+    handle.write("%d\\n" % os.getpid())
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"gds_probe_double": lambda value: value * 2}
+'''
+
+
+def run(tmp_path, strategy):
+    (tmp_path / "filter").mkdir(exist_ok=True)
+    (tmp_path / "filter" / "gds_probe.py").write_text(PROBE)
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": {"n%d" % i: {} for i in range(3)}, "vars": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}))
+    tasks = [{"name": "step %d" % i, "ansible.builtin.set_fact": {"value%d" % i: "{{ %d | gds_probe_double }}" % i}}
+             for i in range(3)]
+    tasks.append({"name": "show", "ansible.builtin.debug": {"msg": "{{ value0 }} {{ value1 }} {{ value2 }} {{ ansible_play_hosts | join(',') }}"}})
+    (tmp_path / "play.yml").write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": tasks}]))
+    log = tmp_path / ("probe-%s.log" % strategy)
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_STRATEGY=strategy,
+               ANSIBLE_FILTER_PLUGINS="%s:%s" % (tmp_path / "filter", os.path.join(ROOT, "plugins", "filter")),
+               ANSIBLE_CALLBACKS_ENABLED="ansible.posix.timer", ANSIBLE_FORKS="4", GDS_PROBE_LOG=str(log))
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", str(tmp_path / "hosts.yml"),
+                           str(tmp_path / "play.yml")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    shown = sorted(line.strip() for line in proc.stdout.splitlines() if "n0,n1,n2" in line)
+    return set(log.read_text().split()), shown
+
+
+def test_ansible_cfg_runs_gds_linear():
+    import configparser
+    cfg = configparser.ConfigParser()
+    cfg.read(os.path.join(ROOT, "ansible.cfg"))
+    assert cfg.get("defaults", "strategy") == "gds_linear"
+    assert os.path.exists(os.path.join(ROOT, cfg.get("defaults", "strategy_plugins"), "gds_linear.py"))
+
+
+def test_gds_linear_imports_the_filters_once_where_linear_imports_them_per_worker(tmp_path):
+    linear_pids, linear_shown = run(tmp_path, "linear")
+    ours_pids, ours_shown = run(tmp_path, "gds_linear")
+    # 3 hosts x 3 templated tasks: under linear, every worker that compiles a template imports the filters
+    assert len(linear_pids) >= 3, linear_pids
+    # under gds_linear, only the controller does, before any worker forks
+    assert len(ours_pids) == 1, ours_pids
+    # and the run is the same
+    assert ours_shown == linear_shown and len(ours_shown) == 3 and all("0 2 4 n0,n1,n2" in line for line in ours_shown)
