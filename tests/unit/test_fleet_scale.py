@@ -191,3 +191,38 @@ def test_fleet_inventory_mixes_fixtures_and_groups(tmp_path):
 def test_fleet_inventory_bad_input(tmp_path, count, fixtures, message):
     with pytest.raises(ValueError, match=message):
         fleet.write(count, str(tmp_path / "inv"), fixtures=fixtures)
+
+
+# --------------------------------------------------------------------------------------------
+# gds_facts_reuse: a later play of the same run keeps the facts an earlier play read
+# --------------------------------------------------------------------------------------------
+REUSE_PLAYS = """
+- hosts: all
+  gather_facts: false
+  roles:
+    - role: gds_facts
+      gds_facts_reuse: {first}
+- hosts: all
+  gather_facts: false
+  roles:
+    - role: gds_facts
+      gds_facts_reuse: true
+"""
+
+
+@pytest.mark.parametrize("first", [False, True])
+def test_gds_facts_reuse_keeps_the_facts_of_an_earlier_play(tmp_path, first):
+    import simtree
+    from conftest import run_playbook_json, task_results
+    root = simtree.build("dgx-a100", str(tmp_path / "sim" / "node"))
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": {"node": {"gds_root": root}}, "vars": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable, "gds_live": False}}}))
+    (tmp_path / "play.yml").write_text(REUSE_PLAYS.format(first=str(first).lower()))
+    rc, data, proc = run_playbook_json(tmp_path / "hosts.yml", tmp_path / "play.yml", timeout=600)
+    assert rc == 0, proc.stdout[-3000:]
+    discover = [res for name, _, res in task_results(data) if name == "gds_facts : Discover the PCIe topology from sysfs"]
+    includes = [res for name, _, res in task_results(data)
+                if name == "gds_facts : Discover the topology and read the platform facts"]
+    # the first play reads the facts (reuse or not: nothing was read before it), the second keeps them
+    assert len(includes) == 2 and not includes[0].get("skipped") and includes[1].get("skipped")
+    assert len(discover) == 1 and discover[0]["ansible_facts"]["gds_topology"]["gpus"]
