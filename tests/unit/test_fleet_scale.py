@@ -7,11 +7,12 @@ import sys
 
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import ROOT, run_playbook_json, task_results
 
 sys.path.insert(0, os.path.join(ROOT, "plugins", "callback"))
 sys.path.insert(0, os.path.join(ROOT, "plugins", "filter"))
 import fleet  # noqa: E402
+import simtree  # noqa: E402
 import gds_commission  # noqa: E402
 import gds_report_hosts  # noqa: E402
 
@@ -212,8 +213,6 @@ REUSE_PLAYS = """
 
 @pytest.mark.parametrize("first", [False, True])
 def test_gds_facts_reuse_keeps_the_facts_of_an_earlier_play(tmp_path, first):
-    import simtree
-    from conftest import run_playbook_json, task_results
     root = simtree.build("dgx-a100", str(tmp_path / "sim" / "node"))
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": {"node": {"gds_root": root}}, "vars": {
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable, "gds_live": False}}}))
