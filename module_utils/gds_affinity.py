@@ -16,7 +16,7 @@ from ansible.module_utils.gds_checks import check
 from ansible.module_utils.gds_files import listdir, natural_key, read_text, resolve
 from ansible.module_utils.gds_pci import (
     CLASS_3D, CLASS_VGA, LINK_CLASSES, NVIDIA_VENDOR, PORT_DOWNSTREAM, PORT_NAMES, PORT_ROOT, PciTree,
-    bdf_key, is_root_bus, normalize_bdf, _CLASS_RANK,
+    bdf_key, class_rank, is_root_bus, normalize_bdf,
 )
 from ansible.module_utils.gds_procfs import ProcfsError, system_disks
 
@@ -384,7 +384,7 @@ def link_matrix(tree, gpus, nvme, nics):
             if set(bdfs_a) & set(bdfs_b):
                 cls = "X"
             else:  # a drive with several paths: the best one (the kernel's numa iopolicy picks it)
-                cls = min((tree.link_class(a, b) for a in bdfs_a for b in bdfs_b), key=_CLASS_RANK.get)
+                cls = min((tree.link_class(a, b) for a in bdfs_a for b in bdfs_b), key=class_rank)
             matrix[name_a][name_b] = matrix[name_b][name_a] = cls
     return matrix
 
@@ -398,7 +398,7 @@ def _best(matrix, source, candidates):
     """Candidates of the best (lowest) class to ``source``, or [] when the best is SYS."""
     if not candidates:
         return []
-    ranked = [(_CLASS_RANK[matrix[source][c]], c) for c in candidates]
+    ranked = [(class_rank(matrix[source][c]), c) for c in candidates]
     best = min(rank for rank, _ in ranked)
     if LINK_CLASSES[best] == "SYS":
         return []
@@ -442,7 +442,7 @@ def affinity_groups(matrix, gpus, nvme, nics):
 
 def _group_class(matrix, indices, drives):
     """The worst class between a group's GPUs and its drives (None without drives)."""
-    ranks = [_CLASS_RANK[matrix["GPU%d" % i][d]] for i in indices for d in drives]
+    ranks = [class_rank(matrix["GPU%d" % i][d]) for i in indices for d in drives]
     return LINK_CLASSES[max(ranks)] if ranks else None
 
 
@@ -452,7 +452,7 @@ def pair_nics(matrix, gpus, nics):
     first, the one GPUDirect RDMA should use."""
     for gpu in gpus:
         row = matrix["GPU%d" % gpu["index"]]
-        ranked = sorted(nics, key=lambda n: (_CLASS_RANK[row[n["name"]]], natural_key(n["name"])))
+        ranked = sorted(nics, key=lambda n: (class_rank(row[n["name"]]), natural_key(n["name"])))
         gpu["nics"] = [n["name"] for n in ranked]
         gpu["nic_link"] = row[ranked[0]["name"]] if ranked else None
 

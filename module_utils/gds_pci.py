@@ -50,6 +50,7 @@ def class_rank(cls):
     """Position of a link class, best (PIX) first; anything else ranks after SYS."""
     return _CLASS_RANK.get(cls, len(LINK_CLASSES))
 
+
 # Link speeds as the kernel prints them (drivers/pci/pci.h PCIE_SPEED2STR: "16.0 GT/s PCIe";
 # kernels before 4.20 "8 GT/s"; "Unknown" or "Unknown speed" when the speed field is reserved).
 _SPEED = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*GT/s\b")

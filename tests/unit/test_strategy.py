@@ -1,13 +1,10 @@
 """Strategy gds_linear: linear's scheduling, with the Jinja plugins imported once in the controller
 instead of once in every worker process (plugins/strategy/gds_linear.py)."""
 import os
-import subprocess
 import sys
 
 import yaml
-from conftest import ROOT
-
-BIN = os.path.dirname(sys.executable)
+from conftest import ROOT, run_playbook_json, task_results
 
 # a filter plugin that writes the pid of every process that imports it
 PROBE = '''
@@ -23,6 +20,7 @@ class FilterModule(object):
 
 
 def run(tmp_path, strategy):
+    """Run a 3-host, 3-task playbook that templates the probe filter; (importing pids, results shown)."""
     (tmp_path / "filter").mkdir(exist_ok=True)
     (tmp_path / "filter" / "gds_probe.py").write_text(PROBE)
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": {"n%d" % i: {} for i in range(3)}, "vars": {
@@ -32,13 +30,12 @@ def run(tmp_path, strategy):
     tasks.append({"name": "show", "ansible.builtin.debug": {"msg": "{{ value0 }} {{ value1 }} {{ value2 }} {{ ansible_play_hosts | join(',') }}"}})
     (tmp_path / "play.yml").write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": tasks}]))
     log = tmp_path / ("probe-%s.log" % strategy)
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_STRATEGY=strategy,
-               ANSIBLE_FILTER_PLUGINS="%s:%s" % (tmp_path / "filter", os.path.join(ROOT, "plugins", "filter")),
-               ANSIBLE_CALLBACKS_ENABLED="ansible.posix.timer", ANSIBLE_FORKS="4", GDS_PROBE_LOG=str(log))
-    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", str(tmp_path / "hosts.yml"),
-                           str(tmp_path / "play.yml")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    shown = sorted(line.strip() for line in proc.stdout.splitlines() if "n0,n1,n2" in line)
+    rc, data, proc = run_playbook_json(tmp_path / "hosts.yml", tmp_path / "play.yml", timeout=300, env={
+        "ANSIBLE_STRATEGY": strategy, "ANSIBLE_FORKS": "4", "GDS_PROBE_LOG": str(log),
+        "GDS_REPORTS_DIR": str(tmp_path / "reports"),
+        "ANSIBLE_FILTER_PLUGINS": "%s:%s" % (tmp_path / "filter", os.path.join(ROOT, "plugins", "filter"))})
+    assert rc == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    shown = sorted(res["msg"] for name, _, res in task_results(data) if name == "show")
     return set(log.read_text().split()), shown
 
 
@@ -58,4 +55,4 @@ def test_gds_linear_imports_the_filters_once_where_linear_imports_them_per_worke
     # under gds_linear, only the controller does, before any worker forks
     assert len(ours_pids) == 1, ours_pids
     # and the run is the same
-    assert ours_shown == linear_shown and len(ours_shown) == 3 and all("0 2 4 n0,n1,n2" in line for line in ours_shown)
+    assert ours_shown == linear_shown and len(ours_shown) == 3 and all(msg == "0 2 4 n0,n1,n2" for msg in ours_shown)

@@ -4,17 +4,14 @@ built from the fixtures: refusals, bad variable values, platform variants, check
 One ansible-playbook run covers many hosts (each a case); the JSON callback says, per host, which
 task failed with which message, and a last play prints the checks each host recorded."""
 import copy
-import json
 import os
-import subprocess
 import sys
 
 import pytest
 import simtree
 import yaml
+from conftest import ROOT, run_playbook_json, task_results
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.path.dirname(sys.executable)
 TAGS = "facts,pcie_acs,iommu,gds_driver,gds_rdma"
 
 SHOW = """
@@ -73,31 +70,20 @@ def run_playbook(tmp_path, hosts, extra_args=(), check=False):
         inventory["all"]["hosts"][host] = dict(hostvars, gds_root=root)
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
     (tmp_path / "show.yml").write_text(SHOW.format(tune=os.path.join(ROOT, "playbooks", "tune.yml")))
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-               ANSIBLE_CACHE_PLUGIN="memory", ANSIBLE_FORKS="8", ANSIBLE_DEPRECATION_WARNINGS="false",
-               PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
-    cmd = [os.path.join(BIN, "ansible-playbook"), "-i", str(tmp_path / "hosts.yml"), str(tmp_path / "show.yml"),
-           "--tags", TAGS] + (["--check", "--diff"] if check else []) + list(extra_args)
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    try:
-        data = json.loads(proc.stdout[proc.stdout.index("{"):])
-    except ValueError:
-        raise AssertionError("no JSON from ansible-playbook (rc=%d)\n%s\n%s" % (proc.returncode, proc.stdout[-3000:],
-                                                                               proc.stderr[-3000:]))
+    rc, data, _ = run_playbook_json(tmp_path / "hosts.yml", tmp_path / "show.yml",
+                                    ["--tags", TAGS] + (["--check", "--diff"] if check else []) + list(extra_args))
     results = {host: {"failed": None, "changed": [], "checks": None, "reboot": None} for host in hosts}
-    for play in data["plays"]:
-        for task in play["tasks"]:
-            for host, res in task["hosts"].items():
-                if host not in results:
-                    continue
-                if res.get("failed") and not res.get("ignore_errors") and results[host]["failed"] is None:
-                    results[host]["failed"] = {"task": task["task"]["name"], "msg": str(res.get("msg"))}
-                if res.get("changed"):
-                    results[host]["changed"].append(task["task"]["name"])
-                if task["task"]["name"] == "Recorded":
-                    results[host]["checks"] = {c["name"]: c for c in res["msg"]["checks"]}
-                    results[host]["reboot"] = res["msg"]["reboot"]
-    return proc.returncode, results, roots
+    for name, host, res in task_results(data):
+        if host not in results:
+            continue
+        if res.get("failed") and not res.get("ignore_errors") and results[host]["failed"] is None:
+            results[host]["failed"] = {"task": name, "msg": str(res.get("msg"))}
+        if res.get("changed"):
+            results[host]["changed"].append(name)
+        if name == "Recorded":
+            results[host]["checks"] = {c["name"]: c for c in res["msg"]["checks"]}
+            results[host]["reboot"] = res["msg"]["reboot"]
+    return rc, results, roots
 
 
 def read(root, rel):
@@ -324,22 +310,16 @@ def test_check_mode_changes_nothing_and_reports_the_drift(tmp_path):
         handle.write("0\n")
     before = {host: simtree.file_hashes(r) for host, r in roots.items()}
     # the same trees, now in check mode (run_playbook rebuilds trees: reuse the inventory instead)
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-               ANSIBLE_CACHE_PLUGIN="memory", PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
-    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", str(tmp_path / "first" / "hosts.yml"),
-                           os.path.join(ROOT, "playbooks", "tune.yml"), "--tags", TAGS, "--check", "--diff"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:]
-    data = json.loads(proc.stdout[proc.stdout.index("{"):])
+    rc, data, proc = run_playbook_json(tmp_path / "first" / "hosts.yml", os.path.join(ROOT, "playbooks", "tune.yml"),
+                                       ["--tags", TAGS, "--check", "--diff"])
+    assert rc == 0, proc.stdout[-3000:]
     assert {host: simtree.file_hashes(r) for host, r in roots.items()} == before
     changed = {}
     drift = []
-    for play in data["plays"]:
-        for task in play["tasks"]:
-            for host, res in task["hosts"].items():
-                if res.get("changed"):
-                    changed.setdefault(host, []).append(task["task"]["name"])
-                    drift += res.get("drift") or []
+    for name, host, res in task_results(data):
+        if res.get("changed"):
+            changed.setdefault(host, []).append(name)
+            drift += res.get("drift") or []
     assert set(changed["drifted"]) == {
         "pcie_acs : Set ACS on the bridges between GPUs, NVMe drives and NICs",
         "pcie_acs : Write the boot-time unit that clears ACS on the bridges",
@@ -347,8 +327,7 @@ def test_check_mode_changes_nothing_and_reports_the_drift(tmp_path):
         "gds_driver : Turn IO statistics on in the running nvidia-fs"}, changed["drifted"]
     assert drift == [{"setting": "acs: 0000:17:03.0 ACS control", "expected": "0x0000", "actual": "0x001d"}]
     # the first play checked every role's variables: the roles skip their own copy of those checks
-    in_role_checks = [(task["task"]["name"], res) for play in data["plays"] for task in play["tasks"]
-                      for res in task["hosts"].values() if task["task"]["name"].endswith(" : Check the role variables")]
+    in_role_checks = [(name, res) for name, _, res in task_results(data) if name.endswith(" : Check the role variables")]
     assert len(in_role_checks) >= 5 and all(res.get("skipped") for _, res in in_role_checks), in_role_checks
 
 
