@@ -198,7 +198,7 @@ import signal
 import subprocess
 import time
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gds_module import GdsModule as AnsibleModule  # results valid UTF-8
 from ansible.module_utils.gds_checks import udev_record_check
 from ansible.module_utils.gds_devhealth import HealthConfigError, HealthRun
 from ansible.module_utils.gds_thresholds import (

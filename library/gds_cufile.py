@@ -192,7 +192,7 @@ checks:
   elements: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gds_module import GdsModule as AnsibleModule  # results valid UTF-8
 from ansible.module_utils.gds_cufile import CufileError, commission
 
 

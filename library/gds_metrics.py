@@ -52,7 +52,7 @@ path:
 
 import re
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gds_module import GdsModule as AnsibleModule  # results valid UTF-8
 from ansible.module_utils.gds_metrics import write_textfile
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\.prom$")

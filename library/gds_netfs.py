@@ -16,12 +16,20 @@ description:
     longest prefix in C(/proc/net/route) or C(/proc/net/ipv6_route)), follows a bond or VLAN
     down through its sysfs C(lower_*) links, and names the RDMA device whose netdevs include
     the egress netdev, with the GPUs paired with that NIC in the topology.
+  - NFS C(proto) is an RPC netid, C(rdma6), C(tcp6) and C(udp6) being RDMA, TCP and UDP over IPv6.
+    A link-local server (C(fe80::1%ib8) in the source, or C(addr=fe80::1%3), a zone that is an
+    ifindex, as the kernel prints it) leaves through the interface its zone names; one without a
+    zone is not guessed.
+  - "An option the kernel prints with a value found without one, or a number that is not the
+    kernel's unsigned decimal (C(rsize=-1)), is an error of that mount (C(errors), the ERROR check
+    C(netfs: <mount> mount options)); the other mounts are still judged."
   - Returns the report checks, named C(netfs) colon ...; changes nothing.
 version_added: "1.0.0"
 author: gds-commission contributors
 options:
   topology:
-    description: The C(gds_topology) facts; C(nics), C(gpus) and C(matrix) are used.
+    description: The C(gds_topology) facts; C(nics), C(gpus) and C(matrix) are used (checked; a wrong
+      shape fails naming the key, e.g. C(topology.gpus[0].index)).
     type: dict
     required: true
   procfs_root:
@@ -39,13 +47,14 @@ options:
     type: bool
     default: true
   interface_addresses:
-    description: IPv4/IPv6 addresses per netdev (C(ib0) to a list such as C([10.0.0.5])), for the client address
-      where the route gives none.
+    description: IPv4/IPv6 addresses per netdev (C(ib0) to a list such as C([10.0.0.5]); C(10.0.0.5/24) is taken
+      as C(10.0.0.5)), for the client address where the route gives none. A key that is not an
+      interface name or a value that is not an address fails naming the entry.
     type: dict
     default: {}
   gpu_map:
-    description: Which GPUs read which mount, a dict of mount point to a list of GPU indices; a mount not listed
-      is read by every GPU.
+    description: "Which GPUs read which mount, a dict of mount point to a list of GPU indices; a mount not listed
+      is read by every GPU. A key that matches no network mount gives the WARN check C(netfs: gpu_map)."
     type: dict
     default: {}
   expect_rdma:
@@ -110,10 +119,13 @@ mounts:
   description:
     - One entry per network mount, C({mountpoint, fstype, fs, source, server, server_address,
       export, options, transport, rdma, port, vers, rsize, wsize, nconnect, max_connect, netdev,
-      lower_netdevs, nics, nic, client_address, route, gpus}).
+      lower_netdevs, nics, nic, client_address, route, gpus, errors}).
     - C(fs) is the cufile.json C(fs) section (nfs, lustre, weka, gpfs, beegfs); C(nic) the RDMA
       device the mount leaves through (null for a netdev without one); C(gpus) the GPUs paired
       with that NIC; C(route) C({dev, source, gateway, via}) or C({dev, reason}).
+    - C(server_address) of a link-local server carries its zone as the interface name
+      (C(fe80::1%ib8)); C(errors) lists the options that are not as the kernel prints them
+      (C(rsize has no value), C(port=70000 is not a whole number from 0 to 65535)).
   returned: always
   type: list
   elements: dict
@@ -127,7 +139,7 @@ checks:
 import os
 import socket
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gds_module import GdsModule as AnsibleModule  # results valid UTF-8
 from ansible.module_utils.gds_mounts import NetfsError, audit, mount_checks
 
 
@@ -160,7 +172,7 @@ def main():
             min_io_size=dict(type="int", default=1048576),
             near_classes=dict(type="list", elements="str", default=["PIX", "PXB"]),
         ),
-        supports_check_mode=True,
+        supports_check_mode=True, check_area="netfs",
     )
     p = module.params
     live = os.path.realpath(p["procfs_root"]) == "/proc"

@@ -167,7 +167,7 @@ ansible_facts:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gds_module import GdsModule as AnsibleModule  # results valid UTF-8
 from ansible.module_utils.gds_affinity import discover
 from ansible.module_utils.gds_files import is_live_root
 from ansible.module_utils.gds_nvml import NvmlUnavailable

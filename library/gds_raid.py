@@ -216,7 +216,7 @@ drift:
   elements: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gds_module import GdsModule as AnsibleModule  # results valid UTF-8
 from ansible.module_utils.gds_procfs import ProcfsError
 from ansible.module_utils.gds_raid import RaidError
 from ansible.module_utils.gds_raid_host import RaidHost

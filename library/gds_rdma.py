@@ -113,7 +113,7 @@ drift:
   sample: [{setting: "rdma port mlx5_0/1", expected: "ACTIVE LinkUp 400 Gb/s", actual: "ACTIVE LinkUp 200 Gb/s"}]
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gds_module import GdsModule as AnsibleModule  # results valid UTF-8
 from ansible.module_utils.gds_rdma import (
     PEERMEM_CHOICES, RdmaError, apply_peermem, pairing, peermem_state, port_drift, rdma_checks,
 )

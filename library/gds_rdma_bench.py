@@ -200,7 +200,7 @@ tools:
   type: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gds_module import GdsModule as AnsibleModule  # results valid UTF-8
 from ansible.module_utils.gds_perftest import (
     DEFAULTS, BenchError, checks_for, pair_with_peer, plan, probe, public_rows, run_all, run_servers,
     settings_from,

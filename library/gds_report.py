@@ -149,7 +149,7 @@ drift:
 import datetime
 import json
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gds_module import GdsModule as AnsibleModule  # results valid UTF-8
 from ansible.module_utils.gds_report import build_report, load_history, write_history, write_run
 
 

@@ -124,7 +124,7 @@ hosts:
   type: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gds_module import GdsModule as AnsibleModule  # results valid UTF-8
 from ansible.module_utils.gds_slurm import SlurmError, apply, commands, load_run, plan, read_nodes
 
 

@@ -183,6 +183,8 @@ checks:
       unknown, naming the bridges and config files."
     - "C(topology: sysfs and procfs read without warnings) is WARN when discovery warned (skipped
       devices, looping links, unresolvable system mounts)."
+    - "C(topology: node data is valid UTF-8), only when a file held bytes that are not UTF-8: WARN
+      naming the files; the bytes are escaped as C(\\xNN) in the facts, never a failed task."
     - "C(pcie: link <bdf>) for every C(pcie_links) entry: FAIL when the link runs below the best both
       ends support (the detail names the slow end, e.g. switch upstream port 0000:01:00.0 x8 of x16),
       WARN when a value could not be read. A GPU's link is judged on width only here (a GPU trains
@@ -212,7 +214,7 @@ table:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gds_module import GdsModule as AnsibleModule  # results valid UTF-8
 from ansible.module_utils.gds_affinity import affinity_table, discover, visibility_checks
 from ansible.module_utils.gds_files import is_live_root
 from ansible.module_utils.gds_health import BaselineError, link_baseline, link_checks
@@ -229,7 +231,7 @@ def main():
             gpu_index_source=dict(type="str", default="auto", choices=["auto", "nvml", "pci"]),
             link_baseline=dict(type="path"),
         ),
-        supports_check_mode=True,
+        supports_check_mode=True, check_area="topology",
     )
     params = module.params
     nvml = None

@@ -152,7 +152,7 @@ written:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gds_module import GdsModule as AnsibleModule  # results valid UTF-8
 from ansible.module_utils.gds_acs import (
     LOCKED_DOWN, AcsError, AcsPlan, lockdown_state, vfio_devices,
 )

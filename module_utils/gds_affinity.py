@@ -261,6 +261,16 @@ def lower_netdevs(sysfs_root, netdev, seen=None):
     return out
 
 
+def netdev_by_ifindex(sysfs_root, ifindex):
+    """The netdev whose ``/sys/class/net/DEV/ifindex`` is ``ifindex``, or None. An IPv6 zone that
+    is a number is an ifindex (net/sunrpc/addr.c prints a link-local NFS server as fe80::1%3)."""
+    base = os.path.join(sysfs_root, "class", "net")
+    for name in _listdir(base):
+        if _read_text(os.path.join(base, name, "ifindex")) == str(ifindex):
+            return name
+    return None
+
+
 def netdev_pci(tree, netdev):
     """The PCI function behind a network interface: the one its sysfs directory sits below, else
     (a bond, a VLAN, a bridge) that of the first of its lower devices that has one; None."""

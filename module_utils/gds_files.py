@@ -8,6 +8,12 @@ corrupted file may hold anything. Every text read here decodes UTF-8 with ``surr
 undecodable bytes survive as lone surrogates (``os`` functions turn them back into the same
 bytes) instead of ending the run in a UnicodeDecodeError that names no file.
 
+Those surrogates must not cross the module boundary: ansible-core refuses a result that is not
+valid UTF-8 ("Refusing to deserialize an invalid UTF8 string value") and fails the whole task
+without naming a file. ``json_safe`` escapes them as ``\\xNN`` (the byte's value) and names the
+fields; ``undecodable_files`` names the files read here that held them (module_utils/gds_module.py
+does both for every module).
+
 ``read_text``/``listdir`` are tolerant: a missing or unreadable entry is simply absent, for the
 many optional attributes where "not there" is an answer. ``read_file`` is strict: it raises
 UnreadableFile naming the path. ``resolve`` tells a symlink loop or a dangling link from a good one.
@@ -25,6 +31,10 @@ ENCODING = "utf-8"
 ERRORS = "surrogateescape"
 
 _NATURAL = re.compile(r"(\d+)")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# Files (and directories, for entry names) read here that held bytes that are not UTF-8. A module
+# runs once per process, so one list for the run names them all at the boundary.
+_UNDECODABLE = []
 
 
 class UnreadableFile(Exception):
@@ -36,9 +46,61 @@ class UnreadableFile(Exception):
         self.reason = reason
 
 
-def decode(data):
-    """Kernel bytes -> str; bytes that are not UTF-8 become lone surrogates, never an error."""
-    return data.decode(ENCODING, ERRORS)
+def decode(data, path=None):
+    """Kernel bytes -> str; bytes that are not UTF-8 become lone surrogates, never an error.
+    ``path`` (where the bytes came from) is recorded for ``undecodable_files`` when they do."""
+    try:
+        return data.decode(ENCODING)
+    except UnicodeDecodeError:
+        _record(path)
+        return data.decode(ENCODING, ERRORS)
+
+
+def _record(path):
+    if path is not None and path not in _UNDECODABLE:
+        _UNDECODABLE.append(path)
+
+
+def undecodable_files():
+    """Paths read through this module that held bytes that are not UTF-8, in the order read."""
+    return list(_UNDECODABLE)
+
+
+def _escape_char(match):
+    code = ord(match.group(0))
+    # U+DC80..U+DCFF is surrogateescape's byte 0x80..0xFF; any other lone surrogate is shown as
+    # the code point it is
+    return "\\x%02x" % (code - 0xDC00) if 0xDC80 <= code <= 0xDCFF else "\\u%04x" % code
+
+
+def escape_surrogates(text):
+    """``text`` as valid UTF-8: each lone surrogate escaped (``\\xff`` for the byte 0xFF)."""
+    return _SURROGATE.sub(_escape_char, text)
+
+
+def json_safe(value, where="", fields=None):
+    """(copy of ``value`` whose strings and keys are all valid UTF-8, [fields that were not]).
+
+    A field is named as a path into ``value`` (``mounts[2].mountpoint``); dicts, lists and
+    tuples are walked, other values returned as they are."""
+    fields = [] if fields is None else fields
+    if isinstance(value, str):
+        if _SURROGATE.search(value):
+            fields.append(where or "(value)")
+            return escape_surrogates(value), fields
+        return value, fields
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if isinstance(key, str) and _SURROGATE.search(key):
+                key = escape_surrogates(key)
+                fields.append("%s key %s" % (where or "(value)", key))
+            out[key] = json_safe(item, "%s.%s" % (where, key) if where else str(key), fields)[0]
+        return out, fields
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item, "%s[%d]" % (where, i), fields)[0]
+                for i, item in enumerate(value)], fields
+    return value, fields
 
 
 def is_live_root(path, live):
@@ -67,14 +129,14 @@ def read_bytes(path, limit=1 << 20):
 def read_text(path, limit=1 << 20):
     """The file's text (at most ``limit`` bytes, decoded as above), or None when unreadable."""
     data = read_bytes(path, limit)
-    return None if data is None else decode(data)
+    return None if data is None else decode(data, path)
 
 
 def read_file(path, limit=16 << 20):
     """The file's text; raises UnreadableFile naming the path when it cannot be read."""
     try:
         with open(path, "rb") as handle:
-            return decode(handle.read(limit))
+            return decode(handle.read(limit), path)
     except OSError as exc:
         raise UnreadableFile(path, exc.strerror or str(exc))
 
@@ -82,9 +144,12 @@ def read_file(path, limit=16 << 20):
 def listdir(path, key=None):
     """Sorted entries of a directory ([] when it is missing or unreadable)."""
     try:
-        return sorted(os.listdir(path), key=key)
+        names = sorted(os.listdir(path), key=key)
     except OSError:
         return []
+    if any(_SURROGATE.search(name) for name in names):
+        _record(path)  # an entry name that is not UTF-8 (os.listdir escapes it the same way)
+    return names
 
 
 def resolve(path):

@@ -29,16 +29,24 @@ _MD_LINE = re.compile(r"^(md[\w/]+)\s*:\s*(\S+)\s*(.*)$")
 _MD_MEMBER = re.compile(r"^([\w/.-]+)\[(\d+)\]((?:\([A-Z]\))*)$")
 _PARTITION = re.compile(r"^(nvme\d+n\d+)p\d+$|^((?:sd|vd|xvd|hd)[a-z]+)\d+$|^(md\d+)p\d+$")
 _DEVNO = re.compile(r"^(\d+):(\d+)$")
-# fs/proc_namespace.c escapes exactly these four in mount fields (seq_escape " \t\n\\").
-_MOUNT_ESCAPE = re.compile(r"\\(040|011|012|134)")
+# fs/proc_namespace.c's mangle() writes the characters it escapes as \ooo (seq_escape): space,
+# tab, newline and backslash, and '#' on newer kernels (" \t\n\\#"). A backslash is always
+# escaped, so every \ooo is one: all are decoded, whatever set the running kernel uses.
+_MOUNT_ESCAPE = re.compile(r"\\([0-3][0-7][0-7])")
 
 
 class ProcfsError(Exception):
     """A procfs file is missing or malformed; the message names the file."""
 
 
+def _unescape_char(match):
+    code = int(match.group(1), 8)
+    # a byte above 0x7f as gds_files.decode would have kept it (surrogateescape)
+    return chr(code) if code < 0x80 else chr(0xDC00 + code)
+
+
 def _unescape(field):
-    return _MOUNT_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), field)
+    return _MOUNT_ESCAPE.sub(_unescape_char, field)
 
 
 def _fields(line):
