@@ -20,7 +20,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -28,6 +27,7 @@ import time
 from ansible.module_utils.gds_checks import check
 from ansible.module_utils.gds_files import natural_key
 from ansible.module_utils.gds_pci import LINK_CLASSES, class_rank
+from ansible.module_utils.gds_proc import kill as proc_kill, run as proc_run, start as proc_start
 from ansible.module_utils.gds_thresholds import WARN_MARGIN, ThresholdError, evaluate
 
 PERFTEST_TESTS = ("ib_write_bw", "ib_read_bw", "ib_write_lat")
@@ -465,44 +465,20 @@ def osu_command(binary, row, settings, hosts, numactl_path=None):
 
 
 # --------------------------------------------------------------------------------------------
-# Processes
+# Processes (gds_proc: each in its own process group, killed as a whole)
 # --------------------------------------------------------------------------------------------
-def _start(cmd, env=None):
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                            start_new_session=True)  # own process group: a kill takes its children
-
-
-def _kill(proc):
-    """Kill a process group and reap it; (stdout, stderr) it printed."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-    try:
-        out, err = proc.communicate(timeout=10)
-    except subprocess.TimeoutExpired:
-        return "", ""
-    return out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
-
-
 def run_process(cmd, timeout, env=None):
     """(rc, stdout, stderr, failure): ``failure`` says why it did not exit cleanly."""
-    try:
-        proc = _start(cmd, env)
-    except OSError as exc:
-        return None, "", "", "could not start %s: %s" % (cmd[0], exc)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        out, err = _kill(proc)
-        return None, out, err, "timed out after %d s and was killed" % timeout
-    out, err = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
-    if proc.returncode < 0:
-        return proc.returncode, out, err, "killed by signal %d" % -proc.returncode
-    if proc.returncode:
-        return proc.returncode, out, err, "exited %d" % proc.returncode
-    return 0, out, err, None
+    res = proc_run(cmd, timeout, env)
+    if res.error:
+        return None, "", "", res.error
+    if res.timed_out:
+        return None, res.stdout, res.stderr, "timed out after %d s and was killed" % timeout
+    if res.rc < 0:
+        return res.rc, res.stdout, res.stderr, "killed by signal %d" % -res.rc
+    if res.rc:
+        return res.rc, res.stdout, res.stderr, "exited %d" % res.rc
+    return 0, res.stdout, res.stderr, None
 
 
 def listening(port, proc_root="/proc"):
@@ -563,12 +539,12 @@ def run_perftest(row, binary, settings, features, numactl_path, mode="loopback",
                                                  json_file=os.path.join(workdir, "server.json"),
                                                  numactl_path=numactl_path)
             try:
-                server = _start(row["server_cmd"], env)
+                server = proc_start(row["server_cmd"], env)
             except OSError as exc:
                 return _error(row, "could not start the server: %s" % exc)
             ok, why = wait_listening(server, row["tcp_port"], settings["start_timeout"])
             if not ok:
-                _, err = _kill(server)
+                _, err = proc_kill(server)
                 return _error(row, why, err)
         row["cmd"] = perftest_command(binary, row, settings, features, "client",
                                       address=address or settings["address"], json_file=client_json,
@@ -598,7 +574,7 @@ def run_perftest(row, binary, settings, features, numactl_path, mode="loopback",
                 server.wait(timeout=5)  # a loopback server ends with its client
             except subprocess.TimeoutExpired:
                 pass
-            _kill(server)
+            proc_kill(server)
         shutil.rmtree(workdir, ignore_errors=True)
 
 
@@ -719,7 +695,7 @@ def run_servers(rows, settings, found):
             row["server_cmd"] = perftest_command(found["perftest"][row["test"]], row, settings, features,
                                                  "server", numactl_path=found["numactl"])
             try:
-                procs.append((row, _start(row["server_cmd"], _env_for(row, features))))
+                procs.append((row, proc_start(row["server_cmd"], _env_for(row, features))))
             except OSError as exc:
                 _error(row, "could not start the server: %s" % exc)
         deadline = time.time() + settings["start_timeout"] + len(procs) * (settings["timeout"] + 5)
@@ -729,14 +705,14 @@ def run_servers(rows, settings, found):
             except subprocess.TimeoutExpired:
                 pass
             rc = proc.poll()
-            out, err = _kill(proc)
+            out, err = proc_kill(proc)
             if rc == 0:
                 row.update(verdict="PASS", reason="served its client")
             else:
                 _error(row, "killed at the deadline" if rc is None else "exited %s" % rc, err or out)
     finally:
         for _, proc in procs:
-            _kill(proc)
+            proc_kill(proc)
     return rows
 
 
