@@ -87,7 +87,7 @@ def node_path_chain(root, node_path):
 
 
 # --------------------------------------------------------------------------------------------
-# Item 14: every path written is below the root
+# Every path written is below the root
 # --------------------------------------------------------------------------------------------
 def test_default_alternative_path_is_below_the_root(jailed, tmp_path):
     root = vendor_node(tmp_path)
@@ -167,7 +167,7 @@ def test_node_paths_follow_links_inside_the_root(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------
-# Item 15: nesting is bounded
+# Nesting is bounded
 # --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("depth", [33, 1000, 200000])
 @pytest.mark.parametrize("bracket", ["{\"k\": ", "["])
