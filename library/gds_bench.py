@@ -194,13 +194,12 @@ health:
 
 import json
 import os
-import signal
-import subprocess
 import time
 
 from ansible.module_utils.gds_module import GdsModule as AnsibleModule  # results valid UTF-8
 from ansible.module_utils.gds_checks import udev_record_check
 from ansible.module_utils.gds_devhealth import HealthConfigError, HealthRun
+from ansible.module_utils.gds_proc import run as proc_run
 from ansible.module_utils.gds_thresholds import (
     GPU_DIRECT_XFER_TYPES, ThresholdError, evaluate, gpu_skip_check, job_checks, jobs_run_check,
     lookup_metric, skipped_job_checks,
@@ -260,30 +259,23 @@ def run_job(cmd, timeout, env):
     jobs should not run (a crash or a timeout: the device may be in a bad state).
     """
     start = time.time()
-    try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                                start_new_session=True)  # own process group: a kill takes its children
-    except OSError as exc:
-        return None, "could not start %s: %s" % (cmd[0], exc), "", False
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        return None, "timed out after %d s and was killed" % timeout, \
-            err.decode("utf-8", "replace").strip()[-STDERR_TAIL:], True
-    out, err = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+    res = proc_run(cmd, timeout, env)
+    if res.error:
+        return None, res.error, "", False
+    if res.timed_out:
+        return None, "timed out after %d s and was killed" % timeout, res.stderr.strip()[-STDERR_TAIL:], True
+    out, err, returncode = res.stdout, res.stderr, res.rc
     tail = err.strip()[-STDERR_TAIL:]
-    if proc.returncode < 0:
-        return None, "crashed with signal %d after %.1f s" % (-proc.returncode, time.time() - start), tail, True
+    if returncode < 0:
+        return None, "crashed with signal %d after %.1f s" % (-returncode, time.time() - start), tail, True
     record = parse_record(out)
     if record is None:
-        return None, "exited %d without a JSON record" % proc.returncode, tail or out.strip()[-STDERR_TAIL:], False
+        return None, "exited %d without a JSON record" % returncode, tail or out.strip()[-STDERR_TAIL:], False
     lines = err.splitlines() + out.splitlines()  # with --json - the gdsio line goes to stderr
     record["gdsio_line"] = next((line for line in lines if line.startswith("IoType:")), None)
     record["stderr"] = tail
-    record.setdefault("exit_code", proc.returncode)
-    failure = None if proc.returncode == 0 else "exited %d" % proc.returncode
+    record.setdefault("exit_code", returncode)
+    failure = None if returncode == 0 else "exited %d" % returncode
     return record, failure, tail, False
 
 

@@ -17,15 +17,20 @@ description:
     (C(//) and C(/* */) comments, trailing commas). Every key it does not manage keeps its value
     and its place; a new key goes to the end of its section. The text is edited, not re-dumped;
     comments, layout and untouched lines stay (strict JSON of the merged content is written only
-    if an edit would not parse back to exactly the wanted content). A malformed file is an error
-    naming it with the line and column, and nothing changes.
+    if an edit would not parse back to exactly the wanted content). A malformed file, or one
+    nested deeper than 32 levels, is an error naming it with the line and column, and nothing
+    changes. A key repeated in a file counts with its later value, as JSON parsers read it; the
+    file written keeps only that one, and a warning names the file, the key and the lines.
+  - Every path it reads or writes, and every link it creates, is below O(root); symlinks are
+    followed as the node would (absolute targets are node paths, C(..) stops at its C(/)).
   - Where O(path) is the alternatives link that libcufile's packages install
     (C(/etc/cufile.json -> /etc/alternatives/cufile.json -> /usr/local/cuda-X.Y/gds/cufile.json)),
     the vendor's file is left alone; its text with the managed keys set is written to
     O(alternative_path), to be selected as the C(cufile.json) alternative at
     O(alternative_priority) in auto mode. With O(register_alternative) the module selects it
     itself (the link and the administrative file that C(update-alternatives --install) writes),
-    for simulated roots; otherwise run M(community.general.alternatives) after it.
+    for simulated roots; otherwise run M(community.general.alternatives) after it. A vendor
+    alternative that does not exist (a dangling link) is an error naming it.
   - A plain file is edited in place, a symlink that is not an alternative has its target edited
     in place. Files are written atomically (temporary file in the same directory, then rename)
     with a timestamped backup of the previous version.
@@ -36,7 +41,7 @@ options:
   path:
     description:
       - The file cuFile reads, C(/etc/cufile.json) on a node (or what C(CUFILE_ENV_PATH_JSON)
-        names); below O(root) on a simulated node.
+        names); below O(root) on a simulated node (a node path is taken below O(root)).
     type: path
     required: true
   config:
@@ -46,12 +51,13 @@ options:
   root:
     description:
       - Prefix of every node path (a simulated node's tree); empty on a real node. Absolute
-        symlink targets are node paths below it, C(/etc/alternatives) and
-        C(/var/lib/dpkg/alternatives) are looked up below it.
+        symlink targets are node paths below it, C(..) in a relative one stops at it,
+        C(/etc/alternatives) and C(/var/lib/dpkg/alternatives) are looked up below it. Nothing
+        outside it is read or written.
     type: str
     default: ""
   alternative_path:
-    description: Where the merged configuration goes when O(path) is an alternatives link (below O(root)).
+    description: Where the merged configuration goes when O(path) is an alternatives link; below O(root), or a node path, then taken below O(root).
     type: path
     default: /etc/gds-commission/cufile.json
   alternative_priority:
@@ -176,11 +182,18 @@ alternative:
 drift:
   description: One item per dotted key that differs between what cuFile reads and the merged
     configuration (C(setting) is the file and the dotted key, C(PATH) colon C(key), C(expected) the value wanted, C(actual) the file's
-    value or C((absent))), and C(alternative) after the file when our file is not the selected alternative.
+    value or C((absent))), one per key repeated in the file to be written (C(expected) C(one value)),
+    and C(alternative) after the file when our file is not the selected alternative.
   returned: always
   type: list
   elements: dict
   sample: [{setting: "/etc/cufile.json: properties.allow_compat_mode", expected: false, actual: true}]
+duplicates:
+  description: Keys repeated in a file read, C({file, key, lines}) (node path, dotted key, the line of each occurrence);
+    the later value counts and the file written keeps only it.
+  returned: always
+  type: list
+  elements: dict
 previous_format:
   description: C(strict) (plain JSON), C(commented) (NVIDIA's JSON with comments) or C(absent).
   returned: always

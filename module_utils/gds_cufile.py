@@ -123,10 +123,17 @@ SCHEMA = {
 # --------------------------------------------------------------------------------------------
 # Reading NVIDIA's JSON with comments
 # --------------------------------------------------------------------------------------------
-def strip_comments(text):
-    """Remove // and /* */ comments outside strings, and trailing commas before } or ]."""
+# Deeper than any cufile.json NVIDIA documents (fs.nfs.mount_table.<mount>.rdma_dev_addr_list is
+# 6 levels) and far below what would exhaust Python's recursion in the parser.
+MAX_DEPTH = 32
+
+
+def _strip(text, max_depth=None):
+    """(text without comments and trailing commas, index in ``text`` of the first ``{`` or ``[``
+    nested deeper than ``max_depth``, or None)."""
     out, i, n = [], 0, len(text)
     in_string = False
+    depth, too_deep = 0, None
     while i < n:
         char = text[i]
         if in_string:
@@ -152,23 +159,74 @@ def strip_comments(text):
             out.append("\n" * chunk.count("\n"))
             i = n if end < 0 else end + 2
         else:
+            if char in "{[":
+                depth += 1
+                if max_depth is not None and depth > max_depth and too_deep is None:
+                    too_deep = i
+            elif char in "}]":
+                depth -= 1
             out.append(char)
             i += 1
-    return re.sub(r",(\s*[}\]])", r"\1", "".join(out))
+    return re.sub(r",(\s*[}\]])", r"\1", "".join(out)), too_deep
+
+
+def strip_comments(text):
+    """Remove // and /* */ comments outside strings, and trailing commas before } or ]."""
+    return _strip(text)[0]
+
+
+def _line_column(text, pos):
+    line = text.count("\n", 0, pos) + 1
+    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def _last_wins(pairs):
+    """An object whose repeated key has its later value, at its later place: what JSON parsers
+    read, and the text left once the earlier one is removed (duplicate_keys, edit_text)."""
+    out = {}
+    for key, value in pairs:
+        out.pop(key, None)
+        out[key] = value
+    return out
 
 
 def loads(text, source="cufile.json"):
-    """Parse cufile.json text (comments and trailing commas allowed). Raises CufileError."""
+    """Parse cufile.json text (comments and trailing commas allowed; a repeated key counts with
+    its later value). Raises CufileError naming ``source``, the line and the column."""
+    stripped, deep_at = _strip(text, MAX_DEPTH)
+    if deep_at is not None:
+        raise CufileError("%s is nested deeper than %d levels at line %d column %d"
+                          % ((source, MAX_DEPTH) + _line_column(text, deep_at)))
     try:
-        data = json.loads(strip_comments(text))
+        data = json.loads(stripped, object_pairs_hook=_last_wins)
     except ValueError as exc:
         line = getattr(exc, "lineno", None)
         col = getattr(exc, "colno", None)
         where = " at line %s column %s" % (line, col) if line else ""
         raise CufileError("%s is not valid JSON%s: %s" % (source, where, getattr(exc, "msg", exc)))
+    except RecursionError:  # cannot happen below MAX_DEPTH; a message, never a traceback
+        raise CufileError("%s is nested too deeply to be read" % source)
     if not isinstance(data, dict):
         raise CufileError("%s: the top level must be an object" % source)
     return data
+
+
+def too_deep(value, limit=MAX_DEPTH, prefix=""):
+    """The dotted path where ``value`` (objects and lists) nests deeper than ``limit``, or None.
+    Walks without recursion: the value may be as deep as its sender made it."""
+    todo = [(value, prefix, 1)]
+    while todo:
+        item, path, depth = todo.pop()
+        if not isinstance(item, (dict, list)):
+            continue
+        if depth > limit:
+            return path or "(top level)"
+        pairs = item.items() if isinstance(item, dict) else enumerate(item)
+        for key, sub in pairs:
+            sub_path = ("%s[%d]" % (path, key)) if isinstance(item, list) else (
+                "%s.%s" % (path, key) if path else str(key))
+            todo.append((sub, sub_path, depth + 1))
+    return None
 
 
 def dumps(config):
@@ -412,10 +470,16 @@ def text_format(text):
 # libcufile's packages register the toolkit's gds/cufile.json with update-alternatives:
 # /etc/cufile.json -> /etc/alternatives/cufile.json -> /usr/local/cuda-X.Y/gds/cufile.json.
 # On a simulated node every node path lives below ``root``; link targets stay node paths,
-# exactly what update-alternatives writes on the node.
+# exactly what update-alternatives writes on the node. Every path is followed inside the root
+# (absolute targets are node paths, ``..`` stops at the node's /), as the node itself would, so
+# nothing outside the root is read or written, whatever links the tree holds.
+MAX_SYMLINKS = 40  # the kernel's limit on links followed in one lookup
+
+
 class NodePaths(object):
     def __init__(self, root=""):
-        self.root = (root or "").rstrip("/")
+        root = (root or "").rstrip("/")
+        self.root = os.path.normpath(root) if root else ""
 
     def local(self, node_path):
         """The node path ``/etc/x`` as a path here (``<root>/etc/x``)."""
@@ -427,21 +491,73 @@ class NodePaths(object):
             return local_path[len(self.root):] or "/"
         return local_path
 
+    def inside(self, local_path):
+        """Whether a path here is the root or below it (always, without a root)."""
+        if not self.root:
+            return True
+        root, path = os.path.abspath(self.root), os.path.abspath(local_path)
+        return path == root or path.startswith(root.rstrip("/") + "/")
+
+    def here(self, path):
+        """A path the caller gave (below the root, or a node path such as the default
+        ``/etc/gds-commission/cufile.json``) as a normalised path below the root."""
+        if not self.root:
+            return os.path.abspath(path)
+        if self.inside(path):
+            tail = os.path.abspath(path)[len(os.path.abspath(self.root).rstrip("/")):]
+            return self.local(os.path.normpath("/" + tail))
+        if not path.startswith("/"):
+            raise CufileError("%s: give a path below the root %s or an absolute node path"
+                              % (path, self.root))
+        return self.local(os.path.normpath(path))
+
     def readlink(self, local_path):
-        """The local path a symlink points to (absolute targets are node paths)."""
+        """The local path a symlink points to (absolute targets are node paths; a relative one
+        is taken from the link's directory and cannot climb above the node's /)."""
         target = os.readlink(local_path)
-        if target.startswith("/"):
-            return os.path.normpath(self.local(target))
-        return os.path.normpath(os.path.join(os.path.dirname(local_path), target))
+        if not target.startswith("/"):
+            target = os.path.join(self.node(os.path.dirname(local_path)), target)
+        return self.local(os.path.normpath("/" + target.lstrip("/")))
 
     def resolve(self, local_path):
-        """Follow a symlink chain to the final local path (which may not exist)."""
-        seen = set()
-        while os.path.islink(local_path):
-            if local_path in seen or len(seen) > 40:
-                raise CufileError("%s: symlink loop" % local_path)
-            seen.add(local_path)
-            local_path = self.readlink(local_path)
+        """``local_path`` with every symlink along it followed inside the root, the last one
+        included (the path may not exist). Raises CufileError on a loop."""
+        node = self.node(self.here(local_path))
+        todo = [p for p in node.split("/") if p]
+        done, hops = [], 0
+        while todo:
+            part = todo.pop(0)
+            if part in (".", ".."):
+                if part == ".." and done:
+                    done.pop()
+                continue
+            candidate = self.local("/" + "/".join(done + [part]))
+            if not os.path.islink(candidate):
+                done.append(part)
+                continue
+            hops += 1
+            if hops > MAX_SYMLINKS:
+                raise CufileError("%s: symlink loop (more than %d links)" % (local_path, MAX_SYMLINKS))
+            target = os.readlink(candidate)
+            if target.startswith("/"):
+                done = []
+            todo = [p for p in target.split("/") if p] + todo
+        return self.local("/" + "/".join(done))
+
+    def resolve_parent(self, local_path):
+        """The directory of ``local_path`` resolved inside the root, its last name kept: where
+        a link itself (not its target) is read or replaced."""
+        local_path = self.here(local_path)
+        return os.path.join(self.resolve(os.path.dirname(local_path)), os.path.basename(local_path))
+
+    def guard(self, local_path):
+        """Refuse to write outside the root (the check after the resolution above, against
+        links that change under us)."""
+        real = os.path.join(os.path.realpath(os.path.dirname(local_path)), os.path.basename(local_path))
+        if self.root and not (real == os.path.realpath(self.root)
+                              or real.startswith(os.path.realpath(self.root).rstrip("/") + "/")):
+            raise CufileError("refusing to write %s: it is %s, outside the node root %s"
+                              % (local_path, real, self.root))
         return local_path
 
 
@@ -504,7 +620,8 @@ def report_checks(config, gds_mode, outcome, raid_devices=(), rdma_storage=False
 
     ``outcome`` is ``{state, file, keys, backup, alternative, vendor}``: ``state`` one of
     ``in place``, ``written``, ``would change``; ``file`` the file that holds our keys;
-    ``keys`` the dotted keys set; ``alternative`` a sentence about the alternatives link."""
+    ``keys`` the dotted keys set; ``alternative`` a sentence about the alternatives link;
+    ``duplicates`` the repeated keys found (duplicate_keys, with their ``file``)."""
     props = (config or {}).get("properties") or {}
     would = outcome["state"] == "would change"
     if outcome.get("keys"):
@@ -519,6 +636,10 @@ def report_checks(config, gds_mode, outcome, raid_devices=(), rdma_storage=False
         parts.append(outcome["alternative"])
     if outcome.get("vendor"):
         parts.append("vendor file %s left as it is" % outcome["vendor"])
+    for dup in outcome.get("duplicates") or ():
+        parts.append("key %s repeated in %s (lines %s): the later value %s" % (
+            dup["key"], dup["file"], ", ".join(map(str, dup["lines"])),
+            "would be kept" if would else "kept"))
     if outcome.get("backup"):
         parts.append("backup %s" % outcome["backup"])
     out = [check("cufile: configuration", "PASS", "valid cufile.json", outcome["state"],
@@ -625,6 +746,7 @@ class _Scanner(object):
             self._skip()
             if self.text[self.pos] == ",":
                 member["comma"] = True
+                member["comma_at"] = self.pos
                 self.pos += 1
 
 
@@ -642,10 +764,24 @@ def _dump_at(value, indent):
     return json.dumps(value)
 
 
+def _removal(text, member):
+    """The edit that removes a member followed by a comma, with its line when it has one."""
+    start, end = member["key_start"], member["comma_at"] + 1
+    line, rest = text.rfind("\n", 0, start) + 1, text.find("\n", end)
+    if not text[line:start].strip() and rest >= 0 and not text[end:rest].strip():
+        return (line, rest + 1, "")  # the member's whole line
+    while end < len(text) and text[end] in " \t":
+        end += 1
+    return (start, end, "")
+
+
 def _edits(text, node, current, wanted, out):
     members = {}
     for member in node["members"]:
-        members[member["key"]] = member  # a repeated key: the last one counts, as for json
+        earlier = members.get(member["key"])
+        if earlier is not None:  # a repeated key: the later counts, as for json; the earlier goes
+            out.append(_removal(text, earlier))
+        members[member["key"]] = member
     for key, value in wanted.items():
         if key not in current:
             continue
@@ -691,12 +827,33 @@ def edit_text(text, current, wanted):
     for _, (start, end, new) in sorted(enumerate(out), key=lambda e: (e[1][0], e[1][1], e[0]),
                                        reverse=True):
         text = text[:start] + new + text[end:]
-    try:  # the edit must say exactly what we want, in the same key order
-        if json.dumps(loads(text)) != json.dumps(wanted):
+    try:  # the edit must say exactly what we want, in the same key order, each key once
+        if json.dumps(loads(text)) != json.dumps(wanted) or duplicate_keys(text):
             return None
     except CufileError:
         return None
     return text
+
+
+def duplicate_keys(text):
+    """[{key, lines}] for every key an object of a cufile.json text holds more than once: its
+    dotted path and the lines of each occurrence. The later value counts (loads reads it so, as
+    JSON parsers do). Only for text that loads() accepted; [] when it cannot be scanned."""
+    try:
+        root = _Scanner(text).value()
+    except (IndexError, ValueError):
+        return []
+    out, todo = [], [(root, "")] if root["kind"] == "object" else []
+    while todo:
+        node, prefix = todo.pop(0)
+        where = {}
+        for member in node["members"]:
+            where.setdefault(member["key"], []).append(_line_column(text, member["key_start"])[0])
+            if member["value"]["kind"] == "object":
+                todo.append((member["value"], prefix + member["key"] + "."))
+        out.extend({"key": prefix + key, "lines": lines} for key, lines in where.items()
+                   if len(lines) > 1)
+    return sorted(out, key=lambda d: d["lines"])
 
 
 # --------------------------------------------------------------------------------------------
@@ -710,9 +867,10 @@ def _atomic_symlink(path, target):
     os.replace(tmp, path)
 
 
-def _put(result, path, text, mode, write, backup):
+def _put(paths, result, path, text, mode, write, backup):
     """Write ``text`` to ``path`` (the old file backed up first when ``backup``), or, with the
     content unchanged, only put its mode right."""
+    paths.guard(path)
     if write:
         if backup:
             result["backup_file"] = backup_copy(path)
@@ -733,6 +891,23 @@ def parse_mode(value):
         raise CufileError("mode %r is not an octal file mode such as 0644" % (value,))
 
 
+def _duplicates(paths, files):
+    """duplicate_keys() of each distinct (file, text), the file as the node sees it."""
+    out, seen = [], set()
+    for local, text in files:
+        if local in seen or not text:
+            continue
+        seen.add(local)
+        out.extend(dict(d, file=paths.node(local)) for d in duplicate_keys(text))
+    return out
+
+
+def _duplicate_drift(path, duplicates):
+    return [{"setting": "%s: %s" % (path, d["key"]), "expected": "one value",
+             "actual": "%d values (lines %s)" % (len(d["lines"]), ", ".join(map(str, d["lines"])))}
+            for d in duplicates]
+
+
 def configure(path, managed, root="", alternative_path="/etc/gds-commission/cufile.json",
               priority=1000, register_alternative=False, backup=True, mode=0o644,
               check_mode=False):
@@ -744,21 +919,26 @@ def configure(path, managed, root="", alternative_path="/etc/gds-commission/cufi
     file is left alone, the merged content goes to ``alternative_path`` and that file is the
     alternative to select, at ``priority``. ``register_alternative`` selects it here (the link
     and the administrative file update-alternatives would write, for a simulated root);
-    otherwise the caller runs update-alternatives. Returns the module result without checks;
-    raises CufileError for a malformed file, naming it."""
+    otherwise the caller runs update-alternatives. ``path`` and ``alternative_path`` are below
+    ``root`` or node paths (then taken below it); nothing outside ``root`` is read or written.
+    A key repeated in a file counts with its later value (as JSON parsers read it) and the file
+    written keeps only that one. Returns the module result without checks; raises CufileError
+    for a malformed file or a dangling link, naming it."""
     paths = NodePaths(root)
-    if os.path.islink(path):
-        first = paths.readlink(path)
+    where = paths.resolve_parent(path)
+    if os.path.islink(where):
+        first = paths.readlink(where)
         if os.path.dirname(first) == paths.local("/etc/alternatives"):
-            return _via_alternatives(paths, path, first, managed, alternative_path, priority,
+            return _via_alternatives(paths, path, where, paths.resolve_parent(first), managed,
+                                     paths.resolve(alternative_path), priority,
                                      register_alternative, backup, mode, check_mode)
-        target = paths.resolve(path)
+        target = paths.resolve(where)
         if not os.path.exists(target):
             raise CufileError("%s is a symlink to %s, which does not exist" % (path, paths.node(target)))
         layout = "symlink"
     else:
-        target = path
-        layout = "file" if os.path.exists(path) else "absent"
+        target = where
+        layout = "file" if os.path.exists(where) else "absent"
 
     text, current = "", None
     if layout != "absent":
@@ -766,49 +946,67 @@ def configure(path, managed, root="", alternative_path="/etc/gds-commission/cufi
     desired = merge(current, managed)
     after = (edit_text(text, current, desired) if current is not None else None) or dumps(desired)
     items = differences(current or {}, desired)
-    write = current is None or canonical(current) != canonical(desired)
+    duplicates = _duplicates(paths, [(target, text)])
+    write = current is None or canonical(current) != canonical(desired) or bool(duplicates)
     result = {"path": path, "layout": layout, "file": target, "changed": False, "config": desired,
               "previous_format": text_format(text) if current is not None else "absent",
-              "keys": [i["setting"] for i in items],
-              "drift": [dict(i, setting="%s: %s" % (path, i["setting"])) for i in items]}
+              "keys": [i["setting"] for i in items], "duplicates": duplicates,
+              "drift": ([dict(i, setting="%s: %s" % (path, i["setting"])) for i in items]
+                        + _duplicate_drift(path, duplicates))}
     if write:
         result["diff"] = {"before": text, "after": after, "before_header": target,
                           "after_header": target}
     result["changed"] = write or _mode_differs(target, mode)
     if check_mode or not result["changed"]:
         return result
-    _put(result, target, after, mode, write, backup and current is not None)
+    _put(paths, result, target, after, mode, write, backup and current is not None)
     return result
 
 
-def _via_alternatives(paths, path, first, managed, ours, priority, register, backup, mode,
+def _via_alternatives(paths, path, link, first, managed, ours, priority, register, backup, mode,
                       check_mode):
     name = os.path.basename(first)
-    admin_file = paths.local("/var/lib/dpkg/alternatives/" + name)
+    admin_file = paths.resolve(paths.local("/var/lib/dpkg/alternatives/" + name))
     admin = read_alternatives(admin_file)
-    ours_node, link_node = paths.node(ours), paths.node(path)
+    ours_node, link_node = paths.node(ours), paths.node(link)
     selected = paths.node(paths.readlink(first)) if os.path.islink(first) else None
-    current_file = paths.resolve(path)
+    current_file = paths.resolve(link)
 
     # the base is the vendor's file (the best alternative that is not ours), so a newer toolkit's
-    # keys reach our file on the next run; without an administrative file, what the link shows
+    # keys reach our file on the next run; without an administrative file, what the link shows.
+    # A vendor file that is gone is an error: a file of our keys alone would drop all of NVIDIA's
     vendor = best_choice(admin["choices"], exclude=ours_node) if admin else None
-    base_file = paths.local(vendor["path"]) if vendor else None
-    if not base_file or not os.path.exists(base_file):
+    if vendor:
+        base_file = paths.resolve(paths.local(vendor["path"]))
+        if not os.path.exists(base_file):
+            raise CufileError(
+                "%s: the cufile.json alternative %s does not exist (a dangling alternative): "
+                "reinstall its libcufile package or remove it with update-alternatives --remove "
+                "%s %s; nothing was changed" % (paths.node(admin_file), vendor["path"], name,
+                                                 vendor["path"]))
+    else:
         base_file = current_file if current_file != ours else None
+        if base_file and not os.path.exists(base_file):
+            raise CufileError(
+                "%s -> %s: %s does not exist (a dangling alternatives link) and %s lists no "
+                "other cufile.json; nothing was changed" % (link_node, paths.node(first),
+                                                           paths.node(base_file),
+                                                           paths.node(admin_file)))
     base_text, base = "", {}
-    if base_file and os.path.exists(base_file):
+    if base_file:
         base_text, base = read_config(base_file)
     text, current = "", None
     if os.path.exists(current_file):
         text, current = read_config(current_file)
-    ours_config = read_config(ours)[1] if os.path.exists(ours) else None
+    ours_text, ours_config = read_config(ours) if os.path.exists(ours) else ("", None)
 
     desired = merge(base, managed)
     # our file starts from the vendor's text: NVIDIA's comments stay readable in it
     after = (edit_text(base_text, base, desired) if base_text else None) or dumps(desired)
     items = differences(current or {}, desired)
-    write = ours_config is None or canonical(ours_config) != canonical(desired)
+    duplicates = _duplicates(paths, [(base_file, base_text), (current_file, text), (ours, ours_text)])
+    ours_duplicates = [d for d in duplicates if d["file"] == ours_node]
+    write = ours_config is None or canonical(ours_config) != canonical(desired) or bool(ours_duplicates)
 
     choices = [c for c in (admin["choices"] if admin else []) if c["path"] != ours_node]
     choices.append({"path": ours_node, "priority": priority, "slaves": []})
@@ -825,13 +1023,14 @@ def _via_alternatives(paths, path, first, managed, ours, priority, register, bac
     link_ok = registered and selected == ours_node
 
     drift = [dict(i, setting="%s: %s" % (path, i["setting"])) for i in items]
+    drift += _duplicate_drift(ours_node, ours_duplicates)
     if not link_ok:
         drift.append({"setting": "%s: alternative" % path, "expected": ours_node,
                       "actual": selected or "(none)"})
     result = {"path": path, "layout": "alternatives", "file": ours, "changed": False,
               "config": desired,
               "previous_format": text_format(text) if current is not None else "absent",
-              "keys": [i["setting"] for i in items], "drift": drift,
+              "keys": [i["setting"] for i in items], "duplicates": duplicates, "drift": drift,
               "alternative": {"name": name, "link": link_node, "path": ours_node,
                               "priority": priority, "selected": link_ok,
                               "vendor": vendor["path"] if vendor else None}}
@@ -842,10 +1041,10 @@ def _via_alternatives(paths, path, first, managed, ours, priority, register, bac
     result["changed"] = write or mode_fix or (not link_ok and (register or check_mode))
     if check_mode or not result["changed"]:
         return result
-    _put(result, ours, after, mode, write, backup and ours_config is not None)
+    _put(paths, result, ours, after, mode, write, backup and ours_config is not None)
     if register and not link_ok:
-        write_atomic(admin_file, format_alternatives(wanted_admin), 0o644)
-        _atomic_symlink(first, ours_node)
+        write_atomic(paths.guard(admin_file), format_alternatives(wanted_admin), 0o644)
+        _atomic_symlink(paths.guard(first), ours_node)
         result["alternative"]["selected"] = True
     return result
 
@@ -856,6 +1055,9 @@ def commission(params, check_mode=False):
     Returns ``(result, warnings)``; raises CufileError with a message that names the file, the
     line and column, or every offending key."""
     managed = params["config"]
+    deep = too_deep(managed)
+    if deep is not None:
+        raise CufileError("config: %s is nested deeper than %d levels" % (deep, MAX_DEPTH))
     root = params.get("root") or ""
     remote = None
     if params.get("netfs_mounts"):
@@ -880,6 +1082,11 @@ def commission(params, check_mode=False):
                        check_mode=check_mode)
     warnings = deprecations(result["config"])
     paths = NodePaths(root)
+    for dup in result["duplicates"]:
+        warnings.append("%s: key %s appears on lines %s; the value on line %d counts (the later, "
+                        "as JSON parsers read it) and the file written, %s, keeps only that one"
+                        % (dup["file"], dup["key"], ", ".join(map(str, dup["lines"])),
+                           dup["lines"][-1], paths.node(result["file"])))
     alternative = result.get("alternative")
     sentence = None
     if alternative:
@@ -893,7 +1100,8 @@ def commission(params, check_mode=False):
     outcome = {"state": state, "file": paths.node(result["file"]), "keys": result["keys"],
                "alternative": sentence,
                "vendor": alternative.get("vendor") if alternative else None,
-               "backup": paths.node(result["backup_file"]) if result.get("backup_file") else None}
+               "backup": paths.node(result["backup_file"]) if result.get("backup_file") else None,
+               "duplicates": result["duplicates"]}
     result["checks"] = report_checks(result["config"], params.get("gds_mode") or "nvfs", outcome,
                                      raid_devices=params.get("raid_devices") or (),
                                      rdma_storage=params.get("rdma_storage", False),
@@ -986,7 +1194,7 @@ def remote_schema(root, candidates):
     paths), else the documented ones (``source`` ``documentation``)."""
     version, library = gds_version(root)
     paths = NodePaths(root)
-    texts = [paths.local("/" + rel) for rel in _TOOLKIT_CUFILE] + list(candidates)
+    texts = [paths.resolve(paths.local("/" + rel)) for rel in _TOOLKIT_CUFILE] + list(candidates)
     for path in texts:
         try:
             with open(path, "r") as handle:
@@ -996,7 +1204,7 @@ def remote_schema(root, candidates):
         keys = {section: section_keys(text, section) for section in BUILTIN_REMOTE_KEYS}
         if keys["properties"] is None or keys.get("fs.nfs") is None and keys.get("fs.lustre") is None:
             continue  # not a cufile.json with the sections we need
-        return {"version": version, "library": library, "source": paths.node(os.path.realpath(path)),
+        return {"version": version, "library": library, "source": paths.node(paths.resolve(path)),
                 "keys": {s: sorted((k or set()) & BUILTIN_REMOTE_KEYS[s]) for s, k in keys.items()}}
     return {"version": version, "library": library, "source": "documentation",
             "keys": {s: sorted(k) for s, k in BUILTIN_REMOTE_KEYS.items()}}

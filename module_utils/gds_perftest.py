@@ -17,10 +17,10 @@ reason}`` (plus ``link``, ``rate_gbps``, ``lat_us_max``, ``cmd``, ``server_cmd``
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -28,6 +28,7 @@ import time
 from ansible.module_utils.gds_checks import check
 from ansible.module_utils.gds_files import natural_key
 from ansible.module_utils.gds_pci import LINK_CLASSES, class_rank
+from ansible.module_utils.gds_proc import kill as proc_kill, run as proc_run, start as proc_start
 from ansible.module_utils.gds_thresholds import WARN_MARGIN, ThresholdError, evaluate
 
 PERFTEST_TESTS = ("ib_write_bw", "ib_read_bw", "ib_write_lat")
@@ -76,7 +77,26 @@ class BenchError(ValueError):
 # Parsers
 # --------------------------------------------------------------------------------------------
 _COLUMN = re.compile(r"#\w+|tps average|(?:[\w.%]+ )?[\w.%]+\[[^\]]*\]")
-_NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+# nan and inf too: C's printf writes them, and a row holding one must be refused, not skipped
+_NUMBER = re.compile(r"^[+-]?((\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?|nan|inf(inity)?)$", re.IGNORECASE)
+
+
+def figure(value, where):
+    """A measured figure as a float: a number (not a boolean), finite and not negative.
+    Raises BenchError naming ``where`` (the JSON key or the table column) and the value."""
+    shown = repr(value)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise BenchError("%s: %s is not a number" % (where, shown))
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond float range
+        number = float("inf")
+    if not math.isfinite(number):
+        raise BenchError("%s: %s is not a finite number" % (where, shown))
+    if number < 0:
+        raise BenchError("%s: %s is negative" % (where, shown))
+    return number
 
 
 def parse_perftest_text(text):
@@ -84,7 +104,8 @@ def parse_perftest_text(text):
 
     The header (`` #bytes     #iterations    BW peak[Gb/sec] ...`` or the latency one) names the
     columns; a result row is a line of numbers, one per column (a trailing CPU-utilisation
-    column may follow).
+    column may follow). Each row holds the columns of the header above it (output may hold
+    several tables).
     """
     columns, rows = [], []
     for line in (text or "").splitlines():
@@ -101,23 +122,29 @@ def parse_perftest_text(text):
 
 
 def _bw_gbps(row):
-    """(average, peak) bandwidth of a perftest row in Gb/s, from the unit in its column names."""
-    found = {}
+    """The average bandwidth of a perftest row in Gb/s, from the unit in its column name."""
     for column, value in row.items():
-        match = re.match(r"BW (average|peak)\[([^\]]+)\]$", column)
+        match = re.match(r"BW average\[([^\]]*)\]$", column)
         if match:
-            factor = _BW_UNIT_GBPS.get(match.group(2).lower())
+            factor = _BW_UNIT_GBPS.get(match.group(1).lower())
             if factor is None:
                 raise BenchError("perftest column %r: unknown bandwidth unit" % column)
-            found[match.group(1)] = value * factor
-    return found.get("average"), found.get("peak")
+            return figure(value, "perftest column %r" % column) * factor
+    raise BenchError("perftest table has no 'BW average[<unit>]' column (columns: %s)" % ", ".join(row))
+
+
+def _largest_size_row(rows):
+    """The row of the largest message size (the last of equals): with several tables, the last
+    row need not be the largest size."""
+    sizes = [figure(r.get("#bytes", 0), "perftest column '#bytes'") for r in rows]
+    return rows[max(range(len(rows)), key=lambda i: (sizes[i], i))], int(max(sizes))
 
 
 def parse_perftest_json(text):
     """The ``results`` object of perftest's --out_json file; raises BenchError when unreadable."""
     try:
         data = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise BenchError("perftest JSON report is not valid JSON: %s" % exc)
     results = data.get("results") if isinstance(data, dict) else None
     if not isinstance(results, dict):
@@ -125,40 +152,45 @@ def parse_perftest_json(text):
     return {"test_info": data.get("test_info") or {}, "results": results}
 
 
+_JSON_LAT = ("t_typical", "t_avg", "avg_lat")
+_JSON_BW = ("BW_average", "bw_avg")
+
+
 def perftest_result(test, stdout="", json_text=None, gbits=True):
     """{gbps, lat_us, msg_size, source} of one perftest run, from its JSON report when it has a
     usable one, else from the text table on stdout; None when neither holds a result.
 
     The JSON report carries no unit: its bandwidth is Gb/s with --report_gbits, else MiB/s.
+    Raises BenchError naming the key or column when the figure is not a finite number >= 0 or
+    its unit is unknown: that row is an ERROR, not a pass.
     """
+    latency = test.endswith("_lat")
     if json_text:
         try:
             results = parse_perftest_json(json_text)["results"]
         except BenchError:
             results = {}
-        if test.endswith("_lat"):
-            lat = results.get("t_typical", results.get("t_avg", results.get("avg_lat")))
-            if isinstance(lat, (int, float)):
-                return {"gbps": None, "lat_us": float(lat), "msg_size": results.get("MsgSize"), "source": "json"}
-        else:
-            bw = results.get("BW_average", results.get("bw_avg"))
-            if isinstance(bw, (int, float)):
-                factor = 1.0 if gbits else _BW_UNIT_GBPS["mib/sec"]
-                return {"gbps": round(float(bw) * factor, 3), "lat_us": None,
-                        "msg_size": results.get("MsgSize"), "source": "json"}
+        key = next((k for k in (_JSON_LAT if latency else _JSON_BW) if k in results), None)
+        if key is not None:
+            value = figure(results[key], "perftest JSON report: results.%s" % key)
+            size = results.get("MsgSize")
+            size = size if isinstance(size, int) and not isinstance(size, bool) else None
+            if latency:
+                return {"gbps": None, "lat_us": value, "msg_size": size, "source": "json"}
+            factor = 1.0 if gbits else _BW_UNIT_GBPS["mib/sec"]
+            return {"gbps": round(value * factor, 3), "lat_us": None, "msg_size": size, "source": "json"}
     table = parse_perftest_text(stdout)
     if not table["rows"]:
         return None
-    row = table["rows"][-1]  # the largest message size when several were run
-    if test.endswith("_lat"):
-        lat = row.get("t_typical[usec]", row.get("t_avg[usec]"))
-        if lat is None:
-            return None
-        return {"gbps": None, "lat_us": lat, "msg_size": int(row.get("#bytes", 0)), "source": "text"}
-    avg, _ = _bw_gbps(row)
-    if avg is None:
-        return None
-    return {"gbps": round(avg, 3), "lat_us": None, "msg_size": int(row.get("#bytes", 0)), "source": "text"}
+    row, size = _largest_size_row(table["rows"])
+    if latency:
+        column = next((c for c in ("t_typical[usec]", "t_avg[usec]") if c in row), None)
+        if column is None:
+            raise BenchError("perftest table has no 't_typical[usec]' or 't_avg[usec]' column "
+                             "(columns: %s)" % ", ".join(row))
+        return {"gbps": None, "lat_us": figure(row[column], "perftest column %r" % column),
+                "msg_size": size, "source": "text"}
+    return {"gbps": round(_bw_gbps(row), 3), "lat_us": None, "msg_size": size, "source": "text"}
 
 
 def parse_osu(text):
@@ -197,7 +229,10 @@ def osu_result(test, stdout, lat_size=8):
     table = parse_osu(stdout)
     if not table["rows"]:
         return None
+    column = "%s column %r" % (test, table["column"])
     if test == "osu_bw":
+        for size, value in table["rows"]:  # the best is picked: every figure must be one
+            figure(value, "%s at %d bytes" % (column, size))
         size, value = max(table["rows"], key=lambda r: r[1])
         unit = (table["unit"] or "MB/s").lower()
         factor = {"mb/s": 8e6 / 1e9, "gb/s": 1.0}.get(unit)
@@ -206,7 +241,8 @@ def osu_result(test, stdout, lat_size=8):
         return {"gbps": round(value * factor, 3), "lat_us": None, "msg_size": size, "source": "osu"}
     by_size = dict(table["rows"])
     size = lat_size if lat_size in by_size else min([s for s in by_size if s > 0] or list(by_size))
-    return {"gbps": None, "lat_us": by_size[size], "msg_size": size, "source": "osu"}
+    return {"gbps": None, "lat_us": figure(by_size[size], "%s at %d bytes" % (column, size)),
+            "msg_size": size, "source": "osu"}
 
 
 def parse_help(text):
@@ -267,6 +303,12 @@ def settings_from(params):
         if isinstance(merged[key], str) or not isinstance(merged[key], list):
             raise BenchError("%s must be a list of arguments, got %r" % (key, merged[key]))
         merged[key] = [str(a) for a in merged[key]]
+    for arg in merged["osu_nic_args"]:
+        try:
+            arg.format(nic="mlx5_0", port=1)
+        except (KeyError, IndexError, ValueError, AttributeError) as exc:
+            raise BenchError("osu_nic_args: %r: only {nic} and {port} can be filled in (%s: %s)"
+                             % (arg, type(exc).__name__, exc))
     return merged
 
 
@@ -465,44 +507,20 @@ def osu_command(binary, row, settings, hosts, numactl_path=None):
 
 
 # --------------------------------------------------------------------------------------------
-# Processes
+# Processes (gds_proc: each in its own process group, killed as a whole)
 # --------------------------------------------------------------------------------------------
-def _start(cmd, env=None):
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                            start_new_session=True)  # own process group: a kill takes its children
-
-
-def _kill(proc):
-    """Kill a process group and reap it; (stdout, stderr) it printed."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-    try:
-        out, err = proc.communicate(timeout=10)
-    except subprocess.TimeoutExpired:
-        return "", ""
-    return out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
-
-
 def run_process(cmd, timeout, env=None):
     """(rc, stdout, stderr, failure): ``failure`` says why it did not exit cleanly."""
-    try:
-        proc = _start(cmd, env)
-    except OSError as exc:
-        return None, "", "", "could not start %s: %s" % (cmd[0], exc)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        out, err = _kill(proc)
-        return None, out, err, "timed out after %d s and was killed" % timeout
-    out, err = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
-    if proc.returncode < 0:
-        return proc.returncode, out, err, "killed by signal %d" % -proc.returncode
-    if proc.returncode:
-        return proc.returncode, out, err, "exited %d" % proc.returncode
-    return 0, out, err, None
+    res = proc_run(cmd, timeout, env)
+    if res.error:
+        return None, "", "", res.error
+    if res.timed_out:
+        return None, res.stdout, res.stderr, "timed out after %d s and was killed" % timeout
+    if res.rc < 0:
+        return res.rc, res.stdout, res.stderr, "killed by signal %d" % -res.rc
+    if res.rc:
+        return res.rc, res.stdout, res.stderr, "exited %d" % res.rc
+    return 0, res.stdout, res.stderr, None
 
 
 def listening(port, proc_root="/proc"):
@@ -563,12 +581,12 @@ def run_perftest(row, binary, settings, features, numactl_path, mode="loopback",
                                                  json_file=os.path.join(workdir, "server.json"),
                                                  numactl_path=numactl_path)
             try:
-                server = _start(row["server_cmd"], env)
+                server = proc_start(row["server_cmd"], env)
             except OSError as exc:
                 return _error(row, "could not start the server: %s" % exc)
             ok, why = wait_listening(server, row["tcp_port"], settings["start_timeout"])
             if not ok:
-                _, err = _kill(server)
+                _, err = proc_kill(server)
                 return _error(row, why, err)
         row["cmd"] = perftest_command(binary, row, settings, features, "client",
                                       address=address or settings["address"], json_file=client_json,
@@ -586,8 +604,11 @@ def run_perftest(row, binary, settings, features, numactl_path, mode="loopback",
         if os.path.exists(client_json):
             with open(client_json, encoding="utf-8", errors="replace") as handle:
                 json_text = handle.read()
-        result = None if failure else perftest_result(row["test"], out, json_text,
-                                                      gbits=features.get("report_gbits", True))
+        try:
+            result = None if failure else perftest_result(row["test"], out, json_text,
+                                                          gbits=features.get("report_gbits", True))
+        except BenchError as exc:  # this row's output is unreadable; the others are still judged
+            return _error(row, "unreadable result: %s" % exc)
         if result is None:
             return _error(row, failure or "printed no result table", err or out)
         row.update(gbps=result["gbps"], lat_us=result["lat_us"], source=result["source"])
@@ -598,7 +619,7 @@ def run_perftest(row, binary, settings, features, numactl_path, mode="loopback",
                 server.wait(timeout=5)  # a loopback server ends with its client
             except subprocess.TimeoutExpired:
                 pass
-            _kill(server)
+            proc_kill(server)
         shutil.rmtree(workdir, ignore_errors=True)
 
 
@@ -607,7 +628,10 @@ def run_osu(row, binary, settings, hosts, numactl_path):
     row["cmd"] = osu_command(binary, row, settings, hosts, numactl_path)
     env = dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID", CUDA_VISIBLE_DEVICES=str(row["gpu"]))
     rc, out, err, failure = run_process(row["cmd"], settings["timeout"], env)
-    result = None if failure else osu_result(row["test"], out, settings["osu_lat_size"])
+    try:
+        result = None if failure else osu_result(row["test"], out, settings["osu_lat_size"])
+    except BenchError as exc:
+        return _error(row, "unreadable result: %s" % exc)
     if result is None:
         return _error(row, failure or "printed no result table", err or out)
     row.update(gbps=result["gbps"], lat_us=result["lat_us"], source=result["source"])
@@ -719,7 +743,7 @@ def run_servers(rows, settings, found):
             row["server_cmd"] = perftest_command(found["perftest"][row["test"]], row, settings, features,
                                                  "server", numactl_path=found["numactl"])
             try:
-                procs.append((row, _start(row["server_cmd"], _env_for(row, features))))
+                procs.append((row, proc_start(row["server_cmd"], _env_for(row, features))))
             except OSError as exc:
                 _error(row, "could not start the server: %s" % exc)
         deadline = time.time() + settings["start_timeout"] + len(procs) * (settings["timeout"] + 5)
@@ -729,14 +753,14 @@ def run_servers(rows, settings, found):
             except subprocess.TimeoutExpired:
                 pass
             rc = proc.poll()
-            out, err = _kill(proc)
+            out, err = proc_kill(proc)
             if rc == 0:
                 row.update(verdict="PASS", reason="served its client")
             else:
                 _error(row, "killed at the deadline" if rc is None else "exited %s" % rc, err or out)
     finally:
         for _, proc in procs:
-            _kill(proc)
+            proc_kill(proc)
     return rows
 
 

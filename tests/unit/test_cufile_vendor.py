@@ -250,7 +250,13 @@ def test_detail_of_a_new_alternative_that_changes_no_key(module_runner, tmp_path
     ('{\n    "a": 1 // one\n}\n', {"a": 2, "c": True}, '{\n    "a": 2, // one\n    "c": true\n}\n'),
     ('{\n  "s": {\n    // only a comment\n  }\n}', {"s": {"k": "v"}},
      '{\n  "s": {\n    // only a comment\n      "k": "v"\n  }\n}'),
-    ('{"a": 1, "a": 2}', {"a": 3}, '{"a": 1, "a": 3}'),  # a repeated key: the last one counts
+    # a repeated key: the later one counts, as for JSON parsers, and the earlier goes
+    ('{"a": 1, "a": 2}', {"a": 3}, '{"a": 3}'),
+    ('{"a": 1, "a": 2}', {"a": 2}, '{"a": 2}'),
+    ('{\n    "a": 1, // old\n    "b": 0,\n    "a": 2\n}', {"b": 0, "a": 2},
+     '{\n    // old\n    "b": 0,\n    "a": 2\n}'),
+    ('{\n    "s": {"x": 1},\n    "s": {"y": 2, "y": 3}\n}', {"s": {"y": 4}},
+     '{\n    "s": {"y": 4}\n}'),
 ])
 def test_edit_text_keeps_comments_and_layout(text, wanted, expected):
     out = edit_text(text, loads(text), wanted)

@@ -1,5 +1,6 @@
 """Parsers of perftest (text table, --out_json, --help) and OSU micro-benchmark tables."""
 import os
+import re
 
 import pytest
 
@@ -63,8 +64,91 @@ def test_perftest_text_mib_is_converted():
     assert result["gbps"] == pytest.approx(11468.52 * 1048576 * 8 / 1e9, abs=0.001)
 
 
-def test_perftest_text_several_sizes_takes_the_last_row():
+def test_perftest_text_several_sizes_takes_the_largest():
     assert pt.perftest_result("ib_write_bw", read("ib_write_bw_all_sizes.txt"))["gbps"] == 392.1
+
+
+BW_HEADER = " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]"
+
+
+def bw_table(*rows, header=BW_HEADER):
+    return "\n".join([header] + [" %-10s 5000             0.00               %s\t\t     0.725000" % r
+                                  for r in rows]) + "\n"
+
+
+@pytest.mark.parametrize("tables", [
+    # two tables (a second run printed after the first): the largest size wins, not the last row
+    [[("65536", "392.10")], [("2", "0.11")]],
+    [[("2", "0.11"), ("65536", "392.10")], [("4096", "179.90"), ("8", "0.30")]],
+    # sizes out of order within one table
+    [[("65536", "392.10"), ("2", "0.11"), ("4096", "179.90")]],
+])
+def test_perftest_text_largest_message_size_of_every_table(tables):
+    text = "".join(bw_table(*rows) for rows in tables)
+    result = pt.perftest_result("ib_write_bw", text)
+    assert (result["gbps"], result["msg_size"]) == (392.1, 65536)
+
+
+NOT_FINITE_TEXT = ["nan", "-nan", "NaN", "inf", "-inf", "Infinity", "1e400", "-1e400", "-3.5"]
+
+
+@pytest.mark.parametrize("value", NOT_FINITE_TEXT)
+def test_perftest_text_figure_that_is_not_a_finite_number_is_refused(value):
+    with pytest.raises(pt.BenchError, match=r"perftest column 'BW average\[Gb/sec\]': .*(finite|negative)"):
+        pt.perftest_result("ib_write_bw", bw_table(("65536", value)))
+    lat = read("ib_write_lat.txt").replace("1.06     ", value + "     ")
+    with pytest.raises(pt.BenchError, match=r"perftest column 't_typical\[usec\]'"):
+        pt.perftest_result("ib_write_lat", lat)
+
+
+def test_perftest_text_message_size_that_is_not_finite_is_refused():
+    with pytest.raises(pt.BenchError, match="'#bytes': inf is not a finite number"):
+        pt.perftest_result("ib_write_bw", bw_table(("65536", "392.10"), ("inf", "1.0")))
+
+
+@pytest.mark.parametrize("column", ["BW average[Gbps]", "BW average[GB/s]", "BW average[]"])
+def test_perftest_unknown_bandwidth_unit_names_the_column(column):
+    header = BW_HEADER.replace("BW average[Gb/sec]", column)
+    with pytest.raises(pt.BenchError, match=re.escape("perftest column %r: unknown bandwidth unit" % column)):
+        pt.perftest_result("ib_write_bw", bw_table(("65536", "392.10"), header=header))
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e400",
+                                     pytest.param("1" + "0" * 400, id="10**400"), "-2.5",
+                                     "true", "false", "null", '"371.86"', "[371.86]", "{}"])
+def test_perftest_json_figure_must_be_a_finite_number(literal):
+    bw = read("ib_write_bw.json").replace('"BW_average": 371.86', '"BW_average": %s' % literal)
+    # the key is named, whatever the table on stdout says: the JSON report is the run's figure
+    with pytest.raises(pt.BenchError, match=r"perftest JSON report: results\.BW_average: .*(not a|negative)"):
+        pt.perftest_result("ib_write_bw", read("ib_write_bw_gbits_cuda.txt"), bw)
+    lat = read("ib_write_lat.json").replace('"t_typical": 1.06', '"t_typical": %s' % literal)
+    with pytest.raises(pt.BenchError, match=r"results\.t_typical: "):
+        pt.perftest_result("ib_write_lat", "", lat)
+
+
+def test_perftest_table_without_the_figure_column_names_the_columns():
+    with pytest.raises(pt.BenchError, match=r"no 'BW average\[<unit>\]' column \(columns: #bytes, #iterations, "):
+        pt.perftest_result("ib_write_bw", bw_table(("65536", "1.0"), header=BW_HEADER.replace("average", "mean")))
+    with pytest.raises(pt.BenchError, match="no 't_typical"):
+        lat = read("ib_write_lat.txt").replace("t_typical", "t_mode").replace("t_avg", "t_mean")
+        pt.perftest_result("ib_write_lat", lat)
+
+
+def test_perftest_json_without_the_key_falls_back_to_the_table():
+    bw = read("ib_write_bw.json").replace('"BW_average": 371.86,', "")
+    assert pt.perftest_result("ib_write_bw", read("ib_write_bw_gbits_cuda.txt"), bw)["source"] == "text"
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "1e400"])
+def test_osu_figure_that_is_not_finite_is_refused(value):
+    bw = read("osu_bw_dd_omb.txt").splitlines()
+    row = next(i for i, line in enumerate(bw) if line.startswith("1024 "))
+    bw[row] = "1024 %s" % value
+    with pytest.raises(pt.BenchError, match="osu_bw column 'Bandwidth' at 1024 bytes: .* not a finite"):
+        pt.osu_result("osu_bw", "\n".join(bw))
+    lat = "# OSU MPI-CUDA Latency Test v5.4.3\n# Size          Latency (us)\n0 1.5\n8 %s\n" % value
+    with pytest.raises(pt.BenchError, match="osu_latency column 'Latency' at 8 bytes"):
+        pt.osu_result("osu_latency", lat)
 
 
 def test_perftest_latency_table():

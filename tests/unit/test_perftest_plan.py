@@ -194,6 +194,11 @@ def test_run_all_skips_without_running_anything():
     ({"timeout": 0}, "timeout must be > 0"),
     ({"affinity_gain": [1.2, 0.1, None, "x"]}, "lower must be <= 0"),
     ({"extra_args": "-x 3"}, "extra_args must be a list"),
+    ({"osu_nic_args": ["-x", "UCX_NET_DEVICES={hca}"]},
+     r"osu_nic_args: 'UCX_NET_DEVICES=\{hca\}': only \{nic\} and \{port\}"),
+    ({"osu_nic_args": ["{0}"]}, r"osu_nic_args: '\{0\}'"),
+    ({"osu_nic_args": ["{nic.x}"]}, r"osu_nic_args: '\{nic.x\}'"),
+    ({"osu_nic_args": ["{nic"]}, r"osu_nic_args: '\{nic'"),
 ])
 def test_settings_errors_name_the_key(params, message):
     with pytest.raises(pt.BenchError, match=message):

@@ -57,7 +57,8 @@ FAKE = textwrap.dedent('''\
             with open(arg.split("=", 1)[1], "w") as handle:
                 handle.write(json.dumps({"test_info": {}, "results": {"MsgSize": 65536, "BW_average": gbps + 1}}))
     print("-" * 87)
-    print(" #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]")
+    unit = "Gbps" if "read-gbps-column" in behaviour and "ib_read_bw" in sys.argv[0] else "Gb/sec"
+    print(" #bytes     #iterations    BW peak[Gb/sec]    BW average[%%s]   MsgRate[Mpps]" %% unit)
     print(" 65536      5000             0.00               %%-7.2f\\t\\t     0.725000" %% gbps)
     print("-" * 87)
 ''') % {"python": sys.executable}
@@ -139,6 +140,28 @@ def test_json_report_used_when_supported_and_gpu_row_runs(fake, monkeypatch):
     rows, _ = pt.run_all(topology(), settings(fake[0]))
     assert [(r["memory"], r["source"], r["gbps"]) for r in rows] == [("host", "json", 381.5), ("cuda", "json", 381.5)]
     assert "--use_cuda=0" in rows[1]["cmd"] and "--use_cuda=0" in rows[1]["server_cmd"]
+
+
+def test_unexpected_column_is_an_error_of_its_row_only(fake, monkeypatch):
+    monkeypatch.setenv("FAKE_PERFTEST", "read-gbps-column")
+    rows, _ = pt.run_all(topology(), settings(fake[0], tests=["ib_read_bw", "ib_write_bw"], memory=["host"]))
+    assert [(r["test"], r["verdict"]) for r in rows] == [("ib_read_bw", "ERROR"), ("ib_write_bw", "PASS")]
+    assert rows[0]["reason"] == "unreadable result: perftest column 'BW average[Gbps]': unknown bandwidth unit"
+    assert rows[1]["gbps"] == 380.5
+
+
+@pytest.mark.parametrize("behaviour", ["", "json"])
+@pytest.mark.parametrize("gbps", ["nan", "inf", "1e400", "-5"])
+def test_figure_that_is_not_a_finite_number_is_an_error_of_its_row(fake, monkeypatch, behaviour, gbps):
+    # json: the --out_json report (NaN, Infinity); "": the text table (nan, inf)
+    monkeypatch.setenv("FAKE_PERFTEST", behaviour)
+    monkeypatch.setenv("FAKE_GBPS", gbps)
+    rows, _ = pt.run_all(topology(), settings(fake[0], memory=["host"]))
+    assert rows[0]["verdict"] == "ERROR" and rows[0]["gbps"] is None, rows[0]
+    where = "perftest JSON report: results.BW_average" if behaviour else "perftest column 'BW average[Gb/sec]'"
+    assert rows[0]["reason"].startswith("unreadable result: %s: " % where)
+    check = pt.checks_for(rows, settings(fake[0]))[0]
+    assert check["verdict"] == "ERROR" and check["actual"] is None
 
 
 def test_hung_client_times_out_and_server_is_killed(fake, monkeypatch):
