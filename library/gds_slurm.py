@@ -13,8 +13,15 @@ description:
     both) and the nodes' state from C(scontrol -o show node).
   - Drains each node whose host is FAIL, ERROR or drifted with the reason
     C(<reason_prefix> <first failing check>); resumes each node drained with that prefix whose host
-    now passes. Nodes drained by anyone else are never touched. A drift run resumes only nodes
-    drained for drift.
+    now passes. A drift run resumes only nodes drained for drift.
+  - Never touches a node that is DOWN or FAIL (or rebooting, invalid, future, in a state it does
+    not know), drained by anyone else or carrying anyone else's reason, whatever its flags.
+  - Reasons are one line of printable text - whitespace runs become a space, other control
+    characters C(\xNN), C(=) becomes C(:), at most 200 characters - so a second run reads its
+    own reason back unchanged.
+  - Changes nothing and fails, naming the file and the key, when summary.json or drift.json is not
+    what gds_report writes; naming both hosts when two hosts map to one Slurm node; naming the host
+    when a node name is not one plain node (a hostlist, a comma list).
   - Circuit breaker - when the run would newly drain more than
     max(C(max_drain_min), C(max_drain_percent) of the run's Slurm nodes), it changes nothing and fails.
   - Runs where C(scontrol) reaches the cluster (a login or admin host; C(delegate_to) it).
@@ -26,16 +33,23 @@ options:
     type: path
     required: true
   nodes:
-    description: Slurm node name per inventory host, for hosts whose node name is not their short host name.
+    description:
+      - Slurm node name per inventory host, for hosts whose node name is not their short host name.
+      - One plain node name each (letters, digits, C(.), C(_), C(-)); no two hosts, here or by short name, on one node.
     type: dict
     default: {}
   hosts:
-    description: Only these hosts of the report; empty means every host of the report.
+    description:
+      - Only these hosts of the report; empty means every host of the report.
+      - Their node names must not collide either, in the report or not (the play's hosts).
     type: list
     elements: str
     default: []
   reason_prefix:
-    description: Prefix of the drain reasons this module writes and the only drains it resumes.
+    description:
+      - Prefix of the drain reasons this module writes and the only drains it resumes (a reason
+        that starts with the prefix and a space).
+      - 1 to 32 letters, digits or C(_.:/#@+-).
     type: str
     default: "gds:"
   max_drain_percent:
@@ -119,13 +133,15 @@ failures:
   type: list
   elements: dict
 hosts:
-  description: Per host of the report, C({status, verdict, reason, mode}); status is bad, good or unknown.
+  description:
+    - Per host of the report, C({status, verdict, reason, mode, node}); status is bad, good or unknown.
+    - C(node) is the host's Slurm node name (absent for hosts outside C(hosts)).
   returned: always
   type: dict
 """
 
 from ansible.module_utils.gds_module import GdsModule as AnsibleModule  # results valid UTF-8
-from ansible.module_utils.gds_slurm import SlurmError, apply, commands, load_run, plan, read_nodes
+from ansible.module_utils.gds_slurm import SlurmError, apply, check_prefix, commands, load_run, plan, read_nodes
 
 
 def main():
@@ -147,8 +163,6 @@ def main():
         module.fail_json(msg="max_drain_percent must be between 0 and 100, got %s" % p["max_drain_percent"])
     if p["max_drain_min"] < 0:
         module.fail_json(msg="max_drain_min must be 0 or more, got %s" % p["max_drain_min"])
-    if not p["reason_prefix"].strip():
-        module.fail_json(msg="reason_prefix must not be empty: it is how this module knows its own drains")
 
     def run_command(argv):
         try:
@@ -156,14 +170,20 @@ def main():
         except OSError as exc:
             return 127, "", "cannot run %s: %s" % (argv[0], exc.strerror or exc)
 
+    # values as given: a list or a number is refused by name, never turned into a node name
+    names = dict((str(k), v) for k, v in p["nodes"].items() if v not in (None, ""))
     try:
+        check_prefix(p["reason_prefix"])
         run = load_run(p["run_dir"], p["reason_prefix"])
         slurm_nodes = read_nodes(run_command, p["scontrol"])
+        the_plan = plan(run, slurm_nodes, names, p["reason_prefix"], p["max_drain_percent"], p["max_drain_min"],
+                        set(p["hosts"]) if p["hosts"] else None)
     except SlurmError as exc:
         module.fail_json(msg=str(exc))
-    names = dict((str(k), str(v)) for k, v in p["nodes"].items() if v)
-    the_plan = plan(run, slurm_nodes, names, p["reason_prefix"], p["max_drain_percent"], p["max_drain_min"],
-                    set(p["hosts"]) if p["hosts"] else None)
+    # each host's node, as the verdict file for gds-healthcheck names it
+    for host, node in the_plan.pop("nodes").items():
+        if host in run:
+            run[host]["node"] = node
     lines = [" ".join(argv) for argv in commands(the_plan, p["scontrol"])]
     result = dict(the_plan, commands=lines, hosts=run, changed=False)
     if the_plan["tripped"]:

@@ -2,6 +2,8 @@
 here: one slurmctld, one slurmd registered as fleet-0001, more node names that never register
 (UNKNOWN: drain works on them, resume needs a registered node). Skipped, with the reason, where
 the daemons cannot start."""
+import importlib.machinery
+import importlib.util
 import json
 import os
 import shutil
@@ -11,7 +13,8 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, run_module
+import yaml
+from conftest import ROOT, run_module, run_playbook_json
 
 from ansible.module_utils import gds_slurm
 
@@ -83,7 +86,9 @@ class Cluster:
                 "SlurmctldPidFile=%s/slurmctld.pid" % base, "SlurmdPidFile=%s/slurmd-%%n.pid" % base,
                 "SlurmctldLogFile=%s/log/slurmctld.log" % base, "SlurmdLogFile=%s/log/slurmd-%%n.log" % base,
                 "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "SelectType=select/linear",
-                "SchedulerType=sched/builtin", "MpiDefault=none", "ReturnToService=2", "SlurmdTimeout=300",
+                "SchedulerType=sched/builtin", "MpiDefault=none", "ReturnToService=2",
+                # the nodes that never register stay UNKNOWN (not DOWN) however slow the run
+                "SlurmdTimeout=3600",
                 "JobAcctGatherType=jobacct_gather/none", "AccountingStorageType=accounting_storage/none",
                 "NodeName=%s NodeHostname=%s NodeAddr=127.0.0.1 Port=%d CPUs=1 State=UNKNOWN" % (REAL, host, real_port),
                 "NodeName=fleet-[0002-%04d] NodeHostname=%s NodeAddr=127.0.0.1 Port=%d CPUs=1 State=UNKNOWN"
@@ -144,12 +149,18 @@ class Cluster:
     def drain(self, node, reason):
         self.sh("scontrol", "update", "NodeName=%s" % node, "State=DRAIN", "Reason=%s" % reason, check=True)
 
+    def set_down(self, node, reason):
+        self.sh("scontrol", "update", "NodeName=%s" % node, "State=DOWN", "Reason=%s" % reason, check=True)
+
     def reset(self):
-        """Every node undrained: the registered one resumed, the others back to plain UNKNOWN."""
+        """Every node undrained and up: the registered one resumed, the others undrained (a DOWN
+        one resumed: IDLE and not responding, where drains work as on UNKNOWN)."""
         for node in NODES:
             flags, _ = self.state(node)
-            if "DRAIN" in flags:
-                self.sh("scontrol", "update", "NodeName=%s" % node, "State=RESUME" if node == REAL else "State=UNDRAIN")
+            if "DOWN" in flags or "FAIL" in flags or (node == REAL and "DRAIN" in flags):
+                self.sh("scontrol", "update", "NodeName=%s" % node, "State=RESUME")
+            elif "DRAIN" in flags:
+                self.sh("scontrol", "update", "NodeName=%s" % node, "State=UNDRAIN")
 
 
 @pytest.fixture(scope="module")
@@ -369,7 +380,12 @@ def test_scontrol_missing_is_a_clear_error(tmp_path):
 # --------------------------------------------------------------------------------------------
 # The HealthCheckProgram
 # --------------------------------------------------------------------------------------------
-def healthcheck(path, *args, env=None):
+def healthcheck(path, *args, env=None, node=REAL):
+    """gds-healthcheck as slurmd runs it on ``node`` (SLURMD_NODENAME; None: not under slurmd)."""
+    env = dict(env or os.environ)
+    env.pop("SLURMD_NODENAME", None)
+    if node:
+        env["SLURMD_NODENAME"] = node
     proc = subprocess.run([sys.executable, HEALTHCHECK, "--file", str(path)] + list(args), capture_output=True,
                           text=True, env=env, timeout=30)
     return proc.returncode, proc.stdout + proc.stderr
@@ -410,9 +426,9 @@ def test_healthcheck_without_slurm(tmp_path):
 # --------------------------------------------------------------------------------------------
 # playbooks/slurm.yml end to end
 # --------------------------------------------------------------------------------------------
-def run_playbook(slurm, tmp_path, run_dir, *extra):
+def run_playbook(slurm, tmp_path, run_dir, *extra, hostvars=None):
     inventory = tmp_path / "hosts.yml"
-    hosts = {REAL: {}, NODES[1]: {}, "gpu-x.example.com": {"gds_slurm_node_name": NODES[2]}}
+    hosts = {REAL: {}, NODES[1]: dict(hostvars or {}), "gpu-x.example.com": {"gds_slurm_node_name": NODES[2]}}
     for host, hostvars in hosts.items():
         hostvars.update(ansible_connection="local", ansible_python_interpreter=sys.executable,
                         gds_root=str(tmp_path / "nodes" / host))
@@ -440,6 +456,459 @@ def test_slurm_playbook_drains_maps_names_and_writes_verdict_files(slurm, tmp_pa
     assert slurm.state(NODES[2])[1] == "gds: acs: 0000:00:01.1 ACS control"
     verdict = json.loads((tmp_path / "nodes" / "gpu-x.example.com" / "var" / "lib" / "gds-commission" / "verdict.json").read_text())
     assert verdict["node"] == NODES[2] and verdict["status"] == "bad" and verdict["reason"].startswith("gds: acs:")
+    assert verdict["reason_prefix"] == "gds:"  # gds-healthcheck follows the role's prefix
     # the node's own health check agrees with the controller: already drained, exit 1
     rc, out = healthcheck(tmp_path / "nodes" / REAL / "var" / "lib" / "gds-commission" / "verdict.json", env=slurm.env)
     assert rc == 1 and "already drained" in out
+
+
+# --------------------------------------------------------------------------------------------
+# Hostile input: nodes that are not ours, shared nodes, corrupted reports, reasons
+# --------------------------------------------------------------------------------------------
+def one_node_plan(state, slurm_reason, status, reason="gds: bench: x", mode="commission", prefix="gds:"):
+    run = {"h": {"status": status, "verdict": {"bad": "FAIL", "good": "PASS", "unknown": "UNREACHABLE"}[status],
+                 "reason": reason if status == "bad" else None, "mode": mode}}
+    nodes = gds_slurm.parse_nodes("NodeName=h CPUAlloc=0 State=%s ThreadsPerCore=1%s\n"
+                                  % (state, " Reason=%s [root@2026-11-23T16:31:45]" % slurm_reason if slurm_reason else ""))
+    return gds_slurm.plan(run, nodes, prefix=prefix, max_drain_percent=100)
+
+
+@pytest.mark.parametrize("state, expected", [
+    ("DOWN*+DRAIN", ["DOWN", "NOT_RESPONDING", "DRAIN"]),
+    ("IDLE+DRAIN+NOT_RESPONDING", ["IDLE", "DRAIN", "NOT_RESPONDING"]),
+    ("mixed+drain", ["MIXED", "DRAIN"]),
+    ("drng", ["DRAIN"]),
+    ("DRAINED", ["DRAIN"]),
+    ("idle~", ["IDLE", "POWERED_DOWN"]),
+    ("FAILING", ["FAIL"]),
+    (["idle", "drain"], ["IDLE", "DRAIN"]),
+    ("", []),
+])
+def test_node_flags_reads_every_spelling_of_a_state(state, expected):
+    assert gds_slurm.node_flags(state) == expected
+
+
+NOT_OURS = [
+    ("DOWN", "admin: PSU replaced"),
+    ("DOWN", "Not responding"),
+    ("DOWN*", "Not responding"),
+    ("DOWN+DRAIN", "admin: DIMM"),
+    ("DOWN+DRAIN", "gds: bench: old"),            # ours once, DOWN now: whoever set DOWN owns it
+    ("DOWN+NOT_RESPONDING", "gds: bench: old"),
+    ("IDLE+DRAIN", "admin: firmware"),
+    ("IDLE+DRAIN", "gdsx: not our prefix"),
+    ("IDLE+DRAIN", "gds:no space, not ours"),
+    ("IDLE+DRAIN", None),
+    ("DRAIN+NOT_RESPONDING", "admin: cable"),
+    ("MIXED+DRAIN", "admin: after this job"),
+    ("ALLOCATED+DRAIN", "Kill task failed"),
+    ("drained", "admin: sinfo spelling"),
+    ("drng*", "admin: sinfo spelling"),
+    ("IDLE+FAIL", "admin: fail it"),
+    ("UNKNOWN+FAIL+NOT_RESPONDING", "admin"),
+    ("IDLE+REBOOT_REQUESTED", "admin: kernel update"),
+    ("IDLE+INVALID_REG", "Low RealMemory"),
+    ("IDLE", "admin: a note without a drain"),
+    ("IDLE+SOMETHING_NEW", None),                 # a state this tool does not know
+    ("", None),                                   # no state at all
+]
+
+
+@pytest.mark.parametrize("state, slurm_reason", NOT_OURS)
+@pytest.mark.parametrize("status", ["bad", "good", "unknown"])
+def test_plan_never_touches_a_node_that_is_down_or_someone_elses(state, slurm_reason, status):
+    p = one_node_plan(state, slurm_reason, status)
+    assert p["drain"] == [] and p["reason"] == [] and p["resume"] == [], p
+    assert gds_slurm.commands(p) == []
+    if status == "bad":
+        assert [i["node"] for i in p["kept"]] == ["h"] and p["kept"][0]["why"]
+
+
+@pytest.mark.parametrize("state, slurm_reason, status, key", [
+    ("IDLE", None, "bad", "drain"),
+    ("UNKNOWN+NOT_RESPONDING", None, "bad", "drain"),
+    ("IDLE*", None, "bad", "drain"),
+    ("IDLE+DRAIN+NOT_RESPONDING", "gds: bench: old", "bad", "reason"),
+    ("MIXED+DRAIN", "gds: bench: old", "good", "resume"),
+    ("IDLE+DRAIN", "gds: bench: x", "good", "resume"),
+])
+def test_plan_still_acts_on_its_own_nodes(state, slurm_reason, status, key):
+    assert [i["node"] for i in one_node_plan(state, slurm_reason, status)[key]] == ["h"]
+
+
+@pytest.mark.parametrize("hosts, names, pair", [
+    (["gpu01.rack1.example", "gpu01.rack2.example"], {}, ("gpu01.rack1.example", "gpu01.rack2.example")),
+    (["a", "b"], {"a": "fleet-0001", "b": "fleet-0001"}, ("a", "b")),
+    (["fleet-0001", "gpu-x"], {"gpu-x": "fleet-0001"}, ("fleet-0001", "gpu-x")),
+    (["10.0.0.1", "10.0.0.2"], {}, ("10.0.0.1", "10.0.0.2")),
+])
+def test_two_hosts_on_one_node_are_refused_naming_both(hosts, names, pair):
+    run = {hosts[0]: {"status": "bad", "verdict": "FAIL", "reason": "gds: x", "mode": "commission"},
+           hosts[1]: {"status": "good", "verdict": "PASS", "reason": None, "mode": "commission"}}
+    nodes = {n: {"flags": ["IDLE", "DRAIN"], "reason": "gds: x"} for n in ("fleet-0001", "gpu01", "10")}
+    with pytest.raises(gds_slurm.SlurmError) as info:
+        gds_slurm.plan(run, nodes, names, max_drain_percent=100)
+    assert all(host in str(info.value) for host in pair), info.value
+    # a host of the play that is not in the report still may not share a node
+    with pytest.raises(gds_slurm.SlurmError, match="both map"):
+        gds_slurm.plan({hosts[0]: run[hosts[0]]}, nodes, names, max_drain_percent=100, hosts=set(hosts))
+
+
+@pytest.mark.parametrize("node", ["fleet-000[2-3]", "fleet-0002,fleet-0003", "fleet-0002 fleet-0003", "a=b",
+                                  "-x", "node\nNodeName=y", ["fleet-0002"], 7])
+def test_a_node_name_that_is_not_one_plain_node_is_refused(node):
+    run = {"h": {"status": "bad", "verdict": "FAIL", "reason": "gds: x", "mode": "commission"}}
+    with pytest.raises(gds_slurm.SlurmError, match='host "h": Slurm node name'):
+        gds_slurm.plan(run, {}, {"h": node})
+
+
+SUMMARY_BROKEN = [
+    ('{"hosts": {"h": "PASS"}}', 'hosts["h"]'),
+    ('{"hosts": {"h": null}}', 'hosts["h"]'),
+    ('{"hosts": {"h": []}}', 'hosts["h"]'),
+    ('{"hosts": {"h": {"verdict": null}}}', 'hosts["h"].verdict'),
+    ('{"hosts": {"h": {"checks": []}}}', 'hosts["h"].verdict'),
+    ('{"hosts": {"h": {"verdict": "BANANA"}}}', 'hosts["h"].verdict'),
+    ('{"hosts": {"h": {"verdict": 1}}}', 'hosts["h"].verdict'),
+    ('{"hosts": {"h": {"verdict": "FAIL", "checks": "x"}}}', 'hosts["h"].checks'),
+    ('{"hosts": {"h": {"verdict": "FAIL", "checks": [null]}}}', 'hosts["h"].checks[0]'),
+    ('{"hosts": {"h": {"verdict": "FAIL", "checks": [{"name": 3, "verdict": "FAIL"}]}}}', 'hosts["h"].checks[0].name'),
+    ('{"hosts": {"h": {"verdict": "FAIL", "checks": [{"name": "x", "verdict": null}]}}}', 'hosts["h"].checks[0].verdict'),
+    ('{"hosts": {"h": {"verdict": "PASS", "checks": [{"name": "x", "verdict": "FAIL"}]}}}', 'hosts["h"].verdict'),
+    ('{"hosts": {"h": {"verdict": "PASS"}, "h": {"verdict": "FAIL"}}}', 'duplicate key "h"'),
+    ('{"hosts": {"": {"verdict": "PASS"}}}', 'hosts[""]'),
+    ('{"hosts": ' + "[" * 100000 + "]" * 100000 + "}", "not valid JSON"),  # RecursionError
+]
+DRIFT_BROKEN = [
+    ('{"hosts": {"h": "x"}}', 'hosts["h"]'),
+    ('{"hosts": {"h": {}}}', 'hosts["h"].drifted'),
+    ('{"hosts": {"h": {"drifted": "no"}}}', 'hosts["h"].drifted'),
+    ('{"hosts": {"h": {"drifted": 0}}}', 'hosts["h"].drifted'),
+    ('{"hosts": {"h": {"drifted": true, "items": "x"}}}', 'hosts["h"].items'),
+    ('{"hosts": {"h": {"drifted": true, "items": [null]}}}', 'hosts["h"].items[0]'),
+    ('{"hosts": {"h": {"drifted": true, "items": [{"setting": 5}]}}}', 'hosts["h"].items[0].setting'),
+    ('{"hosts": {"h": {"drifted": false, "items": [{"setting": "x"}]}}}', 'hosts["h"].drifted'),
+    ('{"hosts": {"h": {"drifted": null, "error": "yes"}}}', 'hosts["h"].error'),
+    ('{"hosts": {"h": {"drifted": null, "error": true, "detail": ["x"]}}}', 'hosts["h"].detail'),
+]
+
+
+@pytest.mark.parametrize("name, content, key", [("summary.json",) + c for c in SUMMARY_BROKEN]
+                         + [("drift.json",) + c for c in DRIFT_BROKEN],
+                         ids=["%s:%s" % (n, c[1]) for n in ("summary.json", "drift.json")
+                              for c in (SUMMARY_BROKEN if n == "summary.json" else DRIFT_BROKEN)])
+def test_a_report_it_cannot_read_names_the_file_and_the_key(tmp_path, name, content, key):
+    path = tmp_path / "r"
+    path.mkdir()
+    (path / name).write_text(content)
+    with pytest.raises(gds_slurm.SlurmError) as info:
+        gds_slurm.load_run(str(path))
+    assert name in str(info.value) and key in str(info.value), info.value
+
+
+def test_a_report_that_is_not_utf8_or_not_a_file_is_a_clear_error(tmp_path):
+    path = tmp_path / "r"
+    path.mkdir()
+    (path / "summary.json").write_bytes(b'{"hosts": {"h\xff": {"verdict": "PASS"}}}')
+    with pytest.raises(gds_slurm.SlurmError, match="summary.json is not valid JSON"):
+        gds_slurm.load_run(str(path))
+    (path / "summary.json").unlink()
+    (path / "drift.json").mkdir()
+    with pytest.raises(gds_slurm.SlurmError, match="cannot read .*drift.json"):
+        gds_slurm.load_run(str(path))
+
+
+HOSTILE_TEXT = [
+    "bench: \x1b[31mred\x1b[0m",
+    "mount: /mnt/a\nb",
+    "nul\x00byte\x7f and \x9b",
+    "netfs: /mnt/x Mode=rdma",
+    "x State=IDLE Reason=gds: pass",
+    "tab\there\r\n",
+    "bidi \u202egnp.exe and \u200bzero width",
+    "line\u2028separator\x85next",
+    "ends like slurm's own [root@2026-01-01T00:00:00]",
+    "\"quoted whole\"",
+    "é 日本 " + "=" * 300,
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE_TEXT)
+def test_reason_is_printable_one_field_and_reads_back_as_itself(text):
+    why = gds_slurm.reason("gds:", text)
+    assert why.startswith("gds: ") and len(why) <= gds_slurm.REASON_MAX
+    assert why.isprintable() and "=" not in why, why
+    # idempotent: a reason built from our own reason is the same reason
+    assert gds_slurm.reason("gds:", why[len("gds: "):]) == why
+    # and scontrol's one-line output gives it back unchanged
+    line = "NodeName=n State=IDLE+DRAIN Partitions=gds Reason=%s [root@2026-11-23T16:31:45]\n" % why
+    assert gds_slurm.parse_nodes(line)["n"] == {"flags": ["IDLE", "DRAIN"], "reason": why}
+
+
+@pytest.mark.parametrize("prefix", ["", " ", "gds: x", "a=b", '"gds"', "x" * 33, "gds:\n", None])
+def test_a_reason_prefix_that_cannot_mark_our_drains_is_refused(tmp_path, prefix):
+    with pytest.raises(gds_slurm.SlurmError, match="reason_prefix"):
+        gds_slurm.load_run(summary_run(tmp_path / "r", passing("a")), prefix)
+
+
+def test_a_node_listed_twice_by_scontrol_is_not_trusted():
+    nodes = gds_slurm.parse_nodes("NodeName=a State=IDLE\nNodeName=a State=IDLE+DRAIN Reason=gds: x [r@t]\n")
+    assert gds_slurm.untouchable(nodes["a"]["flags"], nodes["a"]["reason"], "gds:")
+
+
+def _healthcheck_module():
+    loader = importlib.machinery.SourceFileLoader("gds_healthcheck", HEALTHCHECK)
+    spec = importlib.util.spec_from_loader("gds_healthcheck", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def test_healthcheck_copies_give_the_module_utils_answers():
+    hc = _healthcheck_module()
+    for name in ("REASON_MAX", "DRIFT_TAG", "FLAG_ALIASES", "FLAG_SUFFIXES", "HANDS_OFF", "KNOWN"):
+        assert getattr(hc, name) == getattr(gds_slurm, name), name
+    for name in ("NODE_NAME", "PREFIX", "_NODE_LINE", "_STATE", "_REASON"):
+        assert getattr(hc, name).pattern == getattr(gds_slurm, name).pattern, name
+    for text in HOSTILE_TEXT:
+        assert hc.reason("gds:", text) == gds_slurm.reason("gds:", text)
+    for state, why in NOT_OURS + [("IDLE", None), ("IDLE+DRAIN", "gds: x"), ("MIXED+DRAIN", "gds: drift: y")]:
+        flags = gds_slurm.node_flags(state)
+        assert hc.node_flags(state) == flags
+        assert hc.untouchable(flags, why, "gds:") == gds_slurm.untouchable(flags, why, "gds:"), state
+    assert hc.parse_nodes(SCONTROL_LINE) == gds_slurm.parse_nodes(SCONTROL_LINE)
+
+
+# --------------------------------------------------------------------------------------------
+# Hostile input against the real Slurm
+# --------------------------------------------------------------------------------------------
+def test_a_node_an_admin_set_down_is_never_taken_over(slurm, tmp_path):
+    # nodes that never register: with ReturnToService=2 a registered slurmd would bring itself back
+    down, down_ours, foreign = NODES[3], NODES[4], NODES[5]
+    slurm.set_down(down, "admin: PSU replaced")
+    slurm.set_down(down_ours, "admin: cable")
+    slurm.drain(down_ours, "gds: bench: old")  # ours once, DOWN since: DOWN+DRAIN
+    slurm.drain(foreign, "admin: firmware")
+    nodes = [down, down_ours, foreign]
+    bad = dict((n, ("FAIL", [check("bench: x", "FAIL")])) for n in nodes)
+    rc, res = slurm_module(summary_run(tmp_path / "bad", bad), max_drain_percent=100)
+    assert rc == 0 and res["commands"] == [] and sorted(i["node"] for i in res["kept"]) == nodes, res
+    assert slurm.state(down)[1] == "admin: PSU replaced" and "DOWN" in slurm.state(down)[0]
+    assert slurm.state(foreign)[1] == "admin: firmware"
+    rc, res = slurm_module(summary_run(tmp_path / "good", passing(*nodes)))
+    assert rc == 0 and res["commands"] == [], res
+    assert "DOWN" in slurm.state(down)[0] and slurm.state(down)[1] == "admin: PSU replaced"
+    assert "DOWN" in slurm.state(down_ours)[0] and "DRAIN" in slurm.state(down_ours)[0]
+
+
+def test_two_hosts_on_one_node_change_nothing(slurm, tmp_path):
+    slurm.drain(REAL, "gds: bench: old")
+    hosts = {"gpu-a.example.com": ("FAIL", [check("bench: x", "FAIL")]), "gpu-b.example.com": ("PASS", [])}
+    run_dir = summary_run(tmp_path / "r", hosts)
+    rc, res = slurm_module(run_dir, nodes={"gpu-a.example.com": REAL, "gpu-b.example.com": REAL})
+    assert rc != 0 and "gpu-a.example.com" in res["msg"] and "gpu-b.example.com" in res["msg"], res
+    assert slurm.state(REAL)[1] == "gds: bench: old"
+    hosts = {REAL + ".rack1": ("PASS", []), REAL + ".rack2": ("FAIL", [check("bench: x", "FAIL")])}
+    rc, res = slurm_module(summary_run(tmp_path / "s", hosts))
+    assert rc != 0 and REAL + ".rack1" in res["msg"] and REAL + ".rack2" in res["msg"], res
+    assert slurm.state(REAL)[1] == "gds: bench: old"
+    rc, res = slurm_module(summary_run(tmp_path / "t", {"gpu-a": ("FAIL", [check("bench: x", "FAIL")])}),
+                           nodes={"gpu-a": "fleet-000[2-3]"})
+    assert rc != 0 and "fleet-000[2-3]" in res["msg"] and "Traceback" not in res["msg"]
+    assert all("DRAIN" not in slurm.state(n)[0] for n in NODES[1:4])
+
+
+@pytest.mark.parametrize("content, key", [
+    ('{"hosts": {"%s": {"verdict": null}}}' % REAL, 'hosts["%s"].verdict' % REAL),
+    ('{"hosts": {"%s": "PASS"}}' % REAL, 'hosts["%s"]' % REAL),
+    ('{"hosts": {"%s": {"verdict": "PASS", "checks": [null]}}}' % REAL, 'hosts["%s"].checks[0]' % REAL),
+])
+def test_a_corrupted_summary_neither_resumes_nor_crashes(slurm, tmp_path, content, key):
+    slurm.drain(REAL, "gds: bench: old")
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "summary.json").write_text(content)
+    rc, res = slurm_module(str(tmp_path / "r"))
+    assert rc != 0 and "summary.json" in res["msg"] and key in res["msg"] and "Traceback" not in res["msg"], res
+    assert slurm.state(REAL)[1] == "gds: bench: old"
+
+
+def test_a_corrupted_drift_report_neither_drains_nor_crashes(slurm, tmp_path):
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "drift.json").write_text('{"hosts": {"%s": {"drifted": true, "items": "x"}}}' % REAL)
+    rc, res = slurm_module(str(tmp_path / "r"))
+    assert rc != 0 and "drift.json" in res["msg"] and 'hosts["%s"].items' % REAL in res["msg"], res
+    assert "DRAIN" not in slurm.state(REAL)[0]
+
+
+def test_hostile_reasons_are_escaped_and_a_second_run_changes_nothing(slurm, tmp_path):
+    names = HOSTILE_TEXT[:5]
+    hosts = dict((node, ("FAIL", [check(name, "FAIL")])) for node, name in zip(NODES, names))
+    run_dir = summary_run(tmp_path / "r", hosts)
+    rc, res = slurm_module(run_dir, max_drain_percent=100)
+    assert rc == 0 and len(res["drain"]) == len(names), res
+    for node, name in zip(NODES, names):
+        stored = slurm.state(node)[1]
+        assert stored == gds_slurm.reason("gds:", name) and stored.isprintable() and "=" not in stored, stored
+    rc, res = slurm_module(run_dir, max_drain_percent=100)
+    assert rc == 0 and res["commands"] == [] and not res["changed"], res
+
+
+def test_reason_prefix_is_checked_by_the_module(tmp_path):
+    rc, res = slurm_module(summary_run(tmp_path / "r", passing("a")), reason_prefix="gds x")
+    assert rc != 0 and "reason_prefix" in res["msg"] and "Traceback" not in res["msg"]
+
+
+@pytest.mark.parametrize("named", ["fleet-000[1-2]", "fleet-0001,fleet-0002", "fleet-0001 fleet-0002",
+                                   "fleet-0002", ["fleet-0001"]])
+def test_healthcheck_acts_only_on_the_node_it_runs_on(slurm, tmp_path, named):
+    path = verdict_file(tmp_path / "v.json", "bad", "gds: bench: x", node=named)
+    rc, out = healthcheck(path, env=slurm.env)
+    assert rc == 2 and "nothing done" in out and "Traceback" not in out, out
+    assert all("DRAIN" not in slurm.state(n)[0] for n in NODES[:3])
+
+
+@pytest.mark.parametrize("args, env_node", [
+    (["--node", "fleet-000[1-2]"], None),
+    (["--node", "fleet-0001,fleet-0002"], None),
+    (["--node", "fleet-0002"], REAL),          # slurmd says otherwise
+    ([], "fleet-000[1-2]"),
+])
+def test_healthcheck_refuses_a_node_name_that_is_not_this_one_node(slurm, tmp_path, args, env_node):
+    path = verdict_file(tmp_path / "v.json", "bad", "gds: bench: x", node=REAL)
+    rc, out = healthcheck(path, *args, env=slurm.env, node=env_node)
+    assert rc == 2 and "nothing done" in out, out
+    assert all("DRAIN" not in slurm.state(n)[0] for n in NODES[:3])
+
+
+def test_healthcheck_asks_the_local_slurmd_which_node_it_is(slurm, tmp_path):
+    # no SLURMD_NODENAME, no --node: `scontrol show slurmd` says fleet-0001 (the host is not named so)
+    rc, out = healthcheck(verdict_file(tmp_path / "v.json", "bad", "gds: bench: x", node=NODES[1]), env=slurm.env, node=None)
+    assert rc == 2 and "is for node %s" % NODES[1] in out and "DRAIN" not in slurm.state(NODES[1])[0], out
+    rc, out = healthcheck(verdict_file(tmp_path / "v.json", "bad", "gds: bench: x"), env=slurm.env, node=None)
+    assert rc == 1 and slurm.state(REAL)[1] == "gds: bench: x", out
+
+
+def test_healthcheck_uses_node_option_without_slurmd(slurm, tmp_path):
+    path = verdict_file(tmp_path / "v.json", "bad", "gds: bench: x", node=REAL)
+    rc, out = healthcheck(path, "--node", REAL, env=slurm.env, node=None)
+    assert rc == 1 and slurm.state(REAL)[1] == "gds: bench: x", out
+
+
+def test_healthcheck_never_takes_over_a_down_node(slurm, tmp_path):
+    node = NODES[3]  # never registers: stays DOWN (a registered slurmd may come back by itself)
+    slurm.set_down(node, "admin: PSU replaced")
+    rc, out = healthcheck(verdict_file(tmp_path / "v.json", "bad", "gds: bench: x", node=node), env=slurm.env, node=node)
+    assert rc == 1 and "left as it is" in out and slurm.state(node)[1] == "admin: PSU replaced", out
+    slurm.drain(node, "gds: bench: x")  # ours, but DOWN: a PASS does not bring it back
+    rc, out = healthcheck(verdict_file(tmp_path / "v.json", "good", node=node), env=slurm.env, node=node)
+    assert rc == 0 and "DOWN" in slurm.state(node)[0] and "DRAIN" in slurm.state(node)[0], out
+    slurm.sh("scontrol", "update", "NodeName=%s" % REAL, "State=DRAIN", "Reason=admin: firmware", check=True)
+    rc, out = healthcheck(verdict_file(tmp_path / "v.json", "good"), env=slurm.env)
+    assert rc == 0 and slurm.state(REAL)[1] == "admin: firmware", out
+
+
+@pytest.mark.parametrize("status", ["good", "bad"])
+def test_healthcheck_max_age_never_drains_or_resumes(slurm, tmp_path, status):
+    if status == "good":
+        slurm.drain(REAL, "gds: bench: old")
+    path = verdict_file(tmp_path / "v.json", status, "gds: bench: x")
+    old = time.time() - 7200
+    os.utime(path, (old, old))
+    before = slurm.state(REAL)
+    rc, out = healthcheck(path, "--max-age", "1", env=slurm.env)
+    assert rc == 1 and "stale" in out and slurm.state(REAL) == before, out
+    future = time.time() + 86400  # a file dated ahead is no fresher
+    os.utime(path, (future, future))
+    rc, out = healthcheck(path, "--max-age", "1", env=slurm.env)
+    assert rc == 1 and "stale" in out and slurm.state(REAL) == before, out
+
+
+@pytest.mark.parametrize("age", ["nan", "-1", "inf", "x"])
+def test_healthcheck_refuses_a_bad_max_age(tmp_path, age):
+    rc, out = healthcheck(verdict_file(tmp_path / "v.json", "bad", "gds: x"), "--no-drain", "--max-age", age)
+    assert rc == 2 and "Traceback" not in out, out
+
+
+def test_healthcheck_follows_the_reason_prefix(slurm, tmp_path):
+    path = tmp_path / "v.json"
+
+    def write(status, reason=None, **extra):
+        path.write_text(json.dumps(dict({"status": status, "verdict": "FAIL" if status == "bad" else "PASS",
+                                         "reason": reason, "node": REAL, "mode": "commission"}, **extra)))
+    write("bad", "site-gds: bench: x", reason_prefix="site-gds:")
+    rc, out = healthcheck(path, env=slurm.env)
+    assert rc == 1 and slurm.state(REAL)[1] == "site-gds: bench: x", out
+    write("good", reason_prefix="site-gds:")
+    rc, out = healthcheck(path, env=slurm.env)
+    assert rc == 0 and "resumed" in out and "DRAIN" not in slurm.state(REAL)[0], out
+    # the command line wins; a drain with the default prefix is then someone else's
+    slurm.drain(REAL, "gds: bench: y")
+    rc, out = healthcheck(path, "--prefix", "site-gds:", env=slurm.env)
+    assert rc == 0 and slurm.state(REAL)[1] == "gds: bench: y", out
+    write("bad", "bench: z", reason_prefix="bad prefix")
+    rc, out = healthcheck(path, env=slurm.env)
+    assert rc == 2 and "prefix" in out, out
+
+
+def test_healthcheck_escapes_the_reason_and_sees_its_own_drain(slurm, tmp_path):
+    path = verdict_file(tmp_path / "v.json", "bad", "gds: bench: \x1b[31m x Mode=y\nNodeName=fleet-0002 State=IDLE")
+    rc, out = healthcheck(path, env=slurm.env)
+    stored = slurm.state(REAL)[1]
+    assert rc == 1 and stored.isprintable() and "=" not in stored and stored.startswith("gds: bench: "), stored
+    assert "\x1b" not in out
+    rc, out = healthcheck(path, env=slurm.env)
+    assert rc == 1 and "already drained" in out and slurm.state(REAL)[1] == stored, out
+
+
+# --------------------------------------------------------------------------------------------
+# The role: argument specs mirror the defaults; the validate entry point
+# --------------------------------------------------------------------------------------------
+def test_role_defaults_are_mirrored_in_argument_specs():
+    base = os.path.join(ROOT, "roles", "gds_slurm")
+    with open(os.path.join(base, "defaults", "main.yml")) as handle:
+        defaults = yaml.safe_load(handle)
+    with open(os.path.join(base, "meta", "argument_specs.yml")) as handle:
+        specs = yaml.safe_load(handle)["argument_specs"]
+    options = specs["main"]["options"]
+    assert {name: options[name].get("default") for name in defaults} == defaults
+    assert all(options[name].get("description") for name in options)
+    assert specs["validate"] == specs["main"]
+    readme = open(os.path.join(base, "README.md")).read()
+    assert [name for name in defaults if "`%s`" % name not in readme] == []
+
+
+@pytest.mark.parametrize("extra, hostvars, named", [
+    (["-e", "gds_slurm_reason_prefix='gds x'"], {}, "gds_slurm_reason_prefix"),
+    (["-e", "gds_slurm_max_drain_percent=250"], {}, "gds_slurm_max_drain_percent"),
+    (["-e", "gds_slurm_max_drain_min=-1"], {}, "gds_slurm_max_drain_min"),
+    ([], {"gds_slurm_node_name": "fleet-000[2-3]"}, "gds_slurm_node_name"),
+    ([], {"gds_slurm_node_name": "fleet-0002,fleet-0003"}, "gds_slurm_node_name"),
+])
+def test_slurm_playbook_validates_before_any_change(slurm, tmp_path, extra, hostvars, named):
+    hosts = passing(NODES[1])
+    hosts[REAL] = ("FAIL", [check("bench: x", "FAIL")])
+    rc, out = run_playbook(slurm, tmp_path, summary_run(tmp_path / "run", hosts), *extra, hostvars=hostvars)
+    assert rc != 0 and named in out, out
+    assert all("DRAIN" not in slurm.state(n)[0] for n in NODES[:4])
+
+
+@pytest.mark.parametrize("doc", [{"status": ["bad"], "node": REAL}, {"status": "bad", "reason": 5, "node": REAL},
+                                 {"status": "bad", "reason_prefix": ["gds:"], "node": REAL}])
+def test_healthcheck_refuses_a_verdict_file_of_the_wrong_shape(tmp_path, doc):
+    (tmp_path / "v.json").write_text(json.dumps(doc))
+    rc, out = healthcheck(tmp_path / "v.json", "--no-drain")
+    assert rc == 2 and "nothing done" in out and "Traceback" not in out, out
+
+
+def test_validate_entry_point_checks_the_variables_alone(tmp_path):
+    (tmp_path / "play.yml").write_text(
+        "- hosts: all\n  gather_facts: false\n  tasks:\n"
+        "    - ansible.builtin.include_role: {name: gds_slurm, tasks_from: validate}\n")
+    hosts = {"good": {}, "hostlist": {"gds_slurm_node_name": "gpu[01-02]"}, "prefix": {"gds_slurm_reason_prefix": "a b"}}
+    for hostvars in hosts.values():
+        hostvars.update(ansible_connection="local", ansible_python_interpreter=sys.executable)
+    (tmp_path / "hosts.yml").write_text(json.dumps({"all": {"hosts": hosts}}))
+    rc, data, _ = run_playbook_json(tmp_path / "hosts.yml", tmp_path / "play.yml")
+    stats = data["stats"]
+    assert rc != 0 and stats["good"]["failures"] == 0, stats
+    assert stats["hostlist"]["failures"] == 1 and stats["prefix"]["failures"] == 1, stats
