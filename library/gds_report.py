@@ -18,6 +18,8 @@ description:
   - Commission mode also compares each host's benchmark figures with the median of the hosts of
     its platform in the run (C(fleet:) checks) and with its own last PASS run (C(history:)
     checks), and keeps each host's last runs in C(reports_dir/history/HOST.json).
+  - HOST in a file name is the inventory name, or its percent-encoded form when the name is not a
+    plain file name (docs/reports.md, Hostile input); nothing is written outside C(reports_dir).
 version_added: "1.0.0"
 author: gds-commission contributors
 options:
@@ -26,7 +28,9 @@ options:
     type: path
     required: true
   run_id:
-    description: Name of this run's directory.
+    description:
+      - Name of this run's directory, a plain name (letters, digits, C(.) C(_) C(-), not starting with a dot,
+        at most 150 characters, not C(latest) or C(history)); any other fails the task.
     type: str
     required: true
   started:
@@ -150,17 +154,25 @@ import datetime
 import json
 
 from ansible.module_utils.gds_module import GdsModule as AnsibleModule  # results valid UTF-8
-from ansible.module_utils.gds_report import build_report, load_history, write_history, write_run
+from ansible.module_utils.gds_report import build_report, load_history, run_id_error, write_history, write_run
 
 
 def load_state(module, path):
     if not path:
         return {}
     try:
-        with open(path) as handle:
-            return json.load(handle)
+        with open(path, encoding="utf-8") as handle:
+            state = json.load(handle)
     except (OSError, ValueError) as exc:
         module.fail_json(msg="cannot read the run state %s: %s" % (path, exc))
+    if not isinstance(state, dict):
+        module.fail_json(msg="cannot read the run state %s: expected an object" % path)
+    for key in ("hosts", "drift"):
+        if not isinstance(state.get(key, {}), (dict, type(None))):
+            module.fail_json(msg="cannot read the run state %s: '%s' must be an object" % (path, key))
+    if not all(isinstance(entry, dict) for entry in (state.get("hosts") or {}).values()):
+        module.fail_json(msg="cannot read the run state %s: each entry of 'hosts' must be an object" % path)
+    return state
 
 
 def tolerance(module, name, value, hosts):
@@ -200,6 +212,8 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    if run_id_error(p["run_id"]):
+        module.fail_json(msg="run_id: %s" % run_id_error(p["run_id"]))
     state = load_state(module, p["state_file"])
     states = dict(state.get("hosts") or {})
     for host in p["all_hosts"]:
@@ -228,7 +242,7 @@ def main():
             run_dir = write_run(p["reports_dir"], p["run_id"], files)
             if updated:
                 result["history"] = write_history(p["reports_dir"], updated, problems)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             module.fail_json(msg="cannot write the report under %s: %s" % (p["reports_dir"], exc))
     # a report on the controller is the run's output, not state of a node: never "changed"
     module.exit_json(changed=False, run_dir=run_dir, **result)

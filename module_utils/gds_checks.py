@@ -12,16 +12,41 @@ from __future__ import annotations
 import os
 import re
 
-VERDICTS = ("PASS", "WARN", "FAIL", "SKIP", "ERROR")
+# The one list of verdicts and the one order of them, best to worst: a host's verdict, an area's
+# (metrics), the fleet page's order and the report's validation all come from here.
+# UNREACHABLE is the report's own, for a host it could not reach.
+SEVERITY = ("SKIP", "PASS", "WARN", "FAIL", "ERROR", "UNREACHABLE")
+VERDICTS = ("PASS", "WARN", "FAIL", "SKIP", "ERROR", "UNREACHABLE")
+# the verdicts that fail a host, worst first
+FAILING = ("UNREACHABLE", "ERROR", "FAIL")
 
 
-def check(name, verdict, expected, actual, detail=None):
-    """One check record; ``detail`` is left out when empty."""
+def rank(verdict):
+    """A verdict's place in SEVERITY (higher is worse); what is no verdict ranks as ERROR."""
+    return SEVERITY.index(verdict) if verdict in SEVERITY else SEVERITY.index("ERROR")
+
+
+def worst(verdicts, default="SKIP"):
+    """The worst of ``verdicts`` (``default`` when there is none)."""
+    return max(verdicts, key=rank, default=default)
+
+
+def host_verdict(verdicts):
+    """A host's verdict from its checks: the worst failing one (UNREACHABLE, ERROR, FAIL), else
+    PASS (WARN and SKIP are shown but do not fail acceptance)."""
+    present = set(verdicts)
+    return next((verdict for verdict in FAILING if verdict in present), "PASS")
+
+
+def check(name, verdict, expected, actual, detail=None, **extra):
+    """One check record; ``detail`` is left out when empty, as is each of ``extra`` (``bdf`` of a
+    link check, ``low``/``high``/``unit``/``reference`` of a threshold) that is None."""
     if verdict not in VERDICTS:
         raise ValueError("check %r: verdict %r is not one of %s" % (name, verdict, ", ".join(VERDICTS)))
     out = {"name": name, "verdict": verdict, "expected": expected, "actual": actual}
     if detail:
         out["detail"] = detail
+    out.update((key, value) for key, value in extra.items() if value is not None)
     return out
 
 

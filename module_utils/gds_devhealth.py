@@ -481,8 +481,8 @@ class HealthRun(object):
                      if link.get("bdf") in sampled and load[link["bdf"]]["max_width_seen"] else link
                      for link in self.links]
             for item in link_checks(links, gpu_load=load):
-                if item["name"] in ["pcie: link %s" % bdf for bdf in sampled]:
-                    out.append(dict(item, name=item["name"] + " under load"))
+                if item.get("bdf") in sampled:
+                    out.append(dict(item, name=item["name"] + " under load", under_load=True))
         if self.aer_before:
             out.extend(aer_checks(self.aer_before, self.aer_after, self.th["aer_correctable_limit"]))
         for name in self.nvme_devices:

@@ -192,3 +192,32 @@ def backup_copy(path):
     dest = "%s.%s.%s~" % (path, os.getpid(), time.strftime("%Y-%m-%d@%H:%M:%S"))
     shutil.copy2(path, dest)
     return dest
+
+
+# Characters a report must not carry as they are: C0 controls but tab and line feed, DEL, C1
+# controls, lone surrogates (bytes that were not UTF-8, see decode) and U+FFFE/U+FFFF. XML 1.0
+# forbids most of them, UTF-8 cannot hold a surrogate, and terminals act on ESC.
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escaped(match):
+    code = ord(match.group(0))
+    if 0xDC80 <= code <= 0xDCFF:  # surrogateescape's byte 0x80..0xFF: show the byte
+        return "\\x%02x" % (code - 0xDC00)
+    return "\\x%02x" % code if code < 0x100 else "\\u%04x" % code
+
+
+def printable(value, controls=True):
+    """``value`` as text that every report format can carry: each character above written as its
+    escape (``\\x1b`` for ESC, ``\\xff`` for a byte 0xFF that was not UTF-8). With ``controls``
+    false only the lone surrogates are (for JSON, which escapes control characters itself)."""
+    if value is None:
+        text = ""
+    elif isinstance(value, str):
+        text = value
+    elif isinstance(value, int) and value.bit_length() > 10000:
+        text = "(an integer of %d bits)" % value.bit_length()  # str() refuses over 4300 digits
+    else:
+        text = str(value)
+    return (_UNPRINTABLE if controls else _LONE_SURROGATE).sub(_escaped, text)

@@ -143,7 +143,7 @@ def link_checks(pcie_links, gpu_load=None):
             notes.insert(0, "unknown: link state not fully readable")
         else:
             verdict = "PASS"
-        checks.append(check(name, verdict, expected, actual, "; ".join(slow + notes)))
+        checks.append(check(name, verdict, expected, actual, "; ".join(slow + notes), bdf=link["bdf"]))
     return checks
 
 

@@ -11,19 +11,20 @@ drift run never hides the last commissioning verdict.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 
-from ansible.module_utils.gds_files import write_atomic
+from ansible.module_utils.gds_checks import VERDICTS, rank
+from ansible.module_utils.gds_files import printable, write_atomic
 
 VERSION = "1.0.0"
 PREFIX = "gds_commission_"
 COMMISSION_FILE = "gds_commission.prom"
 DRIFT_FILE = "gds_commission_drift.prom"
-# every verdict a check or a host can have: one series each, 1 for the current one
-VERDICTS = ("PASS", "WARN", "FAIL", "SKIP", "ERROR", "UNREACHABLE")
-# an area's verdict is its worst check's; SKIP only when nothing in it was measured
-_RANK = {"SKIP": 0, "PASS": 1, "WARN": 2, "FAIL": 3, "ERROR": 4, "UNREACHABLE": 5}
+# a label value longer than this is cut (and made unique by a hash of the whole): a scrape with
+# label_value_length_limit set rejects the whole file for one long value
+LABEL_MAX = 1024
 
 _NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -35,31 +36,42 @@ class MetricsError(ValueError):
 
 def escape_label(value):
     """A label value as the exposition format quotes it: backslash, double quote and line feed
-    escaped. Bytes that are not UTF-8 (lone surrogates from sysfs) become U+FFFD."""
+    escaped. Bytes that are not UTF-8 (lone surrogates from sysfs) become U+FFFD, other control
+    characters their escape (``\\x1b``); a value over LABEL_MAX characters is cut."""
     text = "" if value is None else str(value)
     try:
         text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     except UnicodeEncodeError:
         text = text.encode("utf-8", "replace").decode("utf-8")
+    text = printable(text)
+    if len(text) > LABEL_MAX:
+        digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:12]
+        text = "%s...%s" % (text[:LABEL_MAX - 15], digest)
     return text.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n")
 
 
 def escape_help(text):
-    return str(text).replace("\\", "\\\\").replace("\n", "\\n")
+    return printable(text).replace("\\", "\\\\").replace("\n", "\\n")
 
 
 def format_value(value):
-    """A sample value: integers as such, floats in Go's notation for the specials."""
+    """A sample value: integers as such, floats in Go's notation for the specials; None for what
+    no sample can hold (not a number, an integer beyond the range of a float)."""
     if isinstance(value, bool):
         return "1" if value else "0"
+    if not isinstance(value, (int, float)):
+        return None
+    try:
+        as_float = float(value)
+    except OverflowError:
+        return None  # Prometheus parses every value as a float64: 10**400 would break the file
     if isinstance(value, int):
         return str(value)
-    value = float(value)
-    if math.isnan(value):
+    if math.isnan(as_float):
         return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(value)
+    if math.isinf(as_float):
+        return "+Inf" if as_float > 0 else "-Inf"
+    return repr(as_float)
 
 
 class Exposition(object):
@@ -68,6 +80,7 @@ class Exposition(object):
     def __init__(self):
         self.families = []
         self._by_name = {}
+        self.skipped = 0  # samples left out: their value is no number a sample can hold
 
     def family(self, name, help_text, kind="gauge"):
         if not _NAME.match(name):
@@ -83,8 +96,12 @@ class Exposition(object):
         for key in labels:
             if not _LABEL.match(key) or key.startswith("__"):
                 raise MetricsError("invalid label name %r of metric %s" % (key, name))
+        text = format_value(value)
+        if text is None:
+            self.skipped += 1
+            return
         key = tuple(sorted((k, escape_label(v)) for k, v in labels.items()))
-        fam["samples"].setdefault(key, value)  # one series per label set: the first one wins
+        fam["samples"].setdefault(key, text)  # one series per label set: the first one wins
 
     def text(self):
         out = []
@@ -95,21 +112,23 @@ class Exposition(object):
             out.append("# TYPE %s %s" % (fam["name"], fam["type"]))
             for key in sorted(fam["samples"]):
                 labels = ",".join('%s="%s"' % kv for kv in key)
-                out.append("%s%s %s" % (fam["name"], "{%s}" % labels if labels else "", format_value(fam["samples"][key])))
+                out.append("%s%s %s" % (fam["name"], "{%s}" % labels if labels else "", fam["samples"][key]))
         return "\n".join(out) + "\n" if out else ""
 
 
 def area_of(name):
     """A check's area: the part of its name before the colon (``raid: md0`` -> ``raid``)."""
+    name = str(name)
     return name.split(":", 1)[0].strip() if ":" in name else "check"
 
 
 def area_verdicts(checks):
-    """{area: verdict}: the worst verdict of the area's checks."""
+    """{area: verdict}: the worst verdict of the area's checks (SKIP only when nothing in it was
+    measured)."""
     out = {}
     for check in checks:
         area, verdict = area_of(check.get("name", "")), check.get("verdict", "ERROR")
-        if area not in out or _RANK.get(verdict, 4) > _RANK.get(out[area], 4):
+        if area not in out or rank(verdict) > rank(out[area]):
             out[area] = verdict
     return out
 
@@ -121,7 +140,7 @@ def bench_series(doc):
     gpus, arrays = _job_places(doc)
     out = []
     for check in doc.get("checks") or []:
-        name = check.get("name", "")
+        name = str(check.get("name", ""))
         if not name.startswith("bench: ") or name.count(": ") < 2:
             continue
         actual = check.get("actual")
@@ -156,6 +175,13 @@ def _job_places(doc):
         if job not in arrays and " " in job:  # the planner names a job "<mount's last part> <template>"
             arrays[job] = job.split(" ", 1)[0]
     return gpus, arrays
+
+
+def _skipped(exp, prefix):
+    """The count of samples left out (only when there are some), so the rest of the file stands."""
+    exp.family(prefix + "skipped_samples", "Samples left out: their value was no number Prometheus can hold")
+    if exp.skipped:
+        exp.add(prefix + "skipped_samples", {}, exp.skipped)
 
 
 def _header(prefix, run, timestamp, version):
@@ -198,6 +224,7 @@ def commission_metrics(doc, timestamp, version=VERSION):
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 exp.add(PREFIX + suffix, labels, value)
         exp.add(PREFIX + "bench_pass", labels, int(check.get("verdict") in ("PASS", "WARN")))
+    _skipped(exp, PREFIX)
     return exp.text()
 
 
@@ -207,12 +234,15 @@ def drift_metrics(entry, timestamp, version=VERSION):
     exp.family(PREFIX + "drift_checked", "1 when the last drift check completed on this node")
     exp.add(PREFIX + "drift_checked", {}, int(entry.get("drifted") is not None))
     items = entry.get("items") or []
+    items = items if isinstance(items, list) else [items]
     exp.family(PREFIX + "drift_items", "Settings that differ from the commissioned state")
-    exp.add(PREFIX + "drift_items", {}, len(items))
-    exp.family(PREFIX + "drift_item", "One drifted setting (value always 1)")
+    written = exp.family(PREFIX + "drift_item", "One drifted setting (value always 1)")
     for item in items:
-        if isinstance(item, dict):
-            exp.add(PREFIX + "drift_item", {"setting": item.get("setting", "")}, 1)
+        setting = item.get("setting") if isinstance(item, dict) else item
+        exp.add(PREFIX + "drift_item", {"setting": "" if setting is None else setting}, 1)
+    # the settings written above, one series each: the count never names more than the file holds
+    exp.add(PREFIX + "drift_items", {}, len(written["samples"]))
+    _skipped(exp, PREFIX + "drift_")
     return exp.text()
 
 

@@ -10,8 +10,10 @@ place atomically and points ``latest`` at it.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import html
 import json
+import math
 import os
 import re
 import shutil
@@ -20,29 +22,92 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 
-from ansible.module_utils.gds_files import backup_copy, natural_key, write_atomic
+from ansible.module_utils.gds_checks import FAILING, SEVERITY, VERDICTS, host_verdict
+from ansible.module_utils.gds_checks import check as make_check
+from ansible.module_utils.gds_files import backup_copy, natural_key, printable, write_atomic
 from ansible.module_utils.gds_metrics import COMMISSION_FILE, DRIFT_FILE, area_of, commission_metrics, drift_metrics
-from ansible.module_utils.gds_thresholds import host_verdict
 
-VERDICTS = ("PASS", "WARN", "FAIL", "SKIP", "ERROR", "UNREACHABLE")
 COLORS = {"PASS": "#2e7d32", "WARN": "#ef8f00", "FAIL": "#c62828", "SKIP": "#757575",
           "ERROR": "#6a1b9a", "UNREACHABLE": "#37474f"}
 
 
 # --------------------------------------------------------------------------------------------
+# What the report reads of each host: one map for the report play's filter
+# (plugins/filter/gds_report_hosts.py) and the callback's own report (plugins/callback/
+# gds_commission.py), so both judge a host from the same data
+# --------------------------------------------------------------------------------------------
+# host variable (set_fact) -> HOST.json key
+REPORT_VARS = {"gds_raid_arrays": "arrays", "gds_bench_results": "bench", "gds_rdma_bench_results": "rdma_bench"}
+# ansible_facts entry -> HOST.json key
+REPORT_FACTS = {"gds_topology": "topology", "gds_platform": "platform"}
+# the role's defaults (roles/gds_report/defaults/main.yml: gds_report_check_vars,
+# gds_report_required_areas); tests/unit/test_report.py keeps both the same
+CHECK_VARS = r"^(gds|pcie_acs|iommu|gds_driver|nvme_raid|cufile)_[a-z0-9_]*checks$"
+REQUIRED_AREAS = ("bench",)
+REBOOT_VARS = re.compile(r"^gds_\w*reboot_required$")
+
+
+def _flat(value):
+    if isinstance(value, (list, tuple)):
+        return [item for part in value for item in _flat(part)]
+    return [value]
+
+
+def host_inputs(variables, facts, check_vars=CHECK_VARS):
+    """{checks, topology, arrays, bench, rdma_bench, reboot_required, platform}: what the report
+    reads of one host, from its variables (checks in their order; only the names that match are
+    read) and its ansible_facts. ``check_vars``: a pattern (text or compiled) of the variables
+    that hold checks."""
+    pattern = re.compile(check_vars) if isinstance(check_vars, str) else check_vars
+    names = list(variables.keys())
+    checks = []
+    for name in names:
+        if pattern.search(name):
+            checks.extend(_flat(variables[name]))
+    out = {"checks": checks}
+    for name, key in REPORT_FACTS.items():
+        out[key] = (facts or {}).get(name)
+    for name, key in REPORT_VARS.items():
+        out[key] = variables.get(name) or []
+    out["reboot_required"] = any(bool(variables[name]) for name in names if REBOOT_VARS.search(name))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
 # Data
 # --------------------------------------------------------------------------------------------
-def normalize_check(check):
-    verdict = str(check.get("verdict", "ERROR")).upper()
-    out = {"name": str(check.get("name", "unnamed check")),
+# optional keys of a check record kept as they are (docs/reports.md#the-check-record)
+CHECK_KEYS = ("low", "high", "unit", "reference", "bdf", "under_load")
+
+
+def _value(value):
+    """A check's value as it is, but an integer too long to print (over 10000 bits) as text.
+    Figures no float can hold stay numbers: where one is needed they are skipped (_figure,
+    gds_metrics.format_value)."""
+    return printable(value) if isinstance(value, int) and value.bit_length() > 10000 else value
+
+
+def normalize_check(item):
+    """A check as every writer may rely on: a dict with a text name and a known verdict (else
+    ERROR); anything that is no check at all becomes an ERROR naming it."""
+    if not isinstance(item, dict):
+        return make_check("host: check record", "ERROR", "a check record", _short(item),
+                     "the host recorded something that is not a check")
+    verdict = str(item.get("verdict", "ERROR")).upper()
+    out = {"name": str(item.get("name", "unnamed check")),
            "verdict": verdict if verdict in VERDICTS else "ERROR",
-           "expected": check.get("expected"), "actual": check.get("actual")}
-    if check.get("detail"):
-        out["detail"] = str(check["detail"])
-    for key in ("low", "high", "unit", "reference"):
-        if check.get(key) is not None:
-            out[key] = check[key]
+           "expected": _value(item.get("expected")), "actual": _value(item.get("actual"))}
+    if item.get("detail"):
+        out["detail"] = str(item["detail"])
+    for key in CHECK_KEYS:
+        if item.get(key) is not None:
+            out[key] = _value(item[key])
     return out
+
+
+def _short(value, limit=300):
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def host_document(name, data, state, required_areas=()):
@@ -52,24 +117,22 @@ def host_document(name, data, state, required_areas=()):
     without one it FAILs, so no host passes without, say, a benchmark result.
     """
     state = state or {}
-    checks = [normalize_check(c) for c in data.get("checks") or []]
+    checks = [normalize_check(c) for c in _flat(data.get("checks") or [])]
     if not state.get("unreachable") and not state.get("broken"):
         for area in required_areas:
             mine = [c for c in checks if c["name"].startswith(area + ":")]
             if not [c for c in mine if c["verdict"] != "SKIP"]:
-                checks.append({"name": "%s: measured" % area, "verdict": "FAIL", "expected": "at least one %s result" % area,
-                               "actual": "%d checks, all SKIP" % len(mine) if mine else "none",
-                               "detail": "nothing in area %s was measured on this host (did its role run?)" % area})
+                checks.append(make_check("%s: measured" % area, "FAIL", "at least one %s result" % area,
+                                    "%d checks, all SKIP" % len(mine) if mine else "none",
+                                    "nothing in area %s was measured on this host (did its role run?)" % area))
     if state.get("unreachable"):
-        checks.append({"name": "host: reachable", "verdict": "UNREACHABLE", "expected": "reachable",
-                       "actual": "unreachable", "detail": state.get("msg") or ""})
+        checks.append(make_check("host: reachable", "UNREACHABLE", "reachable", "unreachable", state.get("msg") or ""))
     elif state.get("broken"):
         last = (state.get("failures") or [{}])[-1]
-        checks.append({"name": "host: play completed", "verdict": "ERROR", "expected": "every step ran",
-                       "actual": "failed in task '%s'" % last.get("task", "?"), "detail": last.get("msg") or ""})
+        checks.append(make_check("host: play completed", "ERROR", "every step ran",
+                            "failed in task '%s'" % last.get("task", "?"), last.get("msg") or ""))
     if not checks:
-        checks.append({"name": "host: checks recorded", "verdict": "ERROR", "expected": "at least one check",
-                       "actual": 0, "detail": "the host recorded no checks"})
+        checks.append(make_check("host: checks recorded", "ERROR", "at least one check", 0, "the host recorded no checks"))
     verdict = host_verdict(c["verdict"] for c in checks)
     doc = {"host": name, "verdict": verdict, "checks": checks}
     for key in ("platform", "topology", "arrays", "bench", "reboot_required", "raid_plan", "rdma_bench"):
@@ -91,30 +154,34 @@ def summary(run_id, started, finished, docs):
 
 
 def junit(summary_doc):
-    """A testsuite per host, a testcase per check (WARN passes with a note, SKIP is skipped)."""
-    suites = ET.Element("testsuites", name="gds-commission %s" % summary_doc["run_id"])
+    """A testsuite per host, a testcase per check (WARN passes with a note, SKIP is skipped).
+
+    ElementTree escapes markup (& < > and quotes); what XML 1.0 cannot hold at all (control
+    characters, bytes that were not UTF-8) is written as its escape first (gds_files.printable)."""
+    x = printable
+    suites = ET.Element("testsuites", name=x("gds-commission %s" % summary_doc["run_id"]))
     for host, doc in sorted(summary_doc["hosts"].items()):
         checks = doc["checks"]
-        suite = ET.SubElement(suites, "testsuite", name=host, tests=str(len(checks)),
+        suite = ET.SubElement(suites, "testsuite", name=x(host), tests=str(len(checks)),
                               failures=str(sum(c["verdict"] == "FAIL" for c in checks)),
                               errors=str(sum(c["verdict"] in ("ERROR", "UNREACHABLE") for c in checks)),
                               skipped=str(sum(c["verdict"] == "SKIP" for c in checks)))
         for check in checks:
             area = area_of(check["name"])
-            case = ET.SubElement(suite, "testcase", classname="%s.%s" % (host, area.replace(" ", "_")),
-                                 name=check["name"])
-            text = "expected %s, actual %s%s" % (check.get("expected"), check.get("actual"),
-                                                  ("; " + check["detail"]) if check.get("detail") else "")
+            case = ET.SubElement(suite, "testcase", classname=x("%s.%s" % (host, area.replace(" ", "_"))),
+                                 name=x(check["name"]))
+            text = x("expected %s, actual %s%s" % (check.get("expected"), check.get("actual"),
+                                                    ("; " + check["detail"]) if check.get("detail") else ""))
             if check["verdict"] == "FAIL":
                 ET.SubElement(case, "failure", message=text).text = text
             elif check["verdict"] in ("ERROR", "UNREACHABLE"):
                 ET.SubElement(case, "error", message=text).text = text
             elif check["verdict"] == "SKIP":
-                ET.SubElement(case, "skipped", message=check.get("detail") or "skipped")
+                ET.SubElement(case, "skipped", message=x(check.get("detail") or "skipped"))
             elif check["verdict"] == "WARN":
                 ET.SubElement(case, "system-out").text = "WARN: " + text
     ET.indent(suites)
-    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+    return "<?xml version='1.0' encoding='UTF-8'?>\n" + ET.tostring(suites, encoding="unicode") + "\n"
 
 
 # --------------------------------------------------------------------------------------------
@@ -159,24 +226,21 @@ def describe_degraded(link, role, width_only=False):
 
 
 def _link_checks(checks):
-    """{bdf: the check that judges its link}; a GPU's check under load wins over its idle one."""
+    """{bdf: the check that judges its link} from the checks' ``bdf`` (gds_health.link_checks);
+    a GPU's check under load (``under_load``) wins over its idle one."""
     out = {}
     for check in checks:
-        name = check["name"]
-        if not name.startswith("pcie: link "):
-            continue
-        rest = name[len("pcie: link "):].split()
-        if not rest:
-            continue
-        if rest[0] not in out or name.endswith(" under load"):
-            out[rest[0]] = check
+        bdf = check.get("bdf")
+        if isinstance(bdf, str) and (bdf not in out or check.get("under_load")):
+            out[bdf] = check
     return out
 
 
 def pcie_links(topology, checks):
     """gds_topology's pcie_links for HOST.json and the report: each link with its `role`, the
-    affinity `groups` whose devices sit below or on it, `verdict`/`detail` of its check (else
-    FAIL when degraded, WARN when unknown, PASS) and `slow` (which end is slow, or null)."""
+    affinity `groups` whose devices sit below or on it, `verdict`/`detail` of its check (the one
+    judge of a link: gds_health.link_checks; SKIP for a link no check judged) and `slow` (which
+    end is slow, for a FAIL, or null)."""
     topology = topology if isinstance(topology, dict) else {}
     raw = [link for link in topology.get("pcie_links") or [] if isinstance(link, dict) and link.get("bdf")]
     if not raw:
@@ -191,17 +255,13 @@ def pcie_links(topology, checks):
     out = []
     for link in raw:
         role = link_role(link, port_types)
-        # an idle GPU trains its speed down: only its width counts without a check under load
+        # an idle GPU trains its speed down: its slow end is named by width only
         gpu = link.get("kind") == "gpu"
         check = judged.get(link["bdf"])
         if check:
             verdict, detail = check["verdict"], check.get("detail")
-        elif link.get("degraded") is None:
-            verdict, detail = "WARN", link.get("problem") or "link state unknown"
-        elif link.get("degraded") and (not gpu or describe_degraded(link, role, width_only=True)):
-            verdict, detail = "FAIL", link.get("problem")
         else:
-            verdict, detail = "PASS", "idle: speed judged under load only" if link.get("degraded") else link.get("problem")
+            verdict, detail = "SKIP", "not judged: no pcie: link check was recorded for this link"
         slow = None
         if verdict == "FAIL":
             slow = (describe_degraded(link, role, width_only=gpu) or detail
@@ -235,7 +295,9 @@ def _group_path(group, topology, by_bdf):
 # HTML
 # --------------------------------------------------------------------------------------------
 def _e(value):
-    return html.escape("" if value is None else str(value))
+    """Text for HTML, in an element or a quoted attribute: markup and quotes escaped, characters
+    no page should hold (controls, bytes that were not UTF-8) written as their escape."""
+    return html.escape(printable(value), quote=True)
 
 
 def _badge(verdict):
@@ -243,28 +305,30 @@ def _badge(verdict):
 
 
 def _bus(bdf):
-    return "0x" + bdf.split(":")[-2] if bdf else ""
+    parts = str(bdf or "").split(":")
+    return "0x" + parts[-2] if len(parts) > 1 else str(bdf or "")
 
 
 def affinity_rows(doc):
     topo = doc.get("topology") or {}
-    gpus = {g["index"]: g for g in topo.get("gpus") or []}
-    drives = {d["name"]: d for d in topo.get("nvme") or []}
+    gpus = {g.get("index"): g for g in topo.get("gpus") or [] if isinstance(g, dict)}
+    drives = {d.get("name"): d for d in topo.get("nvme") or [] if isinstance(d, dict)}
     mounts = {}
     for array in doc.get("arrays") or []:
-        for member in array.get("members") or []:
+        for member in array.get("members") or [] if isinstance(array, dict) else []:
             mounts[member] = array
     rows = []
     for group in topo.get("groups") or []:
-        array = next((mounts[d] for d in group["nvme"] if d in mounts), None)
+        nvme = [str(d) for d in group.get("nvme") or []]
+        array = next((mounts[d] for d in nvme if d in mounts), None)
         rows.append({
-            "group": group["id"],
+            "group": group.get("id"),
             "array": "%s (%s)" % (array.get("mount"), array.get("device")) if array else "-",
-            "gpus": ", ".join(str(i) for i in group["gpus"]),
-            "gpu_bus": ", ".join(_bus(gpus[i]["bdf"]) for i in group["gpus"] if i in gpus),
-            "nvme": ", ".join(group["nvme"]) or "-",
-            "nvme_bus": ", ".join(_bus(drives[d]["bdf"]) for d in group["nvme"] if d in drives) or "-",
-            "nics": ", ".join(group.get("nics") or []) or "-",
+            "gpus": ", ".join(str(i) for i in group.get("gpus") or []),
+            "gpu_bus": ", ".join(_bus(gpus[i].get("bdf")) for i in group.get("gpus") or [] if i in gpus),
+            "nvme": ", ".join(nvme) or "-",
+            "nvme_bus": ", ".join(_bus(drives[d].get("bdf")) for d in nvme if d in drives) or "-",
+            "nics": ", ".join(str(n) for n in group.get("nics") or []) or "-",
             "link": group.get("link") or "-",
             "numa": group.get("numa_node"),
         })
@@ -273,7 +337,7 @@ def affinity_rows(doc):
 
 def bar_chart(checks, width=640):
     """Inline SVG: one bar per measured metric, scaled to its own bounds, bound lines drawn."""
-    rows = [c for c in checks if isinstance(c.get("actual"), (int, float)) and (c.get("low") is not None or c.get("high") is not None)]
+    rows = [c for c in checks if _figure(c.get("actual")) and (_figure(c.get("low")) or _figure(c.get("high")))]
     if not rows:
         return ""
     row_h, label_w, bar_w = 26, 300, width - 300 - 110
@@ -281,7 +345,7 @@ def bar_chart(checks, width=640):
     parts = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" role="img" class="chart">' % (width, height)]
     for i, check in enumerate(rows):
         y = 8 + i * row_h
-        bounds = [v for v in (check.get("low"), check.get("high"), check["actual"]) if v is not None]
+        bounds = [v for v in (check.get("low"), check.get("high"), check["actual"]) if _figure(v)]
         scale_max = max(bounds) * 1.25 or 1.0
         x_of = lambda v: label_w + bar_w * max(0.0, min(1.0, float(v) / scale_max))  # noqa: E731
         color = COLORS.get(check["verdict"], "#000")
@@ -293,7 +357,7 @@ def bar_chart(checks, width=640):
                      % (label_w, y + 2, x_of(check["actual"]) - label_w, color, _e("%s: %s %s (expected %s)" % (
                          check["name"], check["actual"], check.get("unit", ""), check.get("expected")))))
         for bound, dash in ((check.get("low"), ""), (check.get("high"), ' stroke-dasharray="3,2"')):
-            if bound is not None:
+            if _figure(bound):
                 parts.append('<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#000" stroke-width="2"%s/>'
                              % (x_of(bound), x_of(bound), y, y + 20, dash))
         parts.append('<text x="%d" y="%d" class="val">%s %s</text>' % (label_w + bar_w + 6, y + 14,
@@ -367,8 +431,8 @@ def render_html(summary_doc, docs, title="GDS commissioning report"):
     return "".join(out)
 
 
-# Failing hosts first: the order of the fleet table.
-FLEET_ORDER = {"FAIL": 0, "ERROR": 1, "UNREACHABLE": 2, "WARN": 3, "PASS": 4}
+# The fleet table's columns and order: the worst first (gds_checks.SEVERITY; a host is never SKIP).
+FLEET_ORDER = {verdict: place for place, verdict in enumerate(v for v in reversed(SEVERITY) if v != "SKIP")}
 
 
 def fleet_status(doc):
@@ -380,7 +444,7 @@ def fleet_status(doc):
 
 def first_problem(doc):
     """The first check that made the host what it is (a failing one, else a WARN), or None."""
-    for wanted in (("UNREACHABLE", "ERROR", "FAIL"), ("WARN",)):
+    for wanted in (FAILING, ("WARN",)):
         for check in doc["checks"]:
             if check["verdict"] in wanted:
                 return check
@@ -394,7 +458,8 @@ def platform_summary(docs):
         row = out.setdefault(doc.get("profile") or UNKNOWN_PLATFORM,
                              dict({"hosts": 0}, **{k: 0 for k in FLEET_ORDER}))
         row["hosts"] += 1
-        row[fleet_status(doc)] += 1
+        status = fleet_status(doc)
+        row[status] = row.get(status, 0) + 1  # a document built by hand may hold any verdict
     return out
 
 
@@ -430,7 +495,7 @@ def fleet_html(docs):
         status = fleet_status(doc)
         out.append("<tr data-host=\"%s\" data-verdict=\"%s\" data-platform=\"%s\"><td><a href=\"#host-%s\">%s</a></td>"
                    "<td>%s</td><td>%s</td><td class=\"problem\">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>" % (
-                       _e(name), status, _e(doc.get("profile") or UNKNOWN_PLATFORM), _e(name), _e(name),
+                       _e(name), _e(status), _e(doc.get("profile") or UNKNOWN_PLATFORM), _e(name), _e(name),
                        _badge(doc["verdict"]) + (" " + _badge("WARN") if status == "WARN" else ""),
                        _e(doc.get("profile") or UNKNOWN_PLATFORM),
                        _e("%s: %s" % (problem["name"], problem.get("detail") or problem.get("actual"))) if problem else "",
@@ -645,11 +710,21 @@ def network_html(doc):
 # --------------------------------------------------------------------------------------------
 # Drift
 # --------------------------------------------------------------------------------------------
+def _drift_item(item):
+    """{setting (text), expected, actual} of a drift item; what is no dict is its setting."""
+    if not isinstance(item, dict):
+        return {"setting": printable(item, controls=False), "expected": None, "actual": None}
+    return dict(item, setting=printable(item.get("setting"), controls=False), expected=item.get("expected"),
+                actual=item.get("actual"))
+
+
 def drift_document(run_id, hosts, drift, states):
     """{run_id, hosts: {HOST: {drifted, items}}}; unreachable hosts are listed as such."""
     out = {"run_id": run_id, "hosts": {}}
     for host in sorted(hosts):
         items = drift.get(host) or []
+        # a state file edited by hand: every item becomes {setting, expected, actual}
+        items = [_drift_item(item) for item in (items if isinstance(items, list) else [items])]
         entry = {"drifted": bool(items), "items": items}
         state = states.get(host) or {}
         if state.get("unreachable"):
@@ -686,13 +761,23 @@ def measured(checks):
         name = check["name"]
         if not name.startswith("bench: ") or name.count(": ") < 2:
             continue
-        value = check.get("actual")
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
+        if not _figure(check.get("actual")):
             continue
         if check.get("low") is None and check.get("high") is None:
             continue
         out[name[len("bench: "):]] = check
     return out
+
+
+def _figure(value):
+    """A number to compare: not a bool, and a finite float can hold it (NaN, infinity, 10**400
+    are no figures)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _lost(value, reference, higher_is_better):
@@ -739,12 +824,12 @@ def fleet_checks(docs, platforms, tolerance=None, min_peers=FLEET_MIN_PEERS):
             detail = ("%s%s is %.0f%% %s the fleet median %s (tolerance %.0f%%)"
                       % (_fmt(check["actual"]), unit, loss * 100, "below" if higher else "above", where, tol * 100)
                       if verdict == "WARN" else "%s%s against the fleet median %s" % (_fmt(check["actual"]), unit, where))
-            out.setdefault(host, []).append({
-                "name": "fleet: " + metric, "verdict": verdict,
-                "expected": "%s %s%s (fleet median %s %s %.0f%%)" % (">=" if higher else "<=", _fmt(bound), unit,
-                                                                      _fmt(median), "-" if higher else "+", tol * 100),
-                "actual": check["actual"], "unit": check.get("unit") or "", "reference": median,
-                "low" if higher else "high": bound, "detail": detail})
+            out.setdefault(host, []).append(make_check(
+                "fleet: " + metric, verdict,
+                "%s %s%s (fleet median %s %s %.0f%%)" % (">=" if higher else "<=", _fmt(bound), unit,
+                                                         _fmt(median), "-" if higher else "+", tol * 100),
+                check["actual"], detail, unit=check.get("unit") or "", reference=median,
+                **{"low" if higher else "high": bound}))
     return out
 
 
@@ -753,31 +838,30 @@ def history_checks(host, doc, runs, tolerance=HISTORY_TOLERANCE, problem=None):
     last PASS run; a loss of more than the tolerance WARNs, naming both figures and that run."""
     out = []
     if problem:
-        out.append({"name": "history: record", "verdict": "WARN", "expected": "a readable history",
-                    "actual": "unreadable", "detail": problem})
+        out.append(make_check("history: record", "WARN", "a readable history", "unreadable", problem))
     last = next((run for run in reversed(runs) if isinstance(run, dict) and run.get("verdict") == "PASS"
                  and isinstance(run.get("values"), dict)), None)
     if last is None:
         return out
     for metric, check in sorted(measured(doc["checks"]).items()):
         before = last["values"].get(metric)
-        if not isinstance(before, (int, float)) or isinstance(before, bool):
+        if not _figure(before):
             continue
         higher = check.get("low") is not None
         unit = (" " + check["unit"]) if check.get("unit") else ""
         loss = _lost(check["actual"], before, higher)
         verdict = "WARN" if loss > tolerance else "PASS"
         since = "run %s (%s)" % (last.get("run_id"), last.get("finished")) if last.get("finished") else "run %s" % last.get("run_id")
-        out.append({
-            "name": "history: " + metric, "verdict": verdict,
-            "expected": "%s %s%s (%s%s in the last PASS %s %s %.0f%%)" % (
+        out.append(make_check(
+            "history: " + metric, verdict,
+            "%s %s%s (%s%s in the last PASS %s %s %.0f%%)" % (
                 ">=" if higher else "<=", _fmt(before * (1 - tolerance) if higher else before * (1 + tolerance)), unit,
                 _fmt(before), unit, since, "-" if higher else "+", tolerance * 100),
-            "actual": check["actual"], "unit": check.get("unit") or "", "reference": before,
-            "detail": ("lost %.0f%% since the last PASS, %s: %s%s then, %s%s now" % (
+            check["actual"],
+            ("lost %.0f%% since the last PASS, %s: %s%s then, %s%s now" % (
                 loss * 100, since, _fmt(before), unit, _fmt(check["actual"]), unit)
                 if verdict == "WARN" else "%s%s in the last PASS %s" % (_fmt(before), unit, since)),
-            "previous_run": last.get("run_id")})
+            unit=check.get("unit") or "", reference=before, previous_run=last.get("run_id")))
     return out
 
 
@@ -791,28 +875,27 @@ def history_update(runs, run_id, finished, doc, keep=HISTORY_KEEP):
     return runs[-max(1, int(keep)):]
 
 
-_SAFE = re.compile(r"[^A-Za-z0-9._-]")
-
-
 def history_path(reports_dir, host):
-    """reports_dir/history/HOST.json (a host name's odd characters become _)."""
-    name = _SAFE.sub("_", host).lstrip(".") or "_"
-    return os.path.join(reports_dir, "history", name + ".json")
+    """reports_dir/history/HOST.json, HOST being host_file_name(host)."""
+    return os.path.join(reports_dir, "history", host_file_name(host) + ".json")
 
 
 def load_history(reports_dir, hosts):
-    """({host: runs}, {host: problem}) from the history files; a file that cannot be read is a
-    problem naming it (the report goes on, and write_history keeps a backup of it)."""
+    """({host: runs}, {host: problem}) from the history files; a file that cannot be read, or
+    that is another host's, is a problem naming it (the report goes on, and write_history keeps
+    a backup of it)."""
     runs, problems = {}, {}
     for host in hosts:
         path = history_path(reports_dir, host)
         if not os.path.exists(path):
             continue
         try:
-            with open(path) as handle:
+            with open(path, encoding="utf-8") as handle:
                 data = json.load(handle)
             if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
                 raise ValueError("expected an object with a list 'runs'")
+            if data.get("host", host) not in (host, json_ready(host)):  # never another host's figures
+                raise ValueError("it is the history of host %r" % (data["host"],))
             runs[host] = data["runs"]
         except (OSError, ValueError) as exc:
             problems[host] = "cannot read %s: %s; a new history starts (the old file is kept as a backup)" % (path, exc)
@@ -832,15 +915,75 @@ def write_history(reports_dir, history, problems=None):
 
 
 # --------------------------------------------------------------------------------------------
+# File names: inventory names and run ids are data, never paths
+# --------------------------------------------------------------------------------------------
+_PLAIN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*\Z")
+_KEEP = re.compile(r"[A-Za-z0-9_-]")
+# what write_run accepts: plain names and host_file_name's stems
+_FILE = re.compile(r"[A-Za-z0-9_%~-][A-Za-z0-9._%~-]*\Z")
+# a stem leaves room for ".drift.prom", the temporary and backup names around it (NAME_MAX 255)
+STEM_MAX = 150
+# the run directory's own files: no host's file may take their place (on a case-insensitive
+# file system either)
+RESERVED_STEMS = ("summary", "junit", "report", "drift")
+# reports_dir's own entries: no run id may take their place
+RESERVED_RUN_IDS = ("latest", "history")
+
+
+def _percent(char):
+    return "".join("%%%02X" % byte for byte in char.encode("utf-8", "surrogatepass"))
+
+
+def host_file_name(host):
+    """The stem of a host's files (HOST.json, HOST.prom, HOST.drift.prom, history/HOST.json).
+
+    A plain name (letters, digits, ``_ - .``, not starting with a dot, at most STEM_MAX
+    characters, not one of the run's own files) is its own stem. In any other every character but
+    letters, digits, ``_`` and ``-`` (and ``.`` after the first) is percent-encoded from its UTF-8
+    bytes (``rack1/gpu+01`` -> ``rack1%2Fgpu%2B01``): no stem holds a ``/`` or is ``..``, and two
+    hosts never share one. A stem still too long is cut and ends in ``~`` and a hash of the whole
+    name (``~`` appears in no other stem)."""
+    host = str(host)
+    if _PLAIN.match(host) and len(host) <= STEM_MAX and host.lower() not in RESERVED_STEMS:
+        return host
+    # a reserved name gets its first character encoded, like any odd one
+    stem = "".join(char if (_KEEP.match(char) or (char == "." and i)) and (i or host.lower() not in RESERVED_STEMS)
+                   else _percent(char) for i, char in enumerate(host))
+    if len(stem) > STEM_MAX or not stem:
+        digest = hashlib.sha256(host.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+        stem = "%s~%s" % (stem[:STEM_MAX - 21], digest)
+    return stem
+
+
+def run_id_error(run_id):
+    """Why ``run_id`` cannot name a run directory (it is a path, hidden, reserved or too long);
+    None when it can. Run ids are the user's (GDS_RUN_ID): refused, never silently renamed."""
+    text = str(run_id)
+    if not _PLAIN.match(text) or len(text) > STEM_MAX or text in RESERVED_RUN_IDS:
+        return ("run id %r must be a plain name of at most %d characters (letters, digits, . _ -, not starting "
+                "with a dot, not %s)" % (run_id, STEM_MAX, " or ".join(RESERVED_RUN_IDS)))
+    return None
+
+
+# --------------------------------------------------------------------------------------------
 # Writing
 # --------------------------------------------------------------------------------------------
 def write_run(reports_dir, run_id, files):
-    """Write {name: text} into reports_dir/run_id/ (each file atomically) and point latest at it."""
+    """Write {name: text} into reports_dir/run_id/ (each file atomically, UTF-8) and point latest
+    at it. A run id or file name that is not a plain name raises ValueError: nothing is written
+    outside reports_dir."""
+    error = run_id_error(run_id)
+    if error:
+        raise ValueError(error)
+    for name in files:
+        if not _FILE.match(name) or len(name) > 255 - 16:
+            raise ValueError("report file name %r is not a plain name" % (name,))
     run_dir = os.path.join(reports_dir, run_id)
     os.makedirs(run_dir, exist_ok=True)
     for name, text in files.items():
         fd, tmp = tempfile.mkstemp(dir=run_dir, prefix="." + name)
-        with os.fdopen(fd, "w") as handle:
+        # backslashreplace: a lone surrogate that escaped the writers is shown, never a failed run
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as handle:
             handle.write(text)
         os.chmod(tmp, 0o644)
         os.replace(tmp, os.path.join(run_dir, name))
@@ -877,7 +1020,7 @@ def build_report(run_id, started, finished, mode, hosts, all_hosts, states, drif
         doc = drift_document(run_id, all_hosts, drift or {}, states)
         metrics = {host: drift_metrics(entry, stamp) for host, entry in doc["hosts"].items()}
         files = {"drift.json": to_json(doc)}
-        files.update(("%s.drift.prom" % host, text) for host, text in metrics.items())
+        files.update(("%s.drift.prom" % host_file_name(host), text) for host, text in metrics.items())
         return files, dict(
             drift=doc, drifted=[h for h, e in sorted(doc["hosts"].items()) if e["drifted"] is not False],
             metrics=metrics, metrics_file=DRIFT_FILE)
@@ -907,8 +1050,8 @@ def build_report(run_id, started, finished, mode, hosts, all_hosts, states, drif
     metrics = {host: commission_metrics(doc, stamp) for host, doc in docs.items()}
     files = {"summary.json": to_json(summ), "junit.xml": junit(summ), "report.html": render_html(summ, docs)}
     for host, doc in docs.items():
-        files["%s.json" % host] = to_json(doc)
-        files["%s.prom" % host] = metrics[host]
+        files["%s.json" % host_file_name(host)] = to_json(doc)
+        files["%s.prom" % host_file_name(host)] = metrics[host]
     result = dict(summary=summ, not_pass=[h for h, d in sorted(docs.items()) if d["verdict"] != "PASS"],
                   metrics=metrics, metrics_file=COMMISSION_FILE)
     if new_history is not None:
@@ -924,5 +1067,36 @@ def _epoch(iso):
         return time.time()
 
 
+JSON_DEPTH = 64
+
+
+def json_ready(value, depth=0):
+    """``value`` as strict JSON can hold it: lone surrogates escaped (gds_files.printable; JSON
+    escapes control characters itself), NaN and infinities as the strings "NaN", "Infinity",
+    "-Infinity", keys as text, integers too long to print as text, and nothing nested deeper than
+    JSON_DEPTH (a note in its place)."""
+    if isinstance(value, str):
+        return printable(value, controls=False)
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, int):
+        return value if value.bit_length() <= 10000 else printable(value)  # Python prints 4300 digits at most
+    if depth >= JSON_DEPTH:
+        return "(nested deeper than %d levels)" % JSON_DEPTH
+    if isinstance(value, dict):
+        return {printable(key, controls=False): json_ready(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [json_ready(item, depth + 1) for item in value]
+    return printable(value, controls=False)
+
+
 def to_json(doc):
-    return json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n"
+    """Strict JSON (RFC 8259: no NaN, every string valid UTF-8), ASCII only."""
+    try:
+        # most documents need no json_ready (a walk in Python): the C encoder tells
+        json.dumps(doc, sort_keys=True, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    except (ValueError, TypeError, RecursionError):  # UnicodeEncodeError is a ValueError
+        doc = json_ready(doc)
+    return json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n"

@@ -14,6 +14,8 @@ record lacks is an ERROR (nothing was measured, so nothing can be signed off).
 """
 from __future__ import annotations
 
+from ansible.module_utils.gds_checks import check as _check
+
 WARN_MARGIN = 0.05
 GPU_DIRECT_XFER_TYPES = (0, 5, 6)
 
@@ -110,26 +112,9 @@ def path_check(record, xfer_type, expected_mode, prefix=""):
             "actual": mode, "detail": evidence or ("the record has no path" if mode is None else "")}
 
 
-def host_verdict(verdicts):
-    """A host's verdict from its checks: ERROR if a step broke, FAIL if any check failed, else
-    PASS (WARN and SKIP are shown but do not fail acceptance)."""
-    present = set(verdicts)
-    for verdict in ("UNREACHABLE", "ERROR", "FAIL"):
-        if verdict in present:
-            return verdict
-    return "PASS"
-
-
 # --------------------------------------------------------------------------------------------
 # One benchmark job: did it measure anything, and what may be judged from it
 # --------------------------------------------------------------------------------------------
-def _check(name, verdict, expected, actual, detail=None):
-    out = {"name": name, "verdict": verdict, "expected": expected, "actual": actual}
-    if detail:
-        out["detail"] = detail
-    return out
-
-
 def moved_bytes(record):
     """Bytes the job moved, 0 when the record lacks the figure."""
     value = lookup_metric(record or {}, "bytes")

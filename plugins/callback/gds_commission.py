@@ -44,9 +44,6 @@ from ansible import constants as C
 from ansible.plugins.callback import CallbackBase
 
 _MAX_TEXT = 600
-# host facts the report reads (roles/gds_report collects the same from hostvars)
-CHECK_FACTS = re.compile(r"^(gds|pcie_acs|iommu|gds_driver|nvme_raid|cufile)_[a-z0-9_]*checks$")
-REBOOT_FACTS = re.compile(r"^gds_\w*reboot_required$")
 REPORT_ACTION = "gds_report"
 
 
@@ -58,10 +55,11 @@ def _short(value):
 
 
 def drift_items(task_name, result):
-    """Drift items of one changed check-mode result."""
+    """Drift items of one changed check-mode result (an item that is no dict is its setting)."""
     if isinstance(result.get("drift"), list) and result["drift"]:
         return [{"setting": str(item.get("setting")), "expected": _short(item.get("expected")),
-                 "actual": _short(item.get("actual"))} for item in result["drift"]]
+                 "actual": _short(item.get("actual"))} if isinstance(item, dict)
+                else {"setting": str(_short(item)), "expected": None, "actual": None} for item in result["drift"]]
     diffs = result.get("diff")
     diffs = diffs if isinstance(diffs, list) else [diffs] if isinstance(diffs, dict) else []
     items = []
@@ -113,9 +111,12 @@ class CallbackModule(CallbackBase):
         super(CallbackModule, self).__init__()
         self.state = {"run_id": None, "hosts": {}, "drift": {}}
         self.path = None
-        self.collected = {}      # host -> what it recorded for the report
+        self.collected = {}      # host -> {"vars": {name: value}, "facts": {name: value}} the report reads
         self.targets = []        # every host a play targeted, in order
         self.report_mode = None  # the playbook's gds_report play, if it has one: commission or drift
+        self.report_play = None
+        self.writer = None       # module_utils/gds_report
+        self.required_areas, self.check_vars = (), None  # as the report play would use them
 
     def _root(self):
         configured = os.environ.get("GDS_REPORTS_DIR")
@@ -125,7 +126,16 @@ class CallbackModule(CallbackBase):
         return os.path.join(base, "reports")
 
     def v2_playbook_on_start(self, playbook):
-        run_id = os.environ.get("GDS_RUN_ID") or datetime.datetime.now().strftime("%Y%m%dT%H%M%S") + "-%d" % os.getpid()
+        try:
+            self.writer = report_writer()
+        except Exception as exc:  # no report of our own then, and the playbook still runs
+            self._display.warning("gds_commission: cannot load module_utils/gds_report: %s" % exc)
+        default = datetime.datetime.now().strftime("%Y%m%dT%H%M%S") + "-%d" % os.getpid()
+        run_id = os.environ.get("GDS_RUN_ID") or default
+        error = self.writer.run_id_error(run_id) if self.writer else None
+        if error:  # a run id is a directory and a file name: never a path out of reports/
+            self._display.warning("gds_commission: GDS_RUN_ID: %s; this run is %s" % (error, default))
+            run_id = default
         root = self._root()
         state_dir = os.path.join(root, ".state")
         os.makedirs(state_dir, exist_ok=True)
@@ -145,19 +155,45 @@ class CallbackModule(CallbackBase):
         os.environ["GDS_RUN_ID"] = run_id
         os.environ["GDS_RUN_STATE"] = self.path
         os.environ["GDS_REPORTS_DIR"] = root
-        self.report_mode = self._report_mode(playbook)
+        self.report_play = self._report_play(playbook)
+        self.report_mode = str((self.report_play.vars or {}).get("gds_report_mode", "commission")) \
+            if self.report_play is not None else None
+        if self.writer and (self.report_play is not None or self.check_vars is None):
+            self.required_areas, self.check_vars = self._report_settings()
         self._save()
 
     @staticmethod
-    def _report_mode(playbook):
-        """commission or drift when a play of the playbook runs the gds_report role, else None."""
+    def _report_play(playbook):
+        """The playbook's play that runs the gds_report role, else None."""
         try:
             for play in playbook.get_plays():
                 if any(role.get_name() == "gds_report" for role in play.get_roles()):
-                    return str((play.vars or {}).get("gds_report_mode", "commission"))
+                    return play
         except Exception:  # a playbook shape we do not know: no fallback report, nothing breaks
             return None
         return None
+
+    def _report_settings(self):
+        """(required areas, compiled check-variable pattern) as the report play would use them,
+        from its role's defaults, the inventory (its first host's), play and extra vars; the
+        defaults of module_utils/gds_report when they cannot be read."""
+        areas, pattern = list(self.writer.REQUIRED_AREAS), self.writer.CHECK_VARS
+        try:
+            from ansible.template import Templar
+            manager = self.report_play.get_variable_manager()
+            hosts = manager._inventory.get_hosts(self.report_play.hosts)
+            variables = manager.get_vars(play=self.report_play, host=hosts[0] if hosts else None)
+            templar = Templar(loader=self.report_play._loader, variables=variables)
+            if "gds_report_required_areas" in variables:
+                areas = [str(a) for a in templar.template(variables["gds_report_required_areas"])]
+            if "gds_report_check_vars" in variables:
+                pattern = str(templar.template(variables["gds_report_check_vars"]))
+        except Exception:  # no play or no variables to read: the role's defaults
+            pass
+        try:
+            return areas, re.compile(pattern)
+        except re.error:  # the report play fails on it, naming it (gds_report_hosts)
+            return areas, re.compile(self.writer.CHECK_VARS)
 
     def v2_playbook_on_play_start(self, play):
         try:
@@ -217,22 +253,18 @@ class CallbackModule(CallbackBase):
         self._touch()
 
     def _collect(self, result):
-        """Keep the facts the report reads, as the host recorded them."""
+        """Keep what the report reads (module_utils/gds_report.REPORT_VARS, REPORT_FACTS, the
+        check and reboot variables), as the host last recorded it: facts and set_fact variables
+        both arrive as ansible_facts."""
         facts = result._result.get("ansible_facts")
-        if not isinstance(facts, dict) or result._result.get("_ansible_delegated_vars"):
+        if not isinstance(facts, dict) or result._result.get("_ansible_delegated_vars") or not self.writer:
             return
-        entry = self.collected.setdefault(result._host.get_name(), {})
+        entry = self.collected.setdefault(result._host.get_name(), {"vars": {}, "facts": {}})
         for key, value in facts.items():
-            if CHECK_FACTS.match(key) and isinstance(value, list):
-                entry.setdefault("checks_by_var", {})[key] = value
-            elif REBOOT_FACTS.match(key) and value:
-                entry["reboot_required"] = True
-            elif key in ("gds_topology", "gds_platform"):
-                entry[key[len("gds_"):]] = value
-            elif key == "gds_raid_arrays":
-                entry["arrays"] = value
-            elif key == "gds_bench_results":
-                entry["bench"] = value
+            if key in self.writer.REPORT_FACTS:
+                entry["facts"][key] = value
+            elif key in self.writer.REPORT_VARS or self.writer.REBOOT_VARS.search(key) or self.check_vars.search(key):
+                entry["vars"][key] = value
 
     def v2_runner_on_ok(self, result):
         if result._task.action.split(".")[-1] == REPORT_ACTION:
@@ -261,17 +293,15 @@ class CallbackModule(CallbackBase):
             entry = states.setdefault(host, {})
             if stats.summarize(host)["failures"] and not entry.get("unreachable"):
                 entry["broken"] = True
-        data = {}
-        for host, entry in self.collected.items():
-            data[host] = dict((k, v) for k, v in entry.items() if k != "checks_by_var")
-            data[host]["checks"] = [c for var in sorted(entry.get("checks_by_var", {}))
-                                    for c in entry["checks_by_var"][var]]
         now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
         try:
-            writer = report_writer()
+            writer = self.writer or report_writer()
+            # the same map of inputs as the report play's filter (gds_report.host_inputs)
+            data = dict((host, writer.host_inputs(dict(sorted(entry["vars"].items())), entry["facts"], self.check_vars))
+                        for host, entry in self.collected.items())
             files, result = writer.build_report(self.state["run_id"], self.state["started"], now, self.report_mode,
                                                 data, hosts, states, drift=self.state.get("drift"),
-                                                required_areas=["bench"])
+                                                required_areas=self.required_areas)
             run_dir = writer.write_run(self.state["reports_dir"], self.state["run_id"], files)
         except Exception as exc:  # never hide the play's own failure behind a callback traceback
             self._display.warning("gds_commission: could not write the report of the failed run: %s" % exc)

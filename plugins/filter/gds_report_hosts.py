@@ -8,21 +8,26 @@ dictionary so far: quadratic in the number of hosts (with topologies of about 10
 """
 from __future__ import annotations
 
+import os
 import re
 
 from ansible.errors import AnsibleFilterError
 
-REBOOT = re.compile(r"^gds_\w*reboot_required$")
-
-
-def _flat(value):
-    if isinstance(value, (list, tuple)):
-        return [item for part in value for item in _flat(part)]
-    return [value]
+try:
+    from ansible.module_utils import gds_report as _report
+except ImportError:
+    # filters run on the controller, where the project's module_utils/ is not on
+    # ansible.module_utils; gds_report imports its siblings from there, so the directory joins
+    # that package (as plugins/callback/gds_commission.py does)
+    import ansible.module_utils
+    ansible.module_utils.__path__.append(
+        os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "module_utils")))
+    from ansible.module_utils import gds_report as _report
 
 
 def gds_report_hosts(hosts, hostvars, check_vars):
-    """{host: {checks, topology, arrays, bench, rdma_bench, reboot_required, platform}} for each host."""
+    """{host: {checks, topology, arrays, bench, rdma_bench, reboot_required, platform}} for each
+    host: module_utils/gds_report.host_inputs, the map the callback's own report uses too."""
     try:
         pattern = re.compile(check_vars)
     except (re.error, TypeError) as exc:
@@ -30,22 +35,7 @@ def gds_report_hosts(hosts, hostvars, check_vars):
     out = {}
     for host in hosts:
         hv = hostvars[host]
-        names = list(hv.keys())
-        facts = hv.get("ansible_facts") or {}
-        checks = []
-        for name in names:
-            if pattern.search(name):
-                value = hv[name]
-                checks.extend(_flat(value))
-        out[host] = {
-            "checks": checks,
-            "topology": facts.get("gds_topology"),
-            "arrays": hv.get("gds_raid_arrays") or [],
-            "bench": hv.get("gds_bench_results") or [],
-            "rdma_bench": hv.get("gds_rdma_bench_results") or [],
-            "reboot_required": any(bool(hv[name]) for name in names if REBOOT.search(name)),
-            "platform": facts.get("gds_platform"),
-        }
+        out[host] = _report.host_inputs(hv, hv.get("ansible_facts") or {}, pattern)
     return out
 
 

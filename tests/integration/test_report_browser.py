@@ -173,7 +173,7 @@ def test_fleet_page_lists_failing_nodes_first_with_a_summary_per_platform(fleet_
     assert len(rows) == 256 == len(summ["hosts"])
     statuses = [status for _, status, _ in rows]
     assert {status for _, status, _ in rows} >= {"FAIL", "ERROR", "UNREACHABLE", "WARN", "PASS"}
-    rank = {"FAIL": 0, "ERROR": 1, "UNREACHABLE": 2, "WARN": 3, "PASS": 4}
+    rank = {"UNREACHABLE": 0, "ERROR": 1, "FAIL": 2, "WARN": 3, "PASS": 4}  # worst first (gds_checks.SEVERITY)
     assert [rank[s] for s in statuses] == sorted(rank[s] for s in statuses)  # failing first
     assert all(status == expected_status(summ, host) for host, status, _ in rows)
     platforms = browser.js("Array.prototype.slice.call(document.querySelectorAll('#platforms tr[data-platform]'))"
@@ -181,7 +181,7 @@ def test_fleet_page_lists_failing_nodes_first_with_a_summary_per_platform(fleet_
     assert [p[:2] for p in platforms] == [[name, str(count)] for name, count in PLATFORMS]
     for cells in platforms:
         mine = [s for _, s, p in rows if p == cells[0]]
-        assert cells[2:] == [str(mine.count(k)) for k in ("FAIL", "ERROR", "UNREACHABLE", "WARN", "PASS")]
+        assert cells[2:] == [str(mine.count(k)) for k in ("UNREACHABLE", "ERROR", "FAIL", "WARN", "PASS")]
 
 
 @pytest.mark.skipif(not BROWSER, reason="chromium is not installed (make test installs Debian's chromium)")
@@ -230,3 +230,24 @@ def test_one_click_from_the_fleet_table_to_a_node(fleet_page, browser):
         browser.wait_for(in_view % host)
         heading = browser.js("document.getElementById('host-%s').textContent" % host)
         assert heading.startswith(host) and summ["hosts"][host]["verdict"] in heading
+
+
+@pytest.mark.skipif(not BROWSER, reason="chromium is not installed (make test installs Debian's chromium)")
+def test_injected_markup_in_the_data_never_runs(tmp_path, browser):
+    """Every string of the data is shown as text: markup and script in host names, check names,
+    details, mount points and filters' query values create no element and run nothing."""
+    from ansible.module_utils.gds_report import write_run
+    payloads = ["<img src=x onerror=\"window.__pwned=1\">", "\"><script>window.__pwned=2</script>",
+                "'><svg onload=\"window.__pwned=3\">", "</script><script>window.__pwned=4</script>",
+                "javascript:window.__pwned=5", "esc \x1b[2J nul \x00 \udcff"]
+    checks = [{"name": "netfs: %s" % text, "verdict": "FAIL", "expected": text, "actual": text, "detail": text}
+              for text in payloads]
+    hosts = {text: {"checks": checks, "arrays": [{"mount": text, "device": text, "members": []}]} for text in payloads}
+    files, _ = build_report("r1", "s", "f", "commission", hosts, list(hosts), {})
+    write_run(str(tmp_path), "r1", files)
+    browser.open("file://%s?host=%s" % (tmp_path / "r1" / "report.html", "%3Cimg%20src%3Dx%20onerror%3Dalert(1)%3E"))
+    assert browser.js("typeof window.__pwned") == "undefined"
+    assert browser.js("document.querySelectorAll('img, svg:not(.chart), iframe, object').length") == 0
+    assert browser.js("document.scripts.length") == 1
+    text = browser.js("document.body.innerText")
+    assert payloads[0] in text and "esc \\x1b[2J nul \\x00 \\xff" in text

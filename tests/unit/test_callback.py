@@ -114,3 +114,78 @@ def test_no_report_from_a_playbook_without_one(cb, tmp_path):
     cb.v2_runner_on_failed(Result("a", "x", {"msg": "y"}))
     cb.v2_playbook_on_stats(Stats({"a": 1}))
     assert not (tmp_path / "reports" / "run-1").exists()
+
+
+def test_a_run_id_that_is_no_plain_name_is_replaced_with_a_warning(cb, tmp_path, monkeypatch):
+    warnings = []
+    monkeypatch.setattr(cb, "_display", type("D", (), {"warning": lambda self, msg: warnings.append(msg)})())
+    monkeypatch.setenv("GDS_RUN_ID", "../../escape")
+    cb.v2_playbook_on_start(Playbook("commission.yml", COMMISSION))
+    assert cb.state["run_id"] != "../../escape" and "GDS_RUN_ID" in warnings[0]
+    assert os.path.dirname(cb.path) == str(tmp_path / "reports" / ".state")
+    assert os.environ["GDS_RUN_ID"] == cb.state["run_id"]
+
+
+def test_drift_items_of_odd_module_results():
+    items = callback.drift_items("t", {"drift": [{"setting": "a", "expected": 1, "actual": 2}, "bare", None]})
+    assert [i["setting"] for i in items] == ["a", "bare", "None"]
+
+
+def test_fallback_report_of_odd_host_names_stays_in_reports_dir(cb, tmp_path):
+    cb.v2_playbook_on_start(Playbook("commission.yml", COMMISSION))
+    for host in ("rack1/../../../a", "gpu+01", "gpu=01"):
+        cb.v2_runner_on_failed(Result(host, "t", {"msg": "boom \x1b[2J"}))
+    cb.v2_playbook_on_stats(Stats({"rack1/../../../a": 1, "gpu+01": 1, "gpu=01": 1}))
+    run = tmp_path / "reports" / "run-1"
+    assert sorted(os.listdir(run)) == ["gpu%2B01.json", "gpu%2B01.prom", "gpu%3D01.json", "gpu%3D01.prom",
+                                       "junit.xml", "rack1%2F..%2F..%2F..%2Fa.json", "rack1%2F..%2F..%2F..%2Fa.prom",
+                                       "report.html", "summary.json"]
+    assert sorted(os.listdir(tmp_path)) == ["reports"]
+
+
+FAILING_PLAY = """
+- name: Tune
+  hosts: all
+  gather_facts: false
+  any_errors_fatal: true
+  tasks:
+    - name: Record
+      ansible.builtin.set_fact:
+        gds_facts_checks: [{name: "topology: gpus", verdict: PASS, expected: 8, actual: 8}]
+        site_extra_checks: [{name: "site: rack", verdict: PASS, expected: 1, actual: 1}]
+        gds_rdma_bench_checks: [{name: "rdma: bench mlx5_0", verdict: PASS, expected: 1, actual: 1}]
+        gds_rdma_bench_results: [{nic: mlx5_0, port: 1, test: ib_write_bw, memory: host, gbps: 390.0}]
+    - name: Break
+      ansible.builtin.fail:
+        msg: broken on purpose
+      when: inventory_hostname == 'bad'
+- name: Report
+  hosts: all
+  gather_facts: false
+  roles:
+    - role: gds_report
+"""
+
+
+def test_fallback_report_reads_hosts_as_the_report_play_would(tmp_path):
+    """Every host stopped before the report play (any_errors_fatal): the callback's own report
+    reads the same inputs as the report play's filter (gds_rdma_bench_results included) and judges
+    with the report play's required areas and check variables (here from the inventory)."""
+    import sys
+
+    import yaml
+    from conftest import run_playbook_json
+    inventory = {"all": {"hosts": {"bad": {}, "good": {}}, "vars": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable, "gds_report_metrics_dir": "",
+        "gds_report_required_areas": ["rdma"],
+        "gds_report_check_vars": "^(gds|site)_[a-z0-9_]*checks$"}}}
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    (tmp_path / "play.yml").write_text(FAILING_PLAY)
+    rc, _, proc = run_playbook_json(tmp_path / "hosts.yml", tmp_path / "play.yml", timeout=600,
+                                    env={"GDS_REPORTS_DIR": str(tmp_path / "reports"), "GDS_RUN_ID": "run-9"})
+    assert rc != 0 and "the report play did not run" in proc.stderr, proc.stderr[-2000:]
+    good = json.loads((tmp_path / "reports" / "run-9" / "good.json").read_text())
+    names = [c["name"] for c in good["checks"]]
+    assert good["rdma_bench"] == [{"nic": "mlx5_0", "port": 1, "test": "ib_write_bw", "memory": "host", "gbps": 390.0}]
+    assert "site: rack" in names and "rdma: bench mlx5_0" in names
+    assert "bench: measured" not in names and "rdma: measured" not in names and good["verdict"] == "PASS"

@@ -122,6 +122,7 @@ def test_idle_gen1_then_gen5_under_load_passes():
     checks, health = run_health(fake)
     link = checks["pcie: link %s under load" % GPU]
     assert link["verdict"] == "PASS" and "5" in str(link["actual"]) and "16" in str(link["actual"])
+    assert link["bdf"] == GPU and link["under_load"] is True  # what the report matches it by
     load = health.gpu_load()[GPU]
     assert (load["first_gen"], load["max_gen_seen"], load["max_gen"], load["samples"]) == (1, 5, 5, 4)
     assert fake.shutdown

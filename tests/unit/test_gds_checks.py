@@ -297,3 +297,30 @@ def test_filter_plugin_loads_module_utils_by_path(monkeypatch):
     with pytest.raises(AnsibleFilterError, match="gds_pcie_acs_setpci: 'setpci --version'"):
         filters["gds_unit_exec"]("setpci --version", "gds_pcie_acs_setpci")
     assert filters["gds_unit_exec"]("/usr/sbin/setpci") == "/usr/sbin/setpci"
+
+
+def test_host_verdict():
+    from ansible.module_utils.gds_checks import host_verdict
+    assert host_verdict(["PASS", "WARN", "SKIP"]) == "PASS"
+    assert host_verdict(["PASS", "FAIL", "WARN"]) == "FAIL"
+    assert host_verdict(["FAIL", "ERROR"]) == "ERROR"
+    assert host_verdict(["UNREACHABLE"]) == "UNREACHABLE"
+    assert host_verdict(["BOGUS", "ERROR"]) == "ERROR"  # what is no verdict does not hide one
+
+
+def test_one_verdict_list_and_one_order_everywhere():
+    """gds_checks holds the verdicts and their order; the report, the metrics and the fleet page
+    use those, not copies (one home per rule)."""
+    from ansible.module_utils import gds_checks, gds_metrics, gds_report, gds_thresholds
+    assert gds_report.VERDICTS is gds_checks.VERDICTS and gds_metrics.VERDICTS is gds_checks.VERDICTS
+    assert gds_report.host_verdict is gds_checks.host_verdict
+    assert not hasattr(gds_thresholds, "host_verdict")
+    assert gds_checks.SEVERITY == ("SKIP", "PASS", "WARN", "FAIL", "ERROR", "UNREACHABLE")
+    assert list(gds_report.FLEET_ORDER) == ["UNREACHABLE", "ERROR", "FAIL", "WARN", "PASS"]
+    assert gds_metrics.area_verdicts([{"name": "a: 1", "verdict": "FAIL"}, {"name": "a: 2", "verdict": "UNREACHABLE"},
+                                      {"name": "b: 1", "verdict": "SKIP"}, {"name": "b: 2", "verdict": "PASS"}]) == \
+        {"a": "UNREACHABLE", "b": "PASS"}
+    with pytest.raises(ValueError, match="verdict"):
+        gds_checks.check("x: y", "MAYBE", 1, 1)
+    assert gds_checks.check("pcie: link 0000:01:00.0", "PASS", 1, 1, bdf="0000:01:00.0", unit=None) == {
+        "name": "pcie: link 0000:01:00.0", "verdict": "PASS", "expected": 1, "actual": 1, "bdf": "0000:01:00.0"}

@@ -14,6 +14,7 @@ import pytest
 from ansible.module_utils.gds_metrics import commission_metrics, drift_metrics, escape_label
 from ansible.module_utils.gds_report import build_report, host_document
 from conftest import run_module
+from hostile import HOSTILE, parse_exposition
 
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(not PROMTOOL, reason="promtool is not installed (Debian's prometheus package; "
@@ -201,3 +202,67 @@ def test_node_exporter_serves_both_textfiles(tmp_path):
     assert value(page, "gds_commission_drift_item", setting='acs \\"0000:39:02.0\\"') == 1
     served = {name for name, _, _ in samples(page) if name.startswith("gds_commission_")}
     assert served == {name for name, _, _ in samples(commission_metrics(host_doc(), 0) + drift)}
+
+
+# ---- hostile input ---------------------------------------------------------------------------
+def hostile_doc():
+    """A host document whose every label value is hostile, with figures no float64 holds."""
+    checks = [{"name": "bench: %s seq_read: %s" % (text, text), "verdict": "PASS", "expected": text, "actual": 1.0 + i,
+               "low": 0.5, "reference": 2.0, "unit": text} for i, text in enumerate(HOSTILE)]
+    checks += [{"name": "%s: x" % text, "verdict": "WARN", "expected": 1, "actual": 2} for text in HOSTILE[:5]]
+    checks += [{"name": "bench: huge: bytes", "verdict": "PASS", "expected": 1, "actual": 10 ** 400, "low": 1,
+                "reference": -(10 ** 400)},
+               {"name": "bench: huger: bytes", "verdict": "PASS", "expected": 1, "actual": 10 ** 5000, "high": 1e300},
+               {"name": "bench: inf: iops", "verdict": "PASS", "expected": 1, "actual": float("inf"), "low": float("nan")}]
+    data = {"checks": checks, "arrays": [{"device": text, "mount": "/%s" % text} for text in HOSTILE],
+            "bench": [{"name": "%s seq_read" % text, "cmd": ["gdsbench", "-D", "/%s/x" % text, "-d", text]} for text in HOSTILE]}
+    return host_document("node1", data, {})
+
+
+def test_hostile_label_values_pass_a_strict_parser_and_promtool():
+    text = commission_metrics(hostile_doc(), 1795000000.0)
+    drift = drift_metrics({"drifted": True, "items": [{"setting": t, "expected": t, "actual": t} for t in HOSTILE]}, 0)
+    for textfile in (text, drift):
+        parse_exposition(textfile)
+        if PROMTOOL:
+            rc, out = promtool_check(textfile)
+            assert rc == 0 and not out.strip(), out
+    series = parse_exposition(text)
+    jobs = {dict(k[1])["bench_job"] for k in series if k[0] == "gds_commission_bench_value"}
+    assert "esc \\x1b[31mred\\x1b[0m seq_read" in jobs and "nul \\x00 byte seq_read" in jobs
+    assert "undecodable \ufffd\ufffd bytes seq_read" in jobs  # bytes that were not UTF-8: U+FFFD
+    assert 'quotes " \' ` &quot; seq_read' in jobs and "label {braces} a=\"x\",b=\"y\"} # HELP seq_read" in jobs
+    assert max(len(job) for job in jobs) <= 1024  # a long value is cut, distinct values stay distinct
+    # every hostile job, and "inf" (+Inf is a float64); "huge" and "huger" hold none: left out, counted
+    assert len(jobs) == len(HOSTILE) + 1 and "huge" not in jobs
+    assert series[("gds_commission_skipped_samples", ())] == 2
+    areas = {dict(k[1])["area"] for k in series if k[0] == "gds_commission_checks"}
+    assert "esc \\x1b[31mred\\x1b[0m" in areas
+
+
+def test_a_figure_beyond_float64_skips_that_sample_only():
+    """10**400 is a number Python holds and Prometheus cannot (every value is a float64): that one
+    sample is left out and counted, and the rest of the file stands."""
+    doc = host_doc()
+    doc["checks"].append({"name": "bench: raid1 seq_read: bytes", "verdict": "PASS", "expected": 1,
+                          "actual": 10 ** 400, "low": 1, "reference": -(10 ** 400)})
+    text = commission_metrics(doc, 0)
+    series = parse_exposition(text)
+    assert series[("gds_commission_skipped_samples", ())] == 2
+    assert value(text, "gds_commission_bench_value", bench_job="raid1 seq_read", metric="throughput_gib_s") == 5.6
+    assert value(text, "gds_commission_bench_threshold_low", bench_job="raid1 seq_read", metric="bytes") == 1
+    assert value(text, "gds_commission_bench_pass", bench_job="raid1 seq_read", metric="bytes") == 1
+    assert not [k for k in series if k[0] == "gds_commission_bench_value" and dict(k[1])["metric"] == "bytes"]
+    if PROMTOOL:
+        rc, out = promtool_check(text)
+        assert rc == 0 and not out.strip(), out
+    assert "skipped_samples" not in commission_metrics(host_doc(), 0)  # only when something was left out
+
+
+def test_drift_items_counts_exactly_what_it_writes():
+    entry = {"drifted": True, "items": [{"setting": "a"}, {"setting": "a"}, "bare", {"no": "setting"}, 7]}
+    text = drift_metrics(entry, 0)
+    series = parse_exposition(text)
+    written = sorted(dict(k[1])["setting"] for k in series if k[0] == "gds_commission_drift_item")
+    assert written == ["", "7", "a", "bare"]
+    assert series[("gds_commission_drift_items", ())] == len(written)

@@ -1,16 +1,27 @@
-"""Report documents: summary.json schema, JUnit XML, self-contained HTML, drift.json."""
+"""Report documents: summary.json schema, JUnit XML, self-contained HTML, drift.json; host names
+as file names and hostile strings through every writer."""
 import json
 import os
+import re
+import shutil
+import subprocess
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
 import jsonschema
 import pytest
 
+from ansible.module_utils import gds_report
+from ansible.module_utils.gds_checks import VERDICTS
+from ansible.module_utils.gds_health import link_checks
 from ansible.module_utils.gds_report import (
-    bar_chart, drift_document, host_document, junit, render_html, summary, write_run,
+    bar_chart, build_report, drift_document, host_document, host_file_name, json_ready, junit, render_html, summary,
+    write_run,
 )
 from conftest import ROOT, run_module
+from hostile import HOSTILE, parse_exposition, strict_json
+
+PROMTOOL = shutil.which("promtool")
 
 SCHEMAS = os.path.join(ROOT, "roles", "gds_report", "files")
 
@@ -124,12 +135,13 @@ def test_module_writes_reports_and_lists_not_pass(tmp_path):
                                            "junit.xml", "report.html", "summary.json"]
 
 
-def test_module_fails_cleanly_on_a_garbled_state_file(tmp_path):
+@pytest.mark.parametrize("text", ["{not json", "[]", '{"hosts": []}', '{"hosts": {"a": "x"}}', '{"drift": "x"}'])
+def test_module_fails_cleanly_on_a_garbled_state_file(tmp_path, text):
     state = tmp_path / "state.json"
-    state.write_text("{not json")
+    state.write_text(text)
     rc, result = run_module("gds_report", {"reports_dir": str(tmp_path), "run_id": "r", "all_hosts": ["a"],
                                            "active_hosts": ["a"], "state_file": str(state)})
-    assert rc != 0 and str(state) in result["msg"]
+    assert rc != 0 and str(state) in result["msg"] and "Traceback" not in result["msg"]
 
 
 def test_concurrent_writers_switch_latest_without_collisions(tmp_path):
@@ -211,7 +223,9 @@ def _slow_rows(page):
     ("0000:00:02.0", (1, 8.0), "root port 0000:00:02.0 x1 of x4"),
 ])
 def test_degraded_hop_is_named_and_highlighted(bdf, slow, text):
-    doc = host_document("h", {"checks": [{"name": "acs: x", "verdict": "PASS"}], "topology": link_topology(bdf, slow)}, {})
+    topo = link_topology(bdf, slow)
+    checks = [{"name": "acs: x", "verdict": "PASS"}] + link_checks(topo["pcie_links"])
+    doc = host_document("h", {"checks": checks, "topology": topo}, {})
     links = {link["bdf"]: link for link in doc["pcie_links"]}
     assert links[bdf]["slow"] == text and links[bdf]["verdict"] == "FAIL"
     assert all(link["slow"] is None and link["verdict"] == "PASS" for b, link in links.items() if b != bdf)
@@ -246,8 +260,9 @@ def test_link_table_per_group_from_root_port_down():
 def test_link_verdict_comes_from_its_check_and_idle_gpu_speed_is_not_a_failure():
     topo = link_topology("0000:03:00.0", (16, 2.5))  # GPU idle at Gen1, full width
     checks = [{"name": "pcie: link 0000:02:01.0", "verdict": "WARN", "expected": "x4", "actual": "unknown",
-               "detail": "current_link_width unreadable"},
+               "detail": "current_link_width unreadable", "bdf": "0000:02:01.0"},
               {"name": "nvme: health nvme0n1", "verdict": "PASS", "expected": "no warning", "actual": "none"}]
+    checks += link_checks(topo["pcie_links"])  # the first check of a link judges it
     doc = host_document("h", {"checks": checks, "topology": topo}, {})
     links = {link["bdf"]: link for link in doc["pcie_links"]}
     assert links["0000:03:00.0"]["verdict"] == "PASS" and links["0000:03:00.0"]["slow"] is None
@@ -255,7 +270,8 @@ def test_link_verdict_comes_from_its_check_and_idle_gpu_speed_is_not_a_failure()
     assert links["0000:02:01.0"]["verdict"] == "WARN" and "unreadable" in links["0000:02:01.0"]["detail"]
     # the same GPU judged under load and slow there: FAIL, the check's words
     load = {"name": "pcie: link 0000:03:00.0 under load", "verdict": "FAIL", "expected": "Gen4 x16",
-            "actual": "Gen1 x16", "detail": "GPU 0000:03:00.0 at most Gen1 under load (Gen4 supported)"}
+            "actual": "Gen1 x16", "detail": "GPU 0000:03:00.0 at most Gen1 under load (Gen4 supported)",
+            "bdf": "0000:03:00.0", "under_load": True}
     doc = host_document("h", {"checks": checks + [load], "topology": topo}, {})
     gpu = [link for link in doc["pcie_links"] if link["bdf"] == "0000:03:00.0"][0]
     assert gpu["verdict"] == "FAIL" and gpu["slow"] == load["detail"]
@@ -266,9 +282,10 @@ def test_link_verdict_comes_from_its_check_and_idle_gpu_speed_is_not_a_failure()
 
 def test_unknown_link_values_warn_and_render():
     topo = link_topology()
-    topo["pcie_links"][0].update(current_width=0, current_speed_gts=None, degraded=None,
+    topo["pcie_links"][0].update(current_width=None, current_speed_gts=None, degraded=None,
                                  problem="0000:00:01.0/current_link_speed: Unknown")
-    doc = host_document("h", {"checks": [{"name": "acs: x", "verdict": "PASS"}], "topology": topo}, {})
+    checks = [{"name": "acs: x", "verdict": "PASS"}] + link_checks(topo["pcie_links"])
+    doc = host_document("h", {"checks": checks, "topology": topo}, {})
     assert doc["pcie_links"][0]["verdict"] == "WARN" and "Unknown" in doc["pcie_links"][0]["detail"]
     page = render_html(summary("r", "s", "f", {"h": doc}), {"h": doc})
     assert "x? ? GT/s" in page and _slow_rows(page) == []
@@ -278,3 +295,234 @@ def test_no_links_no_table():
     doc = host_document("h", {"checks": [{"name": "acs: x", "verdict": "PASS"}], "topology": {"groups": []}}, {})
     assert "pcie_links" not in doc
     assert "PCIe links" not in render_html(summary("r", "s", "f", {"h": doc}), {"h": doc})
+
+
+def test_link_checks_carry_their_bdf():
+    topo = link_topology()
+    assert [c["bdf"] for c in link_checks(topo["pcie_links"])] == [link["bdf"] for link in topo["pcie_links"]]
+
+
+def test_the_report_judges_no_link_itself_and_reads_no_check_name():
+    """A link's verdict is its check's, found by the check's ``bdf``: a degraded link without a
+    check is SKIP (not judged a second time), and a check is matched by its bdf, not its name."""
+    topo = link_topology("0000:04:00.0", (2, 16.0))
+    doc = host_document("h", {"checks": [{"name": "acs: x", "verdict": "PASS"}], "topology": topo}, {})
+    nvme = [link for link in doc["pcie_links"] if link["bdf"] == "0000:04:00.0"][0]
+    assert nvme["verdict"] == "SKIP" and nvme["slow"] is None and "no pcie: link check" in nvme["detail"]
+    renamed = [dict(c, name="pcie: the drive's link") for c in link_checks(topo["pcie_links"])]
+    doc = host_document("h", {"checks": renamed, "topology": topo}, {})
+    nvme = [link for link in doc["pcie_links"] if link["bdf"] == "0000:04:00.0"][0]
+    assert nvme["verdict"] == "FAIL" and nvme["slow"] == "NVMe controller 0000:04:00.0 x2 of x4"
+    # a check named like a link check but without a bdf judges nothing
+    fake = {"name": "pcie: link 0000:04:00.0", "verdict": "PASS", "expected": 1, "actual": 1}
+    doc = host_document("h", {"checks": [fake], "topology": topo}, {})
+    assert [link["verdict"] for link in doc["pcie_links"] if link["bdf"] == "0000:04:00.0"] == ["SKIP"]
+
+
+# ---- hostile input: host names as file names, every writer's escaping -------------------------
+HOST_NAMES = ["sim-a100", "rack1/sim-a100", "../../outside", "a/../../../b", "..", ".", ".hidden", "x" * 300,
+              "x" * 300 + "y", "gpu+01", "gpu=01", "gpu_01", "gpu%2B01", "summary", "Summary", "junit", "drift",
+              "gpu 01", "gpu\x1b01", "gpu\x0001", "gpu\udcff01", "g\u00e9pu", "", "-", "~", "a~b", "latest",
+              "/etc/passwd", "C:\\x", "name.with.dots", "x" * 150, "x" * 151]
+
+
+def test_host_names_map_to_plain_unique_file_names():
+    stems = [host_file_name(host) for host in HOST_NAMES]
+    assert len(set(stems)) == len(stems)  # never two hosts in one file
+    for host, stem in zip(HOST_NAMES, stems):
+        assert re.fullmatch(r"[A-Za-z0-9_%~-][A-Za-z0-9._%~-]*", stem) and len(stem) <= 150, (host, stem)
+        assert stem.lower() not in ("summary", "junit", "report", "drift")
+    # a plain name keeps its own name, an odd one is percent-encoded (reversibly)
+    assert host_file_name("sim-a100") == "sim-a100" and host_file_name("name.with.dots") == "name.with.dots"
+    assert host_file_name("rack1/sim-a100") == "rack1%2Fsim-a100"
+    assert (host_file_name("gpu+01"), host_file_name("gpu=01")) == ("gpu%2B01", "gpu%3D01")
+    assert host_file_name("x" * 150) == "x" * 150 and host_file_name("x" * 151).startswith("x" * 100)
+
+
+def _files_under(path):
+    return sorted(os.path.relpath(os.path.join(d, f), path) for d, _, fs in os.walk(path) for f in fs)
+
+
+def test_module_writes_every_host_inside_reports_dir(tmp_path):
+    """Odd inventory names (a path, ../, 300 characters, control characters) each get their own
+    HOST.json, HOST.prom and history file inside reports_dir, and latest is set."""
+    reports = tmp_path / "deep" / "reports"
+    hosts = {host: {"checks": [{"name": "bench: j: throughput_gib_s", "verdict": "PASS", "expected": ">= 1",
+                                "actual": 2.0 + i, "low": 1.0, "unit": "GiB/s"}]}
+             for i, host in enumerate(HOST_NAMES)}
+    rc, result = run_module("gds_report", {"reports_dir": str(reports), "run_id": "r1", "hosts": hosts,
+                                           "all_hosts": HOST_NAMES, "active_hosts": HOST_NAMES})
+    assert rc == 0, result
+    assert os.readlink(reports / "latest") == "r1"
+    assert [p for p in _files_under(tmp_path) if not p.startswith(os.path.join("deep", "reports") + os.sep)] == []
+    run = reports / "r1"
+    assert len([n for n in os.listdir(run) if n.endswith(".json")]) == len(HOST_NAMES) + 1  # + summary.json
+    assert len(os.listdir(reports / "history")) == len(HOST_NAMES) == len(result["history"])
+    for host in HOST_NAMES:
+        doc = strict_json((run / (host_file_name(host) + ".json")).read_bytes())
+        assert doc["host"] == json_ready(host)  # a byte that was not UTF-8 as \\xNN
+    summ = strict_json((run / "summary.json").read_bytes())
+    assert len(summ["hosts"]) == len(HOST_NAMES) and summ["counts"]["PASS"] == len(HOST_NAMES)
+
+
+@pytest.mark.parametrize("run_id", ["../escape", "a/b", "..", ".", ".hidden", "latest", "history", "x" * 300, "", "r\n1"])
+def test_a_run_id_that_is_no_plain_name_fails_naming_it(tmp_path, run_id):
+    rc, result = run_module("gds_report", {"reports_dir": str(tmp_path / "reports"), "run_id": run_id,
+                                           "all_hosts": ["a"], "active_hosts": ["a"]})
+    assert rc != 0 and result["msg"].startswith("run_id: ") and "Traceback" not in result["msg"]
+    assert _files_under(tmp_path) == []
+    with pytest.raises(ValueError, match="run id"):
+        write_run(str(tmp_path / "reports"), run_id, {"summary.json": "{}"})
+    with pytest.raises(ValueError, match="file name"):
+        write_run(str(tmp_path / "reports"), "r1", {"../x.json": "{}"})
+    assert _files_under(tmp_path) == []
+
+
+def test_hosts_whose_names_differ_in_odd_characters_keep_their_own_history(tmp_path):
+    """gpu+01 and gpu=01 once shared history/gpu_01.json: each was compared with the other's
+    figures. Each keeps its own, and a file that names another host is not read as this one's."""
+    def run(run_id, figures):
+        hosts = {h: {"checks": [{"name": "bench: j: throughput_gib_s", "verdict": "PASS", "expected": ">= 1",
+                                 "actual": v, "low": 1.0, "unit": "GiB/s"}]} for h, v in figures.items()}
+        rc, result = run_module("gds_report", {"reports_dir": str(tmp_path), "run_id": run_id, "hosts": hosts,
+                                               "all_hosts": list(figures), "active_hosts": list(figures)})
+        assert rc == 0, result
+        summ = strict_json((tmp_path / run_id / "summary.json").read_bytes())
+        return {h: {c["name"]: c for c in summ["hosts"][json_ready(h)]["checks"]} for h in figures}
+    figures = {"gpu+01": 10.0, "gpu=01": 5.0, "gpu\udcff01": 7.0}  # the last: a byte that is not UTF-8
+    run("r1", figures)
+    checks = run("r2", figures)
+    for host, before in figures.items():
+        assert checks[host]["history: j: throughput_gib_s"]["verdict"] == "PASS"
+        assert checks[host]["history: j: throughput_gib_s"]["reference"] == before
+        assert "history: record" not in checks[host]
+    assert sorted(os.listdir(tmp_path / "history")) == ["gpu%2B01.json", "gpu%3D01.json", "gpu%ED%B3%BF01.json"]
+    # a history file of another host under this host's name (copied by hand): not this host's figures
+    (tmp_path / "history" / "gpu%3D01.json").write_text((tmp_path / "history" / "gpu%2B01.json").read_text())
+    checks = run("r3", {"gpu=01": 5.0})
+    assert "history: j: throughput_gib_s" not in checks["gpu=01"]
+    assert "gpu+01" in checks["gpu=01"]["history: record"]["detail"]
+
+
+def hostile_hosts():
+    """Two hosts whose every string a writer shows is hostile: check names, details, expected
+    and actual values, units, mount points, job names, topology names, platform."""
+    checks = []
+    for i, text in enumerate(HOSTILE):
+        checks.append({"name": "bench: %s: throughput_gib_s" % text, "verdict": "WARN", "expected": text,
+                       "actual": 1.0 + i, "low": 0.5, "unit": text, "detail": text})
+        checks.append({"name": "netfs: %s" % text, "verdict": ["PASS", "FAIL", "SKIP", "ERROR"][i % 4],
+                       "expected": text, "actual": {text: [text]}, "detail": text})
+    checks += [{"name": "bench: huge: bytes", "verdict": "PASS", "expected": 10 ** 400, "actual": 10 ** 400, "low": 1},
+               {"name": "bench: nan: iops", "verdict": "PASS", "expected": 1, "actual": float("nan"), "low": 1.0,
+                "high": float("inf")},
+               {"name": text_name(), "verdict": "\x1b[31mPASS", "expected": None, "actual": None}, "not a check", None]
+    topo = {"gpus": [{"index": 0, "bdf": HOSTILE[7]}], "nvme": [{"name": HOSTILE[0], "bdf": HOSTILE[1], "system": False}],
+            "groups": [{"id": HOSTILE[8], "gpus": [0], "nvme": [HOSTILE[0]], "nics": [HOSTILE[9]], "link": HOSTILE[2]}],
+            "pcie_links": [{"bdf": HOSTILE[4], "kind": "nvme", "upstream": None, "current_width": 2, "expected_width": 4,
+                            "degraded": True, "problem": HOSTILE[0]}]}
+    data = {"checks": checks + [{"name": "pcie: link x", "verdict": "FAIL", "expected": 4, "actual": 2,
+                                 "detail": HOSTILE[3], "bdf": HOSTILE[4]}],
+            "topology": topo, "platform": {"kernel": HOSTILE[5]},
+            "arrays": [{"mount": text, "device": text, "members": [HOSTILE[0]]} for text in HOSTILE[:6]],
+            "bench": [{"name": text, "cmd": ["gdsbench", "-D", text], "record": {"path": {"mode": text}}} for text in HOSTILE[:4]],
+            "rdma_bench": [{"nic": text, "port": 1, "test": text, "memory": "host", "gbps": 1.0, "reason": text}
+                           for text in HOSTILE[:4]]}
+    return {"esc\x1b[2Jhost": data, "<b>host</b>\"'": data}
+
+
+def text_name():
+    return "gpu: " + "".join(HOSTILE[:6])
+
+
+def test_hostile_strings_through_every_writer(tmp_path):
+    hosts = hostile_hosts()
+    states = {h: {} for h in hosts}
+    files, result = build_report("r1", "2026-01-01T00:00:00+00:00", "2026-01-01T01:00:00+00:00", "commission",
+                                 hosts, list(hosts), states, history={"runs": {}})
+    run_dir = write_run(str(tmp_path), "r1", files)
+    raw = {name: (tmp_path / "r1" / name).read_bytes() for name in os.listdir(run_dir)}
+    for data in raw.values():
+        data.decode("utf-8")  # strict: every file is UTF-8
+    # JSON: strict (no NaN, no lone surrogate); the hostile text kept, bytes that were not UTF-8 as \xNN
+    summ = strict_json(raw["summary.json"])
+    host = summ["hosts"]["esc\x1b[2Jhost"]
+    names = [c["name"] for c in host["checks"]]
+    assert "netfs: esc \x1b[31mred\x1b[0m" in names and "netfs: undecodable \\xff\\x80 bytes" in names
+    assert [c for c in host["checks"] if c["name"] == "bench: nan: iops"][0]["actual"] == "NaN"
+    assert "host: check record" in names and all(c["verdict"] in VERDICTS for c in host["checks"])
+    for host_name in hosts:
+        strict_json(raw[host_file_name(host_name) + ".json"])
+    # JUnit: a strict XML parser reads it; control characters shown as escapes
+    root = ET.fromstring(raw["junit.xml"])
+    suite = [s for s in root.iter("testsuite") if s.get("name") == "esc\\x1b[2Jhost"][0]
+    case_names = [c.get("name") for c in suite.iter("testcase")]
+    assert "netfs: esc \\x1b[31mred\\x1b[0m" in case_names and "netfs: nul \\x00 byte" in case_names
+    assert "netfs: cdata ]]> end" in case_names and "netfs: <script>alert(1)</script>" in case_names
+    # HTML: no markup of the data's own (one script, ours; no event handler; no tag from the data)
+    page = raw["report.html"].decode("utf-8")
+    parser = _Strict()
+    parser.feed(page)
+    parser.close()
+    assert parser.tags.count("script") == 1 and parser.handlers == [] and parser.external == []
+    assert not {"img", "b", "textarea"} & set(parser.tags)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "\x1b" not in page and "\x00" not in page
+    assert "esc \\x1b[31mred\\x1b[0m" in page
+    # Prometheus: the strict parser reads every textfile; the sample beyond a float64 is left out, counted
+    for host_name in hosts:
+        series = parse_exposition(raw[host_file_name(host_name) + ".prom"].decode("utf-8"))
+        assert series[("gds_commission_skipped_samples", ())] >= 1
+        assert series[("gds_commission_verdict", (("verdict", "ERROR"),))] == 1
+        assert len([k for k in series if k[0] == "gds_commission_bench_value"]) >= len(HOSTILE)
+    if PROMTOOL:
+        for host_name in hosts:
+            proc = subprocess.run([PROMTOOL, "check", "metrics"], input=raw[host_file_name(host_name) + ".prom"],
+                                  capture_output=True, timeout=60)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+    # history: the hostile figures are kept only where they are numbers a float holds
+    assert all(isinstance(v, float) for h in result["history"].values() for run in h for v in run["values"].values())
+
+
+def test_hostile_drift_document_and_textfile(tmp_path):
+    drift = {"a": [{"setting": text, "expected": text, "actual": text} for text in HOSTILE] + ["a bare string", 7],
+             "b": "not a list"}
+    files, result = build_report("r1", "s", "2026-01-01T01:00:00+00:00", "drift", {}, ["a", "b"], {}, drift=drift)
+    write_run(str(tmp_path), "r1", files)
+    doc = strict_json((tmp_path / "r1" / "drift.json").read_bytes())
+    jsonschema.validate(doc, schema("drift.schema.json"))
+    assert doc["hosts"]["b"]["items"] == [{"setting": "not a list", "expected": None, "actual": None}]
+    assert doc["hosts"]["b"]["drifted"] is True
+    series = parse_exposition(files["a.drift.prom"])
+    written = [k for k in series if k[0] == "gds_commission_drift_item"]
+    # drift_items counts exactly the settings it writes
+    assert series[("gds_commission_drift_items", ())] == len(written) == len(HOSTILE) + 2
+    series = parse_exposition(files["b.drift.prom"])
+    assert series[("gds_commission_drift_items", ())] == 1
+
+
+class _Strict(HTMLParser):
+    """Tags, event-handler attributes and fetched addresses of a page."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags, self.handlers, self.external = [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        for key, value in attrs:
+            if key.startswith("on"):
+                self.handlers.append((tag, key))
+            if key in ("src", "href") and value and not value.startswith("#"):
+                self.external.append(value)
+
+
+def test_report_inputs_have_one_home():
+    """The report play's filter and the callback's own report read hosts through the same map;
+    the role's defaults are the map's."""
+    import yaml
+    with open(os.path.join(ROOT, "roles", "gds_report", "defaults", "main.yml")) as handle:
+        defaults = yaml.safe_load(handle)
+    assert defaults["gds_report_check_vars"] == gds_report.CHECK_VARS
+    assert defaults["gds_report_required_areas"] == list(gds_report.REQUIRED_AREAS)
+    assert set(gds_report.REPORT_VARS.values()) | set(gds_report.REPORT_FACTS.values()) == {
+        "arrays", "bench", "rdma_bench", "topology", "platform"}

@@ -2,7 +2,7 @@
 import pytest
 
 from ansible.module_utils.gds_thresholds import (
-    ThresholdError, evaluate, evaluate_all, host_verdict, path_check,
+    ThresholdError, evaluate, evaluate_all, path_check,
 )
 
 
@@ -46,9 +46,3 @@ def test_compat_fallback_fails_whatever_the_throughput():
     assert path_check(dict(record, path={"mode": "compat"}), 5, "compat")["verdict"] == "PASS"
     assert path_check(record, 1, "nvfs") is None  # CPU transfer types take no GPU path
 
-
-def test_host_verdict():
-    assert host_verdict(["PASS", "WARN", "SKIP"]) == "PASS"
-    assert host_verdict(["PASS", "FAIL", "WARN"]) == "FAIL"
-    assert host_verdict(["FAIL", "ERROR"]) == "ERROR"
-    assert host_verdict(["UNREACHABLE"]) == "UNREACHABLE"
