@@ -66,16 +66,9 @@ def undecodable_files():
     return list(_UNDECODABLE)
 
 
-def _escape_char(match):
-    code = ord(match.group(0))
-    # U+DC80..U+DCFF is surrogateescape's byte 0x80..0xFF; any other lone surrogate is shown as
-    # the code point it is
-    return "\\x%02x" % (code - 0xDC00) if 0xDC80 <= code <= 0xDCFF else "\\u%04x" % code
-
-
 def escape_surrogates(text):
     """``text`` as valid UTF-8: each lone surrogate escaped (``\\xff`` for the byte 0xFF)."""
-    return _SURROGATE.sub(_escape_char, text)
+    return _SURROGATE.sub(_escaped, text)
 
 
 def json_safe(value, where="", fields=None):
@@ -198,7 +191,6 @@ def backup_copy(path):
 # controls, lone surrogates (bytes that were not UTF-8, see decode) and U+FFFE/U+FFFF. XML 1.0
 # forbids most of them, UTF-8 cannot hold a surrogate, and terminals act on ESC.
 _UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _escaped(match):
@@ -220,4 +212,4 @@ def printable(value, controls=True):
         text = "(an integer of %d bits)" % value.bit_length()  # str() refuses over 4300 digits
     else:
         text = str(value)
-    return (_UNPRINTABLE if controls else _LONE_SURROGATE).sub(_escaped, text)
+    return (_UNPRINTABLE if controls else _SURROGATE).sub(_escaped, text)

@@ -19,10 +19,11 @@ import json
 import os
 import re
 
+from ansible.module_utils.gds_checks import FAILING, VERDICTS
+
 REASON_MAX = 200
-BAD_VERDICTS = ("UNREACHABLE", "ERROR", "FAIL")
-# host verdicts summary.json may hold (gds_report.VERDICTS); only PASS and WARN resume a node
-VERDICTS = ("PASS", "WARN", "FAIL", "SKIP", "ERROR", "UNREACHABLE")
+# host verdicts summary.json may hold; only PASS and WARN resume a node
+BAD_VERDICTS = FAILING
 GOOD_VERDICTS = ("PASS", "WARN")
 DRIFT_TAG = "drift:"
 # a Slurm node name, one node: no hostlist brackets, commas, spaces or '=' (scontrol would act
