@@ -30,8 +30,8 @@ options:
     default: /sys
   procfs_root:
     description:
-      - Where procfs is mounted. Only read when I(bridges) is empty, to tell the system drives
-        (whose bridges are left alone) from the data drives.
+      - Where procfs is mounted. Only read when I(bridges) is empty and I(topology_bridges) not
+        given, to tell the system drives (whose bridges are left alone) from the data drives.
     type: path
     default: /proc
   state:
@@ -47,11 +47,19 @@ options:
     description:
       - PCI addresses (C(DDDD:BB:DD.F)) of the bridges to act on.
       - Empty (the default) means the bridges above GPUs, data NVMe drives and RDMA NICs that have
-        an ACS capability, as C(gds_topology) reports them; the C(pcie_acs) role passes those.
+        an ACS capability (or whose ACS state could not be read), from I(topology_bridges) or, without
+        them, from reading the topology as C(gds_topology) does.
       - A bridge without an ACS capability is reported with null values and left alone.
     type: list
     elements: str
     default: []
+  topology_bridges:
+    description:
+      - The C(bridges) of the C(gds_topology) facts, which the C(pcie_acs) role passes
+        (C(ansible_facts['gds_topology']['bridges'])). With I(bridges) empty the module takes its
+        scope from them instead of reading the topology again.
+    type: list
+    elements: dict
   allow_with_vfio:
     description:
       - Change ACS even though devices are bound to vfio-pci. Without ACS, devices below one
@@ -74,10 +82,10 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Disable ACS on the bridges between GPUs, NVMe drives and NICs
+- name: Disable ACS on the bridges between GPUs, NVMe drives and NICs, as gds_topology found them
   pcie_acs:
     state: disabled
-    bridges: "{{ ansible_facts['gds_topology']['bridges'] | rejectattr('acs_cap', 'none') | map(attribute='bdf') | list }}"
+    topology_bridges: "{{ ansible_facts['gds_topology']['bridges'] }}"
 
 - name: Show ACS on two bridges without changing anything
   pcie_acs:
@@ -132,12 +140,14 @@ diff:
   returned: always
   type: dict
 vfio_devices:
-  description: PCI addresses bound to vfio-pci.
+  description: PCI addresses bound to vfio-pci (empty when no bridge is in scope, nothing then being changed).
   returned: always
   type: list
   elements: str
 lockdown:
-  description: Kernel lockdown mode (none, integrity, confidentiality), null when the kernel has none.
+  description:
+    - Kernel lockdown mode (none, integrity, confidentiality), null when the kernel has none or when
+      no bridge is in scope (nothing then being changed).
   returned: always
   type: str
 without_acs:
@@ -154,10 +164,10 @@ written:
 
 from ansible.module_utils.gds_module import GdsModule as AnsibleModule  # results valid UTF-8
 from ansible.module_utils.gds_acs import (
-    LOCKED_DOWN, AcsError, AcsPlan, lockdown_state, vfio_devices,
+    LOCKED_DOWN, AcsError, AcsPlan, bridges_in_scope, lockdown_state, vfio_devices,
 )
 from ansible.module_utils.gds_affinity import discover
-from ansible.module_utils.gds_pci import TopologyError, normalize_bdf
+from ansible.module_utils.gds_pci import TopologyError
 from ansible.module_utils.gds_procfs import ProcfsError
 
 
@@ -168,6 +178,7 @@ def main():
             procfs_root=dict(type="path", default="/proc"),
             state=dict(type="str", default="disabled", choices=["disabled", "enabled", "query"]),
             bridges=dict(type="list", elements="str", default=[]),
+            topology_bridges=dict(type="list", elements="dict"),
             allow_with_vfio=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
@@ -175,25 +186,24 @@ def main():
     params = module.params
     sysfs_root, state = params["sysfs_root"], params["state"]
     result = dict(changed=False, bridges=[], drift=[], diff={}, written=[], without_acs=[],
-                  vfio_devices=vfio_devices(sysfs_root), lockdown=lockdown_state(sysfs_root))
+                  vfio_devices=[], lockdown=None)
 
-    bridges = []
-    for text in params["bridges"]:
-        bdf = normalize_bdf(text)
-        if bdf is None:
-            module.fail_json(msg="bridges: %r is not a PCI address (DDDD:BB:DD.F)" % (text,), **result)
-        if bdf not in bridges:
-            bridges.append(bdf)
-    if not params["bridges"]:
+    topology_bridges = params["topology_bridges"]
+    if not params["bridges"] and topology_bridges is None:
         try:
-            facts, _ = discover(sysfs_root, params["procfs_root"])
+            topology_bridges = discover(sysfs_root, params["procfs_root"])[0]["bridges"]
         except (TopologyError, ProcfsError) as exc:
             module.fail_json(msg="bridges is empty and the topology cannot be read: %s" % exc, **result)
-        # a bridge whose ACS state is unknown stays in scope: reading it fails naming the file
-        bridges = [b["bdf"] for b in facts["bridges"] if b["acs_cap"] is not None or b.get("acs_unknown")]
+    try:
+        scope = bridges_in_scope(params["bridges"], topology_bridges)
+    except AcsError as exc:
+        module.fail_json(msg=str(exc), **result)
+    if not scope:
+        module.exit_json(**result)  # nothing to change, so nothing that could stand in the way
+    result.update(vfio_devices=vfio_devices(sysfs_root), lockdown=lockdown_state(sysfs_root))
 
     try:
-        plan = AcsPlan(sysfs_root, bridges, state)
+        plan = AcsPlan(sysfs_root, scope, state)
     except AcsError as exc:
         module.fail_json(msg=str(exc), **result)
     todo = [e["bdf"] for e in plan.todo]

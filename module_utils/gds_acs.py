@@ -70,6 +70,27 @@ def read_bridge(sysfs_root, bdf):
     return dict(state, bdf=bdf, path=path, port_type=PORT_NAMES.get(port) if port is not None else None)
 
 
+def bridges_in_scope(bridges, topology_bridges):
+    """The PCI addresses whose ACS is set, in order and each once: ``bridges`` (gds_pcie_acs_bridges,
+    normalized) when any are named, else every bridge of ``topology_bridges`` (gds_topology's
+    ``bridges``: those on the paths of the GPUs, data drives and RDMA NICs) that has an ACS
+    capability. A bridge whose ACS state could not be read stays in scope, so that reading it
+    fails naming the file rather than the bridge being left out unseen.
+
+    Raises AcsError naming a bridge that is no PCI address.
+    """
+    if not bridges:
+        return [b["bdf"] for b in topology_bridges or [] if b.get("acs_cap") is not None or b.get("acs_unknown")]
+    scope = []
+    for text in bridges:
+        bdf = normalize_bdf(text)
+        if bdf is None:
+            raise AcsError("bridges: %r is not a PCI address (DDDD:BB:DD.F)" % (text,))
+        if bdf not in scope:
+            scope.append(bdf)
+    return scope
+
+
 def vfio_devices(sysfs_root):
     """BDFs bound to vfio-pci (entries of /sys/bus/pci/drivers/vfio-pci)."""
     path = os.path.join(sysfs_root, "bus", "pci", "drivers", "vfio-pci")

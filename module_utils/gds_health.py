@@ -14,7 +14,9 @@ import os
 
 from ansible.module_utils.gds_checks import check
 from ansible.module_utils.gds_files import backup_copy, write_atomic
-from ansible.module_utils.gds_pci import aer_counters, bdf_key, gen_of_speed, speed_gts, speed_of_gen
+from ansible.module_utils.gds_pci import (
+    AER_FILE_NAMES, aer_counters, bdf_key, gen_of_speed, speed_gts, speed_of_gen,
+)
 
 __all__ = ["speed_gts", "gen_of_speed", "speed_of_gen", "link_checks", "read_aer", "aer_checks",
            "link_state_text", "link_baseline", "BaselineError"]
@@ -24,10 +26,6 @@ PORT_ROLES = {"root_port": "root port", "downstream": "switch downstream port",
 KIND_ROLES = {"gpu": "GPU", "nvme": "NVMe controller", "nic": "NIC"}
 AER_FAIL = ("fatal", "nonfatal", "rootport_fatal", "rootport_nonfatal")
 AER_WARN = ("correctable", "rootport_correctable")
-AER_FILES = {"correctable": "aer_dev_correctable", "nonfatal": "aer_dev_nonfatal",
-             "fatal": "aer_dev_fatal", "rootport_correctable": "aer_rootport_total_err_cor",
-             "rootport_nonfatal": "aer_rootport_total_err_nonfatal",
-             "rootport_fatal": "aer_rootport_total_err_fatal"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -177,7 +175,7 @@ def aer_checks(before, after, correctable_limit):
     for bdf in sorted(set(before) | set(after), key=bdf_key):
         old, new = before.get(bdf) or {}, after.get(bdf) or {}
         deltas = {}
-        for key in AER_FILES:
+        for key in AER_FILE_NAMES:
             if _int(old.get(key)) is not None and _int(new.get(key)) is not None:
                 deltas[key] = new[key] - old[key] if new[key] >= old[key] else new[key]
         name = "pcie: aer %s" % bdf
@@ -185,11 +183,11 @@ def aer_checks(before, after, correctable_limit):
         if not deltas:
             checks.append(check(name, "SKIP", expected, "unknown",
                                 "unknown: no AER counters for %s before and after (no %s: no AER "
-                                "capability or a kernel before 5.7)" % (bdf, AER_FILES["fatal"])))
+                                "capability or a kernel before 5.7)" % (bdf, AER_FILE_NAMES["fatal"])))
             continue
-        actual = ", ".join("%s +%d" % (key, deltas[key]) for key in AER_FILES if key in deltas)
-        failed = ["%s %s +%d" % (bdf, AER_FILES[key], deltas[key]) for key in AER_FAIL if deltas.get(key, 0) > 0]
-        warned = ["%s %s +%d (limit %d)" % (bdf, AER_FILES[key], deltas[key], limit)
+        actual = ", ".join("%s +%d" % (key, deltas[key]) for key in AER_FILE_NAMES if key in deltas)
+        failed = ["%s %s +%d" % (bdf, AER_FILE_NAMES[key], deltas[key]) for key in AER_FAIL if deltas.get(key, 0) > 0]
+        warned = ["%s %s +%d (limit %d)" % (bdf, AER_FILE_NAMES[key], deltas[key], limit)
                   for key in AER_WARN if deltas.get(key, 0) > limit]
         verdict = "FAIL" if failed else "WARN" if warned else "PASS"
         checks.append(check(name, verdict, expected, actual, "; ".join(failed + warned)))

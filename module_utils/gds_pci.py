@@ -56,14 +56,16 @@ def class_rank(cls):
 _SPEED = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*GT/s\b")
 SPEED_GENS = ((2.5, 1), (5.0, 2), (8.0, 3), (16.0, 4), (32.0, 5), (64.0, 6))
 LINK_FILES = ("current_link_speed", "max_link_speed", "current_link_width", "max_link_width")
-# aer_dev_* files and the line that holds their total (drivers/pci/pcie/aer.c), and the root
-# port's totals (one number each)
-AER_DEV_FILES = (("correctable", "aer_dev_correctable", "TOTAL_ERR_COR"),
-                 ("nonfatal", "aer_dev_nonfatal", "TOTAL_ERR_NONFATAL"),
-                 ("fatal", "aer_dev_fatal", "TOTAL_ERR_FATAL"))
-AER_ROOTPORT_FILES = (("rootport_correctable", "aer_rootport_total_err_cor"),
-                      ("rootport_nonfatal", "aer_rootport_total_err_nonfatal"),
-                      ("rootport_fatal", "aer_rootport_total_err_fatal"))
+# The AER counter files of a function (drivers/pci/pcie/aer.c), in report order: the counter's
+# key, the file, and the line of an aer_dev_* file that holds its total (None: a root port's
+# aer_rootport_total_err_* file is one number)
+AER_FILES = (("correctable", "aer_dev_correctable", "TOTAL_ERR_COR"),
+             ("nonfatal", "aer_dev_nonfatal", "TOTAL_ERR_NONFATAL"),
+             ("fatal", "aer_dev_fatal", "TOTAL_ERR_FATAL"),
+             ("rootport_correctable", "aer_rootport_total_err_cor", None),
+             ("rootport_nonfatal", "aer_rootport_total_err_nonfatal", None),
+             ("rootport_fatal", "aer_rootport_total_err_fatal", None))
+AER_FILE_NAMES = dict((key, name) for key, name, _ in AER_FILES)
 
 _BDF = re.compile(r"^([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
 _ROOT_BUS = re.compile(r"^pci([0-9a-f]{4,8}):([0-9a-f]{2})$")
@@ -164,12 +166,7 @@ def aer_counters(sysfs_root, bdf):
     of one function, from /sys/bus/pci/devices/<bdf>; None where the file is missing (no AER
     capability, not a root port) or unreadable."""
     base = os.path.join(sysfs_root, "bus", "pci", "devices", bdf)
-    out = {}
-    for key, name, total in AER_DEV_FILES:
-        out[key] = read_aer_file(os.path.join(base, name), total)
-    for key, name in AER_ROOTPORT_FILES:
-        out[key] = read_aer_file(os.path.join(base, name))
-    return out
+    return dict((key, read_aer_file(os.path.join(base, name), total)) for key, name, total in AER_FILES)
 
 
 # --------------------------------------------------------------------------------------------

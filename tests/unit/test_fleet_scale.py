@@ -203,11 +203,15 @@ REUSE_PLAYS = """
   roles:
     - role: gds_facts
       gds_facts_reuse: {first}
+    - role: gds_netfs
+      gds_netfs_reuse: {first}
 - hosts: all
   gather_facts: false
   roles:
     - role: gds_facts
       gds_facts_reuse: true
+    - role: gds_netfs
+      gds_netfs_reuse: true
 """
 
 
@@ -225,3 +229,50 @@ def test_gds_facts_reuse_keeps_the_facts_of_an_earlier_play(tmp_path, first):
     # the first play reads the facts (reuse or not: nothing was read before it), the second keeps them
     assert len(includes) == 2 and not includes[0].get("skipped") and includes[1].get("skipped")
     assert len(discover) == 1 and discover[0]["ansible_facts"]["gds_topology"]["gpus"]
+    # the same for the audit of the network mounts (bench.yml run alone audits them)
+    audits = [res for name, _, res in task_results(data) if name == "gds_netfs : Audit the network mounts against the NICs of the GPUs"]
+    assert len(audits) == 1 and audits[0]["checks"]
+
+
+# --------------------------------------------------------------------------------------------
+# commission.yml: tune.yml reads the facts, bench.yml keeps them; a tuning step that changed what
+# they describe reads that part again
+# --------------------------------------------------------------------------------------------
+SHOW_TOPOLOGY = {"name": "Show the topology the run ends with", "hosts": "all", "gather_facts": False, "tasks": [
+    {"name": "Topology", "ansible.builtin.debug": {"msg": "{{ ansible_facts['gds_topology'] }}"}}]}
+
+
+def test_commission_reads_the_facts_once_and_again_only_what_tuning_changed(tmp_path):
+    root = simtree.build("dgx-a100", str(tmp_path / "sim" / "node"))
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": {"node": {"gds_root": root}}, "vars": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable, "gds_live": False}}}))
+    # commission.yml without the benchmark itself (it needs the compiled gdsbench): tune.yml, then
+    # bench.yml's play with its facts and network mount roles as bench.yml sets them
+    with open(os.path.join(ROOT, "playbooks", "bench.yml")) as handle:
+        bench = yaml.safe_load(handle)[0]
+    bench["roles"] = [r for r in bench["roles"] if r["role"] != "gds_bench"]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump([
+        {"name": "Tune", "ansible.builtin.import_playbook": os.path.join(ROOT, "playbooks", "tune.yml")},
+        bench, SHOW_TOPOLOGY]))
+
+    def run():
+        rc, data, proc = run_playbook_json(tmp_path / "hosts.yml", tmp_path / "play.yml", timeout=900)
+        assert rc == 0, proc.stdout[-3000:]
+        results = list(task_results(data))
+        count = {name: sum(1 for n, _, res in results if n == name and not res.get("skipped"))
+                 for name in ("gds_facts : Discover the PCIe topology from sysfs",
+                              "gds_facts : Read the platform facts (kernel, IOMMU, drivers, packages, udev)",
+                              "gds_netfs : Audit the network mounts against the NICs of the GPUs")}
+        return count, [res for n, _, res in results if n == "Topology"][0]["msg"]
+
+    # first run: pcie_acs clears ACS and reads the topology again, gds_driver and gds_rdma the
+    # platform; bench.yml's play reads nothing
+    count, topology = run()
+    assert count == {"gds_facts : Discover the PCIe topology from sysfs": 2,
+                     "gds_facts : Read the platform facts (kernel, IOMMU, drivers, packages, udev)": 3,
+                     "gds_netfs : Audit the network mounts against the NICs of the GPUs": 1}, count
+    with_acs = [b for b in topology["bridges"] if b["acs_cap"] is not None]
+    assert with_acs and all(b["acs_ctrl"] == 0 for b in with_acs), "the facts still show ACS before tuning"
+    # second run: nothing changes, so everything is read once
+    count, _ = run()
+    assert set(count.values()) == {1}, count

@@ -12,8 +12,8 @@ import pytest
 import simtree
 
 from ansible.module_utils.gds_acs import (
-    KERNEL_DEFAULT_CTRL, AcsError, AcsPlan, decode, desired_ctrl, lockdown_state, read_bridge,
-    refusal_reason, vfio_devices, write_ctrl,
+    KERNEL_DEFAULT_CTRL, AcsError, AcsPlan, bridges_in_scope, decode, desired_ctrl, lockdown_state,
+    read_bridge, refusal_reason, vfio_devices, write_ctrl,
 )
 from ansible.module_utils.gds_affinity import discover
 
@@ -199,6 +199,42 @@ def test_explicit_bridges_bridge_without_acs_is_left_alone(sim_node, module_runn
     assert result["bridges"][1]["before"] is None and result["written"] == ["0000:04:10.0"]
     assert any("0000:03:00.0" in w for w in result.get("warnings", []))
     assert ctrl_in_file(root, "0000:04:14.0") == 0x1D  # not in scope: untouched
+
+
+def test_scope_is_the_bridges_named_else_the_topology_bridges_with_acs():
+    topology = [{"bdf": "0000:03:00.0", "acs_cap": None, "acs_unknown": None},
+                {"bdf": "0000:04:10.0", "acs_cap": 0x5F, "acs_unknown": None},
+                {"bdf": "0000:04:14.0", "acs_cap": None, "acs_unknown": "config: 64 bytes"},
+                {"bdf": "0000:05:00.0", "acs_cap": 0x1F, "acs_unknown": None}]
+    # unreadable ACS stays in scope (reading it then fails naming the file), in topology order
+    assert bridges_in_scope([], topology) == ["0000:04:10.0", "0000:04:14.0", "0000:05:00.0"]
+    assert bridges_in_scope(["04:14.0", "0000:03:00.0", "0000:04:14.0"], topology) == ["0000:04:14.0", "0000:03:00.0"]
+    assert bridges_in_scope([], None) == []
+    with pytest.raises(AcsError, match="bridges: 'nope' is not a PCI address"):
+        bridges_in_scope(["nope"], topology)
+
+
+def test_module_takes_its_scope_from_the_topology_facts_it_is_given(sim_node, module_runner):
+    """The role passes gds_topology's bridges: the module decides from them, without reading the
+    topology again (here the facts name one bridge, and only that one is written)."""
+    root = sim_node("dgx-a100")
+    facts, _ = discover(os.path.join(root, "sys"), os.path.join(root, "proc"))
+    one = [b for b in facts["bridges"] if b["bdf"] == "0000:04:10.0"]
+    rc, result = module_runner("pcie_acs", args_for(root, topology_bridges=one + [
+        dict(b, acs_cap=None) for b in facts["bridges"] if b["bdf"] != "0000:04:10.0"]))
+    assert rc == 0, result
+    assert [b["bdf"] for b in result["bridges"]] == result["written"] == ["0000:04:10.0"]
+    assert ctrl_in_file(root, "0000:04:14.0") == 0x1D
+
+
+def test_no_bridge_in_scope_changes_and_reads_nothing(sim_node, module_runner):
+    data = fixture("dgx-a100")
+    data["nics"] = [dict(n, driver="vfio-pci") if n["rdma"] == "mlx5_1" else n for n in data["nics"]]
+    root = sim_node(data)
+    rc, result = module_runner("pcie_acs", args_for(root, topology_bridges=[]))
+    assert rc == 0 and result["changed"] is False and result["bridges"] == []
+    # nothing is changed, so no vfio-pci binding stands in the way (and the role records no vfio check)
+    assert result["vfio_devices"] == [] and result["lockdown"] is None
 
 
 @pytest.mark.parametrize("bridges,needle", [
