@@ -1,126 +1,26 @@
-/* Argument values and job validation, shared by the command line (main.c)
- * and gdsio job files (jobfile.c). */
-#include <ctype.h>
+/* Job validation, shared by the command line (main.c) and gdsio job files
+ * (jobfile.c): the values are parsed by the option table (options.c), the
+ * checks here are about a job as a whole and the machine. */
 #include <stdarg.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "gdsbench.h"
 
-/* 4096, 4K, 4k, 4KiB, 1M, 1G, 2T: binary multiples; no sign, no fraction. */
-int parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-	uint64_t mul = 1;
-
-	if (!s || !isdigit((unsigned char)*s))
-		return -1;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -1;
-	switch (toupper((unsigned char)*end)) {
-	case 0: break;
-	case 'K': mul = 1ull << 10; end++; break;
-	case 'M': mul = 1ull << 20; end++; break;
-	case 'G': mul = 1ull << 30; end++; break;
-	case 'T': mul = 1ull << 40; end++; break;
-	default: return -1;
-	}
-	if (mul > 1 && (*end == 'i' || *end == 'I'))
-		end++;
-	if (mul > 1 && (*end == 'b' || *end == 'B'))
-		end++;
-	if (*end)
-		return -1;
-	if (v > UINT64_MAX / mul)
-		return -1;
-	*out = (uint64_t)v * mul;
-	return 0;
-}
-
-int parse_uint(const char *s, uint64_t max, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	if (!s || !isdigit((unsigned char)*s))
-		return -1;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end || v > max)
-		return -1;
-	*out = v;
-	return 0;
-}
-
-int parse_seconds(const char *s, double *out)
-{
-	char *end;
-	double v;
-
-	if (!s || !(isdigit((unsigned char)*s) || *s == '.'))
-		return -1;
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || *end || v < 0 || v > 1e7 || v != v)
-		return -1;
-	*out = v;
-	return 0;
-}
-
-/* -i / bs=: SIZE, or MIN:MAX:STEP (each op a random size MIN + k*STEP <= MAX). */
-int parse_io_size(const char *s, struct job *j, char *msg, size_t len)
-{
-	char a[64], b[64], c[64];
-	uint64_t lo, hi, st;
-
-	if (!strchr(s, ':')) {
-		if (parse_size(s, &hi) || hi == 0) {
-			snprintf(msg, len, "expected a size such as 4K or 1M, or MIN:MAX:STEP");
-			return -1;
-		}
-		j->io_size = j->io_min = hi;
-		j->io_step = 0;
-		return 0;
-	}
-	if (strlen(s) >= sizeof(a) || sscanf(s, "%63[^:]:%63[^:]:%63s", a, b, c) != 3 || strchr(c, ':') ||
-	    parse_size(a, &lo) || parse_size(b, &hi) || parse_size(c, &st)) {
-		snprintf(msg, len, "expected MIN:MAX:STEP sizes such as 4K:1M:4K");
-		return -1;
-	}
-	if (lo == 0 || st == 0 || hi < lo) {
-		snprintf(msg, len, "a range needs 0 < MIN <= MAX and STEP > 0");
-		return -1;
-	}
-	if ((hi - lo) % st) {
-		snprintf(msg, len, "MAX - MIN is not a multiple of STEP");
-		return -1;
-	}
-	j->io_min = lo;
-	j->io_size = hi;
-	j->io_step = hi == lo ? 0 : st;
-	return 0;
-}
-
-/* Names of a setting on the command line and in a job file, for messages. */
-static const char *const cli_name[O_COUNT] = {
-	"-x", "-I", "-w", "-i", "-s", "-o", "-B", "-n", "-d", "-D", "-f",
-	"-m", "-a", "-U", "-R", "-F", "-O", "-b", "-p", "-k", "-V", "-T" };
-static const char *const cfg_name[O_COUNT] = {
-	"xfer_type", "rw", "num_threads", "bs", "size", "start_offset", "io_depth", "numa_node", "gpu_dev_id",
-	"directory", "filename", "mem_type", "alignment_size", "unaligned_random", "fill_random",
-	"refill_buffer", "buffered", "skip_bufregister", "enable_nvlinks", "random_seed", "do_verify",
-	"runtime" };
-
+/* Names of a setting in messages (the option table's): a few at a time,
+ * as one message may name two */
 const char *job_opt_name(const struct job *j, enum job_opt o)
 {
-	return j->src ? cfg_name[o] : cli_name[o];
+	static char names[4][32];
+	static int next;
+
+	next = (next + 1) % 4;
+	return opt_name(o, j->src != NULL, names[next], sizeof(names[next]));
 }
 
 /* "-i: ..." on the command line; "FILE:LINE: [job1] bs: ..." for a job file
@@ -134,14 +34,42 @@ static void bad(const struct job *j, enum job_opt o, char *err, size_t errlen, c
 
 	if (j->src)
 		n = snprintf(err, errlen, "%s:%d: [%s] %s: ", j->src, j->opt_line[o] ? j->opt_line[o] : j->line,
-			     j->name, cfg_name[o]);
+			     j->name, job_opt_name(j, o));
 	else
-		n = snprintf(err, errlen, "%s: ", cli_name[o]);
+		n = snprintf(err, errlen, "%s: ", job_opt_name(j, o));
 	if (n < 0 || (size_t)n >= errlen)
 		return;
 	va_start(ap, fmt);
 	vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
 	va_end(ap);
+}
+
+static uint64_t dataset_bytes(const struct job *j)
+{
+	return j->dir[0] ? (uint64_t)j->threads * j->file_size : j->file_size;
+}
+
+/* The size of the file system that holds path (or would hold it: its
+ * directory); -1 when unknown (some network and FUSE file systems say 0). */
+static int fs_bytes(const char *path, uint64_t *out)
+{
+	struct statvfs v;
+	char parent[PATH_MAX];
+	char *slash;
+
+	if (statvfs(path, &v) != 0) {
+		snprintf(parent, sizeof(parent), "%s", path);
+		slash = strrchr(parent, '/');
+		if (slash == parent)
+			slash[1] = 0;	/* "/f": the root */
+		else if (slash)
+			*slash = 0;
+		if (statvfs(slash ? parent : ".", &v) != 0)
+			return -1;
+	}
+	if (!v.f_blocks || !v.f_frsize || __builtin_mul_overflow((uint64_t)v.f_blocks, (uint64_t)v.f_frsize, out))
+		return -1;
+	return 0;
 }
 
 #define BAD(o, ...) do { bad(j, o, err, errlen, __VA_ARGS__); return -1; } while (0)
@@ -152,6 +80,7 @@ int job_validate(struct job *j, char *err, size_t errlen)
 {
 	int odirect, write = io_is_write(j->io_type);
 	struct stat st;
+	uint64_t fs;
 
 	if (j->xfer == 3)
 		BAD(O_XFER, "3 (CPU_ASYNC_GPU, managed memory) is not supported; use 2, 4 or a cuFile type");
@@ -317,5 +246,54 @@ int job_validate(struct job *j, char *err, size_t errlen)
 	if (j->file[0] && j->file_size / j->io_size < (uint64_t)j->threads)
 		BAD(O_THREADS, "%d threads share %s: it holds only %llu I/Os of %llu bytes", j->threads, j->file,
 		    (unsigned long long)(j->file_size / j->io_size), (unsigned long long)j->io_size);
+	/* Sizes no file can have are refused here, before the run creates
+	 * anything: a file offset is an off_t (at most 2^63-1), and the data set
+	 * (threads x size for -D) is reported in the same 63 bits. Each value is
+	 * at most 2^63-1 (the option table), so the sum cannot wrap. */
+	if (j->offset + j->file_size > (uint64_t)INT64_MAX)
+		BAD(O_SIZE, "%llu bytes from offset %llu end past the largest file offset (2^63-1)",
+		    (unsigned long long)j->file_size, (unsigned long long)j->offset);
+	if (j->dir[0] && j->file_size > (uint64_t)INT64_MAX / (uint64_t)j->threads)
+		BAD(O_SIZE, "%d files of %llu bytes are more than 2^63-1 bytes", j->threads,
+		    (unsigned long long)j->file_size);
+	if (write && fs_bytes(j->dir[0] ? j->dir : j->file, &fs) == 0 && dataset_bytes(j) > fs)
+		BAD(O_SIZE, "%llu bytes to write do not fit in the file system of %s (%llu bytes)",
+		    (unsigned long long)dataset_bytes(j), j->dir[0] ? j->dir : j->file, (unsigned long long)fs);
+	return 0;
+}
+
+/* Threads of job-file jobs that share a directory get distinct file numbers. */
+static void assign_file_bases(struct job *jobs, int n)
+{
+	for (int i = 0; i < n; i++) {
+		char ri[PATH_MAX];
+
+		jobs[i].file_base = 0;
+		if (!jobs[i].dir[0] || !realpath(jobs[i].dir, ri))
+			continue;
+		for (int k = 0; k < i; k++) {
+			char rk[PATH_MAX];
+
+			if (jobs[k].dir[0] && realpath(jobs[k].dir, rk) && !strcmp(ri, rk))
+				jobs[i].file_base += jobs[k].threads;
+		}
+	}
+}
+
+int jobs_validate(struct job *jobs, int njobs, char *err, size_t errlen)
+{
+	uint64_t total = 0;
+
+	assign_file_bases(jobs, njobs);
+	for (int i = 0; i < njobs; i++)
+		if (job_validate(&jobs[i], err, errlen) != 0)
+			return -1;
+	for (int i = 0; i < njobs; i++) {
+		const struct job *j = &jobs[i];
+
+		if (dataset_bytes(j) > (uint64_t)INT64_MAX - total)
+			BAD(O_SIZE, "the data sets of the jobs up to this one add up to more than 2^63-1 bytes");
+		total += dataset_bytes(j);
+	}
 	return 0;
 }

@@ -192,7 +192,7 @@ int cufile_param_add(const char *spec, char *err, size_t errlen)
 	}
 bad:
 	{
-		size_t o = (size_t)snprintf(err, errlen, "--cufile-param %s: expected NAME=VALUE, NAME one of", spec);
+		size_t o = (size_t)snprintf(err, errlen, "expected NAME=VALUE, NAME one of");
 
 		for (size_t i = 0; i < NCPARAMS && o < errlen; i++)
 			o += (size_t)snprintf(err + o, errlen - o, " %s", cparams[i].name);

@@ -18,6 +18,7 @@
 #define GDS_MAX_THREADS 4096
 #define GDS_MAX_DEPTH 1024
 #define GDS_MAX_JOBS 64
+#define GDS_JOBFILE_MAX_BYTES (4u << 20)	/* the guide's job files are a few KiB */
 
 #define EXIT_RUNTIME 1		/* I/O error, verify mismatch, missing GPU stack */
 #define EXIT_USAGE 2		/* bad option or value; nothing was run */
@@ -99,7 +100,7 @@ struct result {
 enum job_opt {
 	O_XFER, O_IO, O_THREADS, O_IOSIZE, O_SIZE, O_OFFSET, O_DEPTH, O_NUMA, O_GPU, O_DIR, O_FILE,
 	O_MEM, O_ALIGN, O_UNALIGNED, O_FILL, O_REFILL, O_BUFFERED, O_SKIPREG, O_NVLINK, O_SEED, O_VERIFY,
-	O_RUNTIME, O_COUNT
+	O_RUNTIME, O_NAME, O_COUNT
 };
 
 /* One job: the command line, or one [jobN] section of a gdsio config file. */
@@ -143,6 +144,7 @@ struct worker {
 	const struct engine *eng;
 	int idx;		/* thread index within the job */
 	int fd;
+	int created;		/* this worker created the file (removed if no I/O starts) */
 	char path[PATH_MAX];
 	void *fh;		/* engine file handle (cuFile) */
 	void *priv;		/* engine thread state */
@@ -228,21 +230,81 @@ int report_plan(FILE *f, const struct job *jobs, int njobs);
 int report_json(const char *dest, struct job *jobs, int njobs, struct result *agg, double cpu_s, int nprocs,
 		int exit_code, const char *error, char *err, size_t errlen);
 
-/* values and job checks (config.c) */
+/* The options: one table for the command line and job files (options.c) */
+enum opt_type {
+	OPT_PATH,	/* char[PATH_MAX]: a target path */
+	OPT_NAME,	/* char[64]: a job's name */
+	OPT_INT,	/* int in [min, max] */
+	OPT_U64,	/* uint64_t in [min, max] */
+	OPT_SIZE,	/* uint64_t, 4K, 1M, ... in [min, max] */
+	OPT_IOSIZE,	/* SIZE or MIN:MAX:STEP into io_size, io_min, io_step */
+	OPT_SECONDS,	/* double, 0..1e7 */
+	OPT_IOTYPE,	/* int: 0..3 or read, write, randread, randwrite */
+	OPT_FLAG,	/* int: a bare option on the command line, 0 or 1 in a job file */
+	OPT_NOT,	/* int = !value (time_based=0 sets one_pass) */
+	OPT_STR,	/* const char *: the argument itself */
+	OPT_SET,	/* int = 1, no value */
+	OPT_CALL,	/* --cufile-param: checked and kept by cuda_rt.c */
+	OPT_HELP,
+	OPT_VERSION,
+};
+
+/* The run's own options (command line only) */
+struct run_opts {
+	const char *json;	/* --json FILE ("-": stdout) */
+	const char *jobfile;	/* the lone argument */
+	int dry_run;
+	int nprocs;		/* -P; 0: the default */
+	int cufile_stats;	/* --cufile-stats, default 3 */
+	int version;
+	int job_opts;		/* job options given on the command line */
+};
+
+struct gds_option {
+	int id;			/* the job setting (enum job_opt); -1: the run's own (struct run_opts) */
+	int val;		/* getopt's: the short option, > 255 long only, 0 job files only */
+	const char *lopt;	/* long option, or NULL */
+	const char *keys;	/* job-file keys, '|' between aliases (the first names it); NULL: none */
+	enum opt_type type;
+	size_t off;		/* offsetof the field in struct job (id >= 0) or struct run_opts */
+	uint64_t min, max;
+	const char *expect;	/* why a bad value is refused */
+	const char *arg;	/* the value in the help */
+	const char *help;	/* '\n' between lines */
+};
+
+#define GDS_OPT_MAX 40
+#define OPTS_EXIT_OK (-1)	/* options_cli printed the help or wants the version: exit 0 */
+int opt_count(void);
+const struct gds_option *opt_at(int i);
+int opt_find_key(const char *key);	/* the entry of a job-file key, -1: unknown */
+const char *opt_name(int id, int jobfile, char *buf, size_t len);
+/* one value into its field; v NULL for a command-line flag; -1 with why */
+int opt_set(const struct gds_option *o, struct job *j, struct run_opts *ro, const char *v, char *why, size_t len);
+void job_defaults(struct job *j);
+/* the command line into j and ro: 0, OPTS_EXIT_OK, or EXIT_USAGE (message printed) */
+int options_cli(int argc, char **argv, struct job *j, struct run_opts *ro);
+void options_usage(FILE *f);
+int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int parse_size(const char *s, uint64_t *out);
 int parse_uint(const char *s, uint64_t max, uint64_t *out);
 int parse_seconds(const char *s, double *out);
 /* SIZE or MIN:MAX:STEP into j->io_size/io_min/io_step; -1 with a reason in msg */
 int parse_io_size(const char *s, struct job *j, char *msg, size_t len);
+
+/* job checks (config.c) */
 /* checks one job, fills in what the files decide (size for reads); -1 with
  * the message of a usage error, naming the option (or FILE:LINE and key) */
 int job_validate(struct job *j, char *err, size_t errlen);
+/* every job, then what they add up to (file numbers in shared directories,
+ * the data set): -1 with the message of a usage error */
+int jobs_validate(struct job *jobs, int njobs, char *err, size_t errlen);
 /* "-D" on the command line, "directory" for a job file */
 const char *job_opt_name(const struct job *j, enum job_opt o);
 
 /* gdsio job files: [global] and [jobN] sections of key=value (jobfile.c).
- * Each job starts from jobs[i] as given (the defaults), then [global], then
- * its own section. Errors name the file and line. */
+ * Each job starts from the defaults, then [global], then its own section.
+ * Errors name the file and line. */
 int jobfile_parse(const char *path, struct job *jobs, int max, int *njobs, char *err, size_t errlen);
 
 #endif

@@ -18,6 +18,7 @@
 #   gds_diag NAME ARGS... a diagnostic run expected to fail: labelled, never fails the script
 #   gds_must_fail NAME .. a run that must fail (corrupted data): passing is a failure
 #   fio_row NAME JSON RC  a table row from fio's JSON output
+#   fio_seq / fio_rand NAME ARGS...  fio's sequential / random read peer rows
 #   gdsv_table            the rows as one table ($OUT/table.txt)
 #   gdsv_verdict SCRIPT   names every failed run; returns 1 when there is one
 
@@ -326,6 +327,19 @@ gdsv_table() {
 	} | tee "$OUT/table.txt"
 }
 
+
+# fio_seq NAME ENGINE-ARGS...: fio on 1 MiB sequential reads of the 8 files in $DATA/big by 8
+# jobs (one file per job, like gdsbench -D), as a peer row; gpu_validate.sh and gpu_procs.sh.
+fio_seq() {
+	local name=$1; shift
+	[ -n "$FIO" ] || return 0
+	echo "+ fio $name $*"
+	timeout -k 5 "$(( ${T%.*} + 90 ))" "$FIO" --name="$name" --filename_format="$DATA/big/gdsbench.\$jobnum" --size="$BIG" --bs=1M --rw=read \
+		--numjobs=8 --direct=1 --time_based --runtime="$T" --group_reporting --output-format=json \
+		"$@" >"$JSONDIR/$name.json" 2>"$JSONDIR/$name.err"
+	fio_row "$name" "$JSONDIR/$name.json" $?
+	cat "$JSONDIR/$name.err"
+}
 
 # fio's libcufile engine (or psync) on 4 KiB random reads of $F0 by 32 jobs, as a peer row.
 fio_rand() {

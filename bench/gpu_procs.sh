@@ -55,16 +55,6 @@ mkdir -p "$DATA/big"
 gds "create-8x$BIG" -D "$DATA/big" -w 8 -s "$BIG" -i 1M -x 1 -I 1
 sync
 
-fio_seq() {	# fio_seq NAME ENGINE-ARGS... (one file per job, like gdsbench -D)
-	local name=$1; shift
-	[ -n "$FIO" ] || return 0
-	echo "+ fio $name $*"
-	timeout -k 5 "$(( ${T%.*} + 90 ))" "$FIO" --name="$name" --filename_format="$DATA/big/gdsbench.\$jobnum" --size="$BIG" --bs=1M --rw=read \
-		--numjobs=8 --direct=1 --time_based --runtime="$T" --group_reporting --output-format=json \
-		"$@" >"$JSONDIR/$name.json" 2>"$JSONDIR/$name.err"
-	fio_row "$name" "$JSONDIR/$name.json" $?
-	cat "$JSONDIR/$name.err"
-}
 F0=$DATA/big/gdsbench.0
 SEQ=(-D "$DATA/big" -d "$GPU" -w 8 -i 1M -I 0 -T "$T")
 CUFILE=(--ioengine=libcufile --cuda_io=cufile --gpu_dev_ids="$GPU")

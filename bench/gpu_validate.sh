@@ -85,24 +85,15 @@ say "sequential 1 MiB reads, 8 threads, ${T}s each (alternating tools)"
 FIO=""
 [ "${GDSV_PEERS:-1}" = 1 ] && gdsv_find_fio
 FILES8=$(for i in 0 1 2 3 4 5 6 7; do printf '%s/big/gdsbench.%d:' "$DATA" "$i"; done); FILES8=${FILES8%:}
-fio_run() {	# fio_run NAME ENGINE-ARGS... (sequential, one file per job like gdsbench -D)
-	local name=$1; shift
-	[ -n "$FIO" ] || return 0
-	echo "+ fio $name $*"
-	timeout -k 5 "$(( ${T%.*} + 90 ))" "$FIO" --name="$name" --filename_format="$DATA/big/gdsbench.\$jobnum" --size="$BIG" --bs=1M --rw=read \
-		--numjobs=8 --direct=1 --time_based --runtime="$T" --group_reporting --output-format=json \
-		"$@" >"$JSONDIR/$name.json" 2>"$JSONDIR/$name.err"
-	fio_row "$name" "$JSONDIR/$name.json" $?
-}
 ROUNDS=${GDSV_ROUNDS:-2}
 for round in $(seq 1 "$ROUNDS"); do
 	gds "seq-x1-r$round" -D "$DATA/big" -w 8 -i 1M -x 1 -I 0 -T "$T"
-	fio_run "seq-fio-psync-r$round" --ioengine=psync
+	fio_seq "seq-fio-psync-r$round" --ioengine=psync
 	gds "seq-x0-r$round" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 0 -I 0 -T "$T" -P 1
 	gds "seq-x0-default-r$round" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 0 -I 0 -T "$T"
-	fio_run "seq-fio-cufile-r$round" --ioengine=libcufile --cuda_io=cufile --gpu_dev_ids="$GPU"
+	fio_seq "seq-fio-cufile-r$round" --ioengine=libcufile --cuda_io=cufile --gpu_dev_ids="$GPU"
 	gds "seq-x6-r$round" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 6 -I 0 -T "$T" -B "${GDSV_SEQ_B6:-4}"
-	fio_run "seq-fio-cufile-thread-r$round" --ioengine=libcufile --cuda_io=cufile --gpu_dev_ids="$GPU" --thread
+	fio_seq "seq-fio-cufile-thread-r$round" --ioengine=libcufile --cuda_io=cufile --gpu_dev_ids="$GPU" --thread
 	gds "seq-x0-iothr-r$round" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 0 -I 0 -T "$T" -P 1 --cufile-param max_io_threads=32
 done
 gds "seq-x5" -D "$DATA/big" -d "$GPU" -w 8 -i 1M -x 5 -I 0 -T "$T" -B "${GDSV_SEQ_B5:-4}"

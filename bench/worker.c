@@ -201,7 +201,16 @@ static int open_file(struct worker *w)
 
 	if ((w->eng->flags & ENG_ODIRECT) && !j->buffered)
 		flags |= O_DIRECT;
-	w->fd = open(w->path, flags | O_CLOEXEC, 0644);
+	/* O_EXCL tells whether this worker made the file: one a failed start
+	 * made is removed again (worker_main), an existing one is left alone */
+	w->fd = open(w->path, (flags & ~O_CREAT) | O_CLOEXEC);
+	if (w->fd < 0 && errno == ENOENT && write) {
+		w->fd = open(w->path, flags | O_EXCL | O_CLOEXEC, 0644);
+		if (w->fd >= 0)
+			w->created = 1;
+		else if (errno == EEXIST)	/* another thread of a shared file was first */
+			w->fd = open(w->path, (flags & ~O_CREAT) | O_CLOEXEC);
+	}
 	if (w->fd < 0) {
 		int e = errno;
 
@@ -496,7 +505,7 @@ static void *worker_main(void *arg)
 	struct worker *w = arg;
 	const struct job *j = w->job;
 	struct wctx c = { .w = w };
-	int ok = 1, opened = 0, tinit = 0, fopen_ok = 0;
+	int ok = 1, tinit = 0, fopen_ok = 0, started;
 
 	hist_init(&w->hist);
 	w->fd = -1;
@@ -504,8 +513,6 @@ static void *worker_main(void *arg)
 		pin_to_node(w, j->numa);
 	if (open_file(w) != 0)
 		ok = 0;
-	else
-		opened = 1;
 	if (ok && w->eng->thread_init(w) != 0)
 		ok = 0;
 	else if (ok)
@@ -544,7 +551,8 @@ static void *worker_main(void *arg)
 	gate_arrive(&g_ready, 1);	/* main sets t_start and the deadline, then opens */
 
 	c.cpu0 = thread_cpu_ns();
-	if (ok && !atomic_load(&g_abort)) {
+	started = ok && !atomic_load(&g_abort);
+	if (started) {
 		if (w->eng->flags & ENG_QUEUED)
 			loop_queued(&c);
 		else
@@ -561,8 +569,12 @@ static void *worker_main(void *arg)
 		w->eng->file_close(w);
 	if (tinit)
 		w->eng->thread_exit(w);
-	if (opened)
+	if (w->fd >= 0)	/* opened, or open_file failed after the open */
 		close(w->fd);
+	/* no I/O was started (this or another worker failed its setup): a file
+	 * this worker created is still empty, and is not left behind */
+	if (w->created && !started)
+		unlink(w->path);
 	return NULL;
 }
 

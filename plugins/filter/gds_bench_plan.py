@@ -220,7 +220,73 @@ def _size_word(value):
 def gds_gdsio_jobfile(jobs, name="gds_bench"):
     """A gdsio configuration file for ``jobs`` run at once: the parameters they share go to
     ``[global]`` (they must share them), each job's GPU, NUMA node, threads and directory to its
-    ``[jobN]``. Skipped jobs are left out."""
+    ``[jobN]``. Skipped jobs are left out.
+
+    Every value is one line after ``key=``, and the format has no escapes, so data that would
+    change the file's structure is refused (PlanError naming the field), never written: numbers
+    and sizes are checked and written by this function; a value never holds a line break or
+    another control character (C0, DEL, C1, U+2028/U+2029), nor leading or trailing white space
+    (readers trim it); ``directory`` is an absolute path without `` #``/`` ;`` (an inline
+    comment to INI readers such as inih); ``name`` is a label, also without ``[ ] = # ;``."""
+    def fail(field, value, why):
+        raise PlanError("gds_gdsio_jobfile: %s %r: %s" % (field, value, why))
+
+    def text(field, value, limit, refused=""):
+        if not isinstance(value, str) or not value:
+            fail(field, value, "expected a non-empty string")
+        for char in value:
+            if ord(char) < 0x20 or 0x7f <= ord(char) <= 0x9f or char in "\u2028\u2029":
+                fail(field, value, "a control character or line break (U+%04X) cannot be written in a job file"
+                     % ord(char))
+            if char in refused:
+                fail(field, value, "%r is not allowed here" % char)
+        if value != value.strip():
+            fail(field, value, "leading or trailing white space would be trimmed by the reader")
+        try:
+            size = len(value.encode("utf-8"))
+        except UnicodeEncodeError:
+            fail(field, value, "not valid UTF-8 text")
+        if size > limit:
+            fail(field, value, "longer than %d bytes" % limit)
+        return value
+
+    def whole(field, value, low, high):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 20:
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            fail(field, value, "expected a whole number of %d..%d" % (low, high))
+        return value
+
+    units = {"": 1}
+    units.update({u + tail: 1 << 10 * (n + 1) for n, u in enumerate("KMGT") for tail in ("", "I", "B", "IB")})
+
+    def size(field, value, ranges=False):
+        """gdsbench's sizes: digits then K, M, G or T (with i and/or B after it), 1..2^63-1;
+        or MIN:MAX:STEP where ranges."""
+        word = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+        parts = word.split(":") if isinstance(word, str) else [""]
+        good = len(parts) == 1 or (ranges and len(parts) == 3)
+        for part in parts:
+            digits = part.rstrip("KMGTkmgtiIbB")
+            unit = part[len(digits):].upper()
+            good = good and digits.isascii() and digits.isdigit() and len(digits) <= 20 and unit in units \
+                and 0 < int(digits) * units[unit] < 1 << 63
+        if not good:
+            fail(field, value, "expected a size such as 4K, 1M or 1G" + (", or MIN:MAX:STEP" if ranges else ""))
+        return _size_word(word)
+
+    def seconds(field, value):
+        plain = value.replace(".", "", 1) if isinstance(value, str) else ""
+        if plain.isascii() and plain.isdigit():
+            value = float(value)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1e7:
+            fail(field, value, "expected seconds, 0..10000000")
+        # whole seconds, as gdsio reads them; a fraction rounds up (truncated, 0.5 s would be 0:
+        # one pass instead of a timed run)
+        return "%d" % -(-value // 1)
+
     jobs = [j for j in jobs or [] if not j.get("skip")]
     if not jobs:
         raise PlanError("gds_gdsio_jobfile: no job to write")
@@ -231,19 +297,25 @@ def gds_gdsio_jobfile(jobs, name="gds_bench"):
             raise PlanError("gds_gdsio_jobfile: the jobs differ in %s (%s); one file runs one kind of job"
                             % (key, ", ".join(sorted(values))))
         shared[key] = jobs[0].get(key)
-    if shared["io_type"] not in GDSIO_RW:
+    if not isinstance(shared["io_type"], str) or shared["io_type"] not in GDSIO_RW:
         raise PlanError("gds_gdsio_jobfile: io_type %r is not one of %s" % (shared["io_type"], ", ".join(GDSIO_RW)))
-    lines = ["[global]", "name=%s" % name, "xfer_type=%d" % int(shared["xfer_type"]),
-             "rw=%s" % GDSIO_RW[shared["io_type"]], "bs=%s" % _size_word(shared["io_size"]),
-             "size=%s" % _size_word(shared["size"]), "runtime=%d" % int(shared["duration"]),
+    lines = ["[global]", "name=%s" % text("name", name, 63, refused="[]=#;"),
+             "xfer_type=%d" % whole("xfer_type", shared["xfer_type"], 0, 100),
+             "rw=%s" % GDSIO_RW[shared["io_type"]], "bs=%s" % size("io_size", shared["io_size"], ranges=True),
+             "size=%s" % size("size", shared["size"]), "runtime=%s" % seconds("duration", shared["duration"]),
              "do_verify=0"]
     for number, job in enumerate(jobs, 1):
         lines += ["", "[job%d]" % number]
         if job.get("numa") is not None:
-            lines.append("numa_node=%d" % int(job["numa"]))
+            lines.append("numa_node=%d" % whole("numa", job["numa"], 0, 4095))
         if job.get("gpu") is not None:
-            lines.append("gpu_dev_id=%d" % int(job["gpu"]))
-        lines += ["num_threads=%d" % int(job["threads"]), "directory=%s" % job["target"]]
+            lines.append("gpu_dev_id=%d" % whole("gpu", job["gpu"], 0, 4095))
+        target = text("target", job.get("target"), 4095)
+        if not target.startswith("/"):
+            fail("target", target, "expected an absolute path")
+        if " #" in target or " ;" in target:
+            fail("target", target, "' #' and ' ;' start an inline comment to INI readers such as inih")
+        lines += ["num_threads=%d" % whole("threads", job.get("threads"), 1, 4096), "directory=%s" % target]
     return "\n".join(lines) + "\n"
 
 

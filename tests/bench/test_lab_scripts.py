@@ -429,3 +429,37 @@ def test_probe_table_compares_processes_with_threads(tmp_path):
     ratios = " ".join("%.2f" % (procs[r] / thr[r]) for r in sorted(thr))
     assert "cufile-procs / threads: %s" % ratios in md
     assert "| cufile-threads-max_io_threads16 |" in md
+
+
+# ---------------------------------------------------------------- fio peer rows
+
+FIO_JSON = {"jobs": [{"job options": {"ioengine": "libcufile"}, "write": {"io_bytes": 0},
+                      "read": {"io_bytes": 1, "bw_bytes": 2 << 30, "iops": 2048, "lat_ns": {"mean": 3000},
+                               "clat_ns": {"percentile": {"99.000000": 5000}}}}]}
+
+
+def test_fio_peer_helpers_live_in_gpu_lib_only():
+    """gpu_validate.sh and gpu_procs.sh both ran fio the same way with a helper of their own
+    (fio_run, fio_seq): one definition, in gpu_lib.sh."""
+    defined = re.compile(r"^\s*(?:function\s+)?(fio_\w+)\s*\(\)", re.M)
+    for name in ("gpu_validate.sh", "gpu_procs.sh", "gpu_options.sh", "side_by_side.sh"):
+        with open(os.path.join(ROOT, "bench", name)) as f:
+            assert not defined.findall(f.read()), name
+    with open(LIB) as f:
+        assert {"fio_seq", "fio_rand", "fio_row"} <= set(defined.findall(f.read()))
+
+
+def test_fio_seq_runs_the_eight_file_read_and_writes_a_row(tmp_path):
+    args = tmp_path / "args"
+    fio = executable(tmp_path / "fio", "#!/bin/sh\necho \"$@\" >\"$ARGS\"\necho '%s'\necho warning >&2\n"
+                     % json.dumps(FIO_JSON))
+    (tmp_path / "json").mkdir()
+    rc, out = lib('fio_seq seq-fio-cufile-r1 --ioengine=libcufile --thread; cat "$ROWS"',
+                  env={"FIO": str(fio), "ARGS": str(args), "T": "5", "BIG": "1G", "DATA": "/data",
+                       "JSONDIR": str(tmp_path / "json"), "ROWS": str(tmp_path / "rows"),
+                       "RECS": str(tmp_path / "recs")})
+    assert rc == 0, out
+    assert "seq-fio-cufile-r1\tfio libcufile\t2.000\t2048\t3.0\t5.0\t-\trc=0" in out and "warning" in out
+    argv = args.read_text().split()
+    assert "--filename_format=/data/big/gdsbench.$jobnum" in argv and "--numjobs=8" in argv
+    assert argv[-2:] == ["--ioengine=libcufile", "--thread"] and "--rw=read" in argv and "--bs=1M" in argv

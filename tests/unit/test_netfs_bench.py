@@ -144,3 +144,92 @@ def test_cpu_transfer_type_skips_the_far_nic_penalty():
     jobs = gds_bench_plan(targets, dict(PROFILE, xfer_type=1))
     assert jobs[-1]["name"].endswith("far NIC") and "CPU transfer type" in jobs[-1]["skip"]
     assert [j.get("skip") for j in jobs[:2]] == [None, None]
+
+
+# ---------------------------------------------------------------- hostile values (issue 23 item 13)
+
+def _job(**kw):
+    job = {"gpu": 0, "numa": 0, "threads": 16, "xfer_type": 0, "io_type": "read", "io_size": "1M",
+           "size": "1G", "duration": 60, "target": "/mnt/nfs/ib0/data/0/gds_dir"}
+    job.update(kw)
+    return job
+
+
+BREAKS = ["\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x1e", "\x85", "\u2028", "\u2029"]
+CONTROLS = ["\x00", "\x1b[2J", "\t", "\x7f", "\x9b"]
+FIELDS = ["target", "io_size", "size", "duration", "xfer_type", "threads", "gpu", "numa", "io_type", "name"]
+
+
+@pytest.mark.parametrize("field", FIELDS)
+@pytest.mark.parametrize("char", BREAKS + CONTROLS, ids=[repr(c) for c in BREAKS + CONTROLS])
+def test_jobfile_writes_no_line_break_or_control_character_from_data(field, char):
+    """A mount point (or any value) with a line break would add a line such as rw=write: a read
+    job would become a write. Every field refuses it, whatever the break or control character."""
+    value = {"target": "/mnt/nfs/ib0%srw=write" % char, "name": "nfs%srw=write" % char}.get(field, "1%srw=write" % char)
+    with pytest.raises(PlanError) as err:
+        if field == "name":
+            gds_gdsio_jobfile([_job()], name=value)
+        else:
+            gds_gdsio_jobfile([_job(**{field: value})])
+    assert field in str(err.value) and "\n" not in str(err.value)
+
+
+def test_jobfile_read_stays_a_read_whatever_the_mount_point():
+    """The reported case: the line the newline would have added is never written."""
+    with pytest.raises(PlanError) as err:
+        gds_gdsio_jobfile([_job(target="/mnt/nfs\nrw=write")])
+    assert "target" in str(err.value) and "U+000A" in str(err.value)
+    text = gds_gdsio_jobfile([_job()])
+    assert [line for line in text.splitlines() if line.startswith("rw=")] == ["rw=read"]
+
+
+@pytest.mark.parametrize("path", ["/mnt/a[1]", "/mnt/a]b", "/mnt/k=v", "/mnt/a#1", "/mnt/a;b", "/mnt/[global]",
+                                  "/mnt/x y", "/mnt/ünï"])
+def test_jobfile_keeps_paths_whose_characters_are_data_after_the_key(path):
+    """After `directory=` the characters [ ] = # ; are data to gdsbench and configparser (a
+    line is a section or a comment only by its first character): written verbatim, read back
+    the same."""
+    text = gds_gdsio_jobfile([_job(target=path)])
+    assert sections(text)["job1"]["directory"] == path
+    assert text.count("\n") == 14
+
+
+@pytest.mark.parametrize("path,why", [
+    ("mnt/relative", "absolute"), (" /mnt/a", "white space"), ("/mnt/a ", "white space"),
+    ("/mnt/a #comment", "inline comment"), ("/mnt/a ;comment", "inline comment"), ("", "non-empty"),
+    ("/mnt/\udcff", "UTF-8"), ("/" + "a" * 4095, "longer than 4095 bytes"), (None, "non-empty"), (["/a"], "non-empty"),
+])
+def test_jobfile_refuses_paths_a_reader_would_read_differently(path, why):
+    with pytest.raises(PlanError) as err:
+        gds_gdsio_jobfile([_job(target=path)])
+    assert "target" in str(err.value) and why in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["a[b", "a]b", "a=b", "a#b", "a;b", " a", "a ", "", "x" * 64, 5])
+def test_jobfile_name_is_a_plain_label(name):
+    with pytest.raises(PlanError) as err:
+        gds_gdsio_jobfile([_job()], name=name)
+    assert "name" in str(err.value)
+
+
+@pytest.mark.parametrize("field,value", [
+    ("threads", True), ("threads", 0), ("threads", 4097), ("threads", "8 "), ("threads", 1.5), ("gpu", -1),
+    ("gpu", "0x1"), ("numa", "one"), ("xfer_type", None), ("io_size", "4K:1M"), ("io_size", "0"), ("io_size", True),
+    ("io_size", "1M=1"), ("io_size", "[1M]"), ("size", "1G#"), ("size", "1E"), ("size", -1), ("size", 1 << 63),
+    ("size", "4K:8K:4K"), ("duration", -1), ("duration", float("nan")), ("duration", float("inf")), ("duration", "1e3"),
+    ("duration", "60;"), ("io_type", ["read"]), ("io_type", "read\n"),
+])
+def test_jobfile_refuses_values_of_the_wrong_type(field, value):
+    with pytest.raises(PlanError) as err:
+        gds_gdsio_jobfile([_job(**{field: value})])
+    assert field in str(err.value)
+
+
+@pytest.mark.parametrize("field,value,line", [
+    ("io_size", "4K:1M:4K", "bs=4K:1M:4K"), ("io_size", 4096, "bs=4096"), ("io_size", "64KiB", "bs=64KiB"),
+    ("size", "2gb", "size=2gb"), ("threads", "8", "num_threads=8"), ("gpu", 3.0, "gpu_dev_id=3"),
+    ("duration", 0.5, "runtime=1"), ("duration", "10", "runtime=10"), ("duration", 0, "runtime=0"),
+])
+def test_jobfile_writes_checked_values(field, value, line):
+    """Fractions of a second round up: truncated, 0.5 s would be runtime=0 (one pass, not a timed run)."""
+    assert line in gds_gdsio_jobfile([_job(**{field: value})]).splitlines()
