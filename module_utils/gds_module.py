@@ -47,6 +47,8 @@ class GdsModule(AnsibleModule):
         AnsibleModule.warn(self, escape_surrogates(str(warning)), *args, **kwargs)
 
     def _utf8(self, result):
+        # the echo of the arguments too: a host name or path given to the module may hold them
+        result.setdefault("invocation", {"module_args": self.params})
         result, message = utf8_result(result, getattr(self, "gds_check_area", None))
         if message:
             AnsibleModule.warn(self, message)

@@ -1,9 +1,8 @@
-"""Hostile input to gdsbench (issue 23 items 13 and 16, and its weak spots) and the one option
-table of the command line and job files (issue 24 item 5): control characters, NUL bytes, byte
-order marks, directories, FIFOs and devices as job files; files of many lines, many jobs or many
-bytes (memory bounded by the jobs, limits named); sizes whose sums or products leave a file
-offset, refused before anything is created; the same bounds and reasons for an option and its
-job-file key. CPU transfer types and --dry-run only: no GPU."""
+"""Hostile input to gdsbench and the one option table of the command line and job files: control
+characters, NUL bytes, byte order marks, directories, FIFOs and devices as job files; files of many
+lines, many jobs or many bytes (memory bounded by the jobs, limits named); sizes whose sums or
+products leave a file offset, refused before anything is created; the same bounds and reasons for
+an option and its job-file key. CPU transfer types and --dry-run only: no GPU."""
 import json
 import os
 import resource
@@ -305,7 +304,7 @@ def test_help_lists_every_command_line_option_of_the_table(gdsbench):
 
 
 def test_main_is_short(gdsbench):
-    """main() reads as the run's outline (issue 24 item 5): option parsing is the table's."""
+    """main() reads as the run's outline: option parsing is the table's."""
     lines = open(os.path.join(ROOT, "bench", "main.c")).read().splitlines()
     start = lines.index("int main(int argc, char **argv)")
     end = start + lines[start:].index("}")
@@ -329,7 +328,7 @@ def jobfile_filter():
 
 @pytest.mark.parametrize("leaf", ["[job2]", "k=v", "a#1", "a;b", "x y", "=", "#", ";x", "ünï"])
 def test_paths_the_filter_writes_are_the_paths_gdsbench_reads(gdsbench_nocuda, tmp_path, leaf):
-    """Item 13 end to end: what gds_gdsio_jobfile lets through (characters that are data after
+    """Job-file injection end to end: what gds_gdsio_jobfile lets through (characters that are data after
     `directory=`) reaches gdsbench unchanged, and the job stays a read."""
     target = tmp_path / leaf
     target.mkdir()

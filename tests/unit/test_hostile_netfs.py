@@ -1,4 +1,4 @@
-"""Hostile input to the network-storage path and at every module's boundary (issue 23, items 1-4).
+"""Hostile input to the network-storage path and at every module's boundary.
 
 Module runs go through conftest.run_module, which reads the result with ansible-core's own
 module-result decoder: a result that is not valid UTF-8 fails there as it fails a real task.

@@ -146,7 +146,7 @@ def test_cpu_transfer_type_skips_the_far_nic_penalty():
     assert [j.get("skip") for j in jobs[:2]] == [None, None]
 
 
-# ---------------------------------------------------------------- hostile values (issue 23 item 13)
+# ---------------------------------------------------------------- hostile values in job files
 
 def _job(**kw):
     job = {"gpu": 0, "numa": 0, "threads": 16, "xfer_type": 0, "io_type": "read", "io_size": "1M",
