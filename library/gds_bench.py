@@ -113,6 +113,23 @@ options:
     description: Seconds between NVML samples of each GPU used by a GPU-direct job.
     type: float
     default: 0.5
+  procfs_root:
+    description: Where procfs is mounted (C(diskstats), read before and after each job).
+    type: path
+    default: /proc
+  topology:
+    description:
+      - "The node's C(gds_topology) facts: the drives' PCI addresses, the link matrix and the PCIe
+        links that the watch of each job names and measures the path's limit from."
+    type: dict
+    default: {}
+  watch_thresholds:
+    description:
+      - "What the watch of each job judges (docs/profiles.md): C(drive_skew_tolerance),
+        C(drive_await_tolerance) and C(drive_skew_verdict) (WARN or FAIL) for C(bench: <job>: drive
+        load). Missing keys take their defaults."
+    type: dict
+    default: {}
 notes:
   - In check mode nothing is run and every job's checks are SKIP.
   - NVML (pynvml) is sampled only when it can be imported and GPU-direct jobs run; what a GPU does
@@ -200,6 +217,7 @@ from ansible.module_utils.gds_module import GdsModule as AnsibleModule  # result
 from ansible.module_utils.gds_checks import udev_record_check
 from ansible.module_utils.gds_devhealth import HealthConfigError, HealthRun
 from ansible.module_utils.gds_proc import run as proc_run
+from ansible.module_utils.gds_watch import JobWatch, WatchConfigError
 from ansible.module_utils.gds_thresholds import (
     GPU_DIRECT_XFER_TYPES, ThresholdError, evaluate, gpu_skip_check, job_checks, jobs_run_check,
     lookup_metric, skipped_job_checks,
@@ -367,8 +385,10 @@ def gpu_indices(jobs):
                    and int(j.get("xfer_type", 0)) in GPU_DIRECT_XFER_TYPES})
 
 
-def run_all(params, check_mode, env, health=None):
-    """Run the jobs in order; returns (results, error messages, removed paths)."""
+def run_all(params, check_mode, env, health=None, watch=None):
+    """Run the jobs in order; returns (results, error messages, removed paths).
+
+    ``watch`` (gds_watch.JobWatch) reads the drives and GPUs right before and after each job."""
     results, records, errors, skips = [], {}, [], []
     workspace, halted = Workspace(), None
     if health is not None:
@@ -390,10 +410,16 @@ def run_all(params, check_mode, env, health=None):
                 udev = udev_check(job, params["udev_root"], "bench: %s: " % job["name"])
                 duration = int(job.get("duration") or 0)
                 timeout = duration + params["timeout_grace"] if duration else params["pass_timeout"]
+                if watch is not None:
+                    watch.begin(job)
                 record, failure, stderr, fatal = run_job(cmd, timeout, env)
             except (JobError, OSError, ValueError, TypeError) as exc:
                 failure, fatal = "could not run: %s" % exc, False
             checks = job_checks(job, record, failure, stderr) + ([udev] if udev else [])
+            seen = None
+            if watch is not None and cmd and checks[0]["verdict"] == "PASS":
+                seen, more = watch.end(job, record)  # only a job that measured something is watched
+                checks += more
             if checks[0]["verdict"] == "ERROR":
                 errors.append("%s: %s" % (job["name"], checks[0].get("detail") or checks[0]["actual"]))
                 if fatal:
@@ -403,6 +429,8 @@ def run_all(params, check_mode, env, health=None):
             results.append({"name": job["name"], "cmd": cmd, "record": record or {},
                             "path": ((record or {}).get("path") or {}).get("mode"), "stderr": stderr,
                             "checks": checks, "attempted": True})
+            if seen is not None:
+                results[-1]["watch"] = seen
         for job, result in zip(params["jobs"], results):
             if not job.get("compare") or job["name"] not in records:
                 continue
@@ -437,6 +465,9 @@ def main():
             nvme_cli=dict(type="str", default="nvme"),
             health_thresholds=dict(type="dict", default={}),
             nvml_interval=dict(type="float", default=0.5),
+            procfs_root=dict(type="path", default="/proc"),
+            topology=dict(type="dict", default={}),
+            watch_thresholds=dict(type="dict", default={}),
         ),
         supports_check_mode=True,
     )
@@ -467,7 +498,12 @@ def main():
     except (HealthConfigError, ValueError, TypeError) as exc:
         broken("health_thresholds: %s" % exc)
     try:
-        results, errors, removed, skips = run_all(params, module.check_mode, env, health)
+        watch = JobWatch(params["watch_thresholds"], params["procfs_root"], params["sysfs_root"],
+                         params["topology"]) if not module.check_mode else None
+    except WatchConfigError as exc:
+        broken("watch_thresholds: %s" % exc)
+    try:
+        results, errors, removed, skips = run_all(params, module.check_mode, env, health, watch)
     except (ThresholdError, KeyError) as exc:
         broken("bad threshold or compare: %s" % exc)
     checks = [check for result in results for check in result["checks"]]

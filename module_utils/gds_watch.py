@@ -1,0 +1,94 @@
+# -*- coding: utf-8 -*-
+# Copyright: gds-commission contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Watch the bytes of each benchmark job, as the GDS guide does with iostat, nvidia-smi dmon,
+dcgmi dmon and gds_stats: the load of every drive of the job's array (gds_diskload), the PCIe
+traffic of every GPU (gds_pcie_traffic, sampled by gds_devhealth's NvmlSampler), cuFile's own
+per-GPU placement (gds_cufile_stats) and the limit of the path (gds_pathlimit).
+
+``JobWatch.begin(job)`` right before a job and ``end(job, record)`` right after it: nothing runs
+inside the benchmark's process, and what cannot be read is "unknown" with the reason, never a
+failure. ``end`` returns the job's ``watch`` entry and its checks.
+"""
+from __future__ import annotations
+
+import os
+
+from ansible.module_utils.gds_diskload import DriveWatch, drive_load_check
+from ansible.module_utils.gds_pci import normalize_bdf
+
+VERDICTS = ("WARN", "FAIL")
+DEFAULT_THRESHOLDS = {
+    "drive_skew_tolerance": 0.25,   # a member's bytes off its peers' mean by more than this share
+    "drive_await_tolerance": 1.0,   # a member's mean service time above its peers' by more than this share
+    "drive_skew_verdict": "WARN",
+}
+
+
+class WatchConfigError(ValueError):
+    """A watch threshold has the wrong type or an unknown name."""
+
+
+def watch_thresholds(given):
+    """The profile's thresholds over the defaults; WatchConfigError names the bad key."""
+    given = given or {}
+    if not isinstance(given, dict):
+        raise WatchConfigError("watch thresholds must be a dict, got %r" % (given,))
+    out = dict(DEFAULT_THRESHOLDS)
+    for key, value in given.items():
+        if key not in DEFAULT_THRESHOLDS:
+            raise WatchConfigError("watch threshold %r is unknown (known: %s)" % (key, ", ".join(sorted(DEFAULT_THRESHOLDS))))
+        if key.endswith("_verdict"):
+            if value not in VERDICTS:
+                raise WatchConfigError("watch threshold %s must be one of %s; got %r" % (key, ", ".join(VERDICTS), value))
+        elif isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise WatchConfigError("watch threshold %s must be a non-negative number; got %r" % (key, value))
+        out[key] = value
+    return out
+
+
+def _bdf_in_path(path):
+    for part in reversed(path.split(os.sep)):
+        if ":" in part and normalize_bdf(part) == part:
+            return part
+    return None
+
+
+def drive_bdfs(topology, sysfs_root, names):
+    """{disk: PCI address}: the topology's NVMe drives by name, else the nearest PCI function
+    above the disk in sysfs (a virtio or SCSI disk); None where neither knows it."""
+    known = {d.get("name"): d.get("bdf") for d in (topology or {}).get("nvme") or [] if isinstance(d, dict)}
+    out = {}
+    for name in names:
+        out[name] = known.get(name) or _bdf_in_path(os.path.realpath(os.path.join(sysfs_root, "block", name)))
+    return out
+
+
+class JobWatch(object):
+    """What one job moved where; one instance for the whole run, ``begin``/``end`` per job."""
+
+    def __init__(self, thresholds=None, procfs_root="/proc", sysfs_root="/sys", topology=None):
+        self.th = watch_thresholds(thresholds)
+        self.sysfs_root = sysfs_root
+        self.topology = topology or {}
+        self.drives = DriveWatch(procfs_root, sysfs_root)
+
+    def begin(self, job):
+        self.drives.begin(job)
+
+    def end(self, job, record):
+        """(watch entry, checks) of the job that just ended; ``record`` is its benchmark record."""
+        prefix = "bench: %s: " % job["name"]
+        load = self.drives.end()
+        names = [d["name"] for d in load.get("drives") or []]
+        bdf_of = drive_bdfs(self.topology, self.sysfs_root, names)
+        for drive in load.get("drives") or []:
+            drive["bdf"] = bdf_of.get(drive["name"])
+        watch = {"drives": load.get("drives") or [], "drives_source": load.get("source"),
+                 "seconds": load.get("seconds")}
+        if "array" in load:
+            watch["array"] = load["array"]
+        if "unknown" in load:
+            watch["drives_unknown"] = load["unknown"]
+        checks = [drive_load_check(prefix, load, job.get("io_type", "read"), bdf_of, self.th)]
+        return watch, checks
