@@ -127,7 +127,8 @@ options:
     description:
       - "What the watch of each job judges (docs/profiles.md): C(drive_skew_tolerance),
         C(drive_await_tolerance) and C(drive_skew_verdict) (WARN or FAIL) for C(bench: <job>: drive
-        load). Missing keys take their defaults."
+        load); C(path_fraction_min) (null: off) for C(bench: <job>: path_fraction). Missing keys take
+        their defaults."
     type: dict
     default: {}
 notes:
@@ -189,6 +190,14 @@ results:
       description: Checks of this job (name, verdict, expected, actual, detail).
       type: list
       elements: dict
+    watch:
+      description:
+        - "What the job moved where (docs/reports.md): C(drives) (per member: bytes, r/s, w/s,
+          rkB/s, wkB/s, await, %util from /proc/diskstats), C(array) (the md device itself),
+          C(drives_source), C(drives_unknown), C(seconds); C(limit) (what the PCIe links between the
+          drives and the GPU carry, from C(topology)) and C(fraction) (measured / limit). Only for a
+          job that completed."
+      type: dict
 checks:
   description: "All jobs' checks, each named C(bench: <job>: <metric>); also returned when the task fails."
   returned: always
@@ -499,7 +508,7 @@ def main():
         broken("health_thresholds: %s" % exc)
     try:
         watch = JobWatch(params["watch_thresholds"], params["procfs_root"], params["sysfs_root"],
-                         params["topology"]) if not module.check_mode else None
+                         params["topology"], health) if not module.check_mode else None
     except WatchConfigError as exc:
         broken("watch_thresholds: %s" % exc)
     try:

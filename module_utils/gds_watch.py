@@ -14,14 +14,21 @@ from __future__ import annotations
 
 import os
 
+from ansible.module_utils.gds_checks import check
 from ansible.module_utils.gds_diskload import DriveWatch, drive_load_check
+from ansible.module_utils.gds_pathlimit import GIB, path_limit, spec_bytes
 from ansible.module_utils.gds_pci import normalize_bdf
+from ansible.module_utils.gds_thresholds import evaluate
+
+# the transfer types whose data lands in GPU memory (gdsio numbering): their path ends at the GPU
+GPU_XFER_TYPES = (0, 2, 4, 5, 6)
 
 VERDICTS = ("WARN", "FAIL")
 DEFAULT_THRESHOLDS = {
     "drive_skew_tolerance": 0.25,   # a member's bytes off its peers' mean by more than this share
     "drive_await_tolerance": 1.0,   # a member's mean service time above its peers' by more than this share
     "drive_skew_verdict": "WARN",
+    "path_fraction_min": None,      # measured / path limit below this FAILs (within 5 %: WARN); null: off
 }
 
 
@@ -41,6 +48,8 @@ def watch_thresholds(given):
         if key.endswith("_verdict"):
             if value not in VERDICTS:
                 raise WatchConfigError("watch threshold %s must be one of %s; got %r" % (key, ", ".join(VERDICTS), value))
+        elif value is None and DEFAULT_THRESHOLDS[key] is None:
+            pass  # an optional threshold left off
         elif isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise WatchConfigError("watch threshold %s must be a non-negative number; got %r" % (key, value))
         out[key] = value
@@ -67,10 +76,11 @@ def drive_bdfs(topology, sysfs_root, names):
 class JobWatch(object):
     """What one job moved where; one instance for the whole run, ``begin``/``end`` per job."""
 
-    def __init__(self, thresholds=None, procfs_root="/proc", sysfs_root="/sys", topology=None):
+    def __init__(self, thresholds=None, procfs_root="/proc", sysfs_root="/sys", topology=None, health=None):
         self.th = watch_thresholds(thresholds)
         self.sysfs_root = sysfs_root
         self.topology = topology or {}
+        self.health = health  # gds_devhealth.HealthRun: the GPUs' links as NVML saw them under load
         self.drives = DriveWatch(procfs_root, sysfs_root)
 
     def begin(self, job):
@@ -91,4 +101,27 @@ class JobWatch(object):
         if "unknown" in load:
             watch["drives_unknown"] = load["unknown"]
         checks = [drive_load_check(prefix, load, job.get("io_type", "read"), bdf_of, self.th)]
+        watch["limit"], watch["fraction"] = self.limit(job, record, names or list(job.get("members") or []))
+        if self.th["path_fraction_min"] is not None:
+            checks.append(self.fraction_check(prefix, watch["limit"], watch["fraction"]))
         return watch, checks
+
+    def limit(self, job, record, drives):
+        """(the path's limit, measured / limit) of the job; the fraction None when unknown."""
+        gpu = job.get("gpu") if int(job.get("xfer_type", 0)) in GPU_XFER_TYPES else None
+        load = self.health.gpu_load() if self.health is not None else {}
+        limit = path_limit(self.topology, None if gpu is None else int(gpu), drives, load,
+                           spec_bytes(job.get("spec"), record))
+        measured = (record or {}).get("throughput_gib_s")
+        if "unknown" in limit or not isinstance(measured, (int, float)):
+            return limit, None
+        return limit, round(measured * GIB / limit["bytes_per_s"], 4)
+
+    def fraction_check(self, prefix, limit, fraction):
+        """``bench: <job>: path_fraction``: measured / the path's limit against the profile's minimum."""
+        if fraction is None:
+            return check(prefix + "path_fraction", "SKIP", ">= %g of the path" % self.th["path_fraction_min"],
+                         "unknown", "the path's limit is unknown: %s" % limit.get("unknown", "no measured throughput"))
+        out = evaluate("path_fraction", [self.th["path_fraction_min"], 0.0, None, "of the path"], fraction, prefix)
+        out["detail"] = "; ".join(p for p in (out.get("detail"), "limit %s GB/s (%s)" % (limit["gb_s"], limit["bound"])) if p)
+        return out
