@@ -110,7 +110,9 @@ options:
     type: dict
     default: {}
   nvml_interval:
-    description: Seconds between NVML samples of each GPU used by a GPU-direct job.
+    description:
+      - Seconds between NVML samples of each GPU used by a GPU-direct job, and of every GPU's PCIe
+        throughput where the GPU has no PCIe byte counters.
     type: float
     default: 0.5
   procfs_root:
@@ -127,8 +129,8 @@ options:
     description:
       - "What the watch of each job judges (docs/profiles.md): C(drive_skew_tolerance),
         C(drive_await_tolerance) and C(drive_skew_verdict) (WARN or FAIL) for C(bench: <job>: drive
-        load); C(path_fraction_min) (null: off) for C(bench: <job>: path_fraction). Missing keys take
-        their defaults."
+        load); C(path_fraction_min) (null: off) for C(bench: <job>: path_fraction); C(bounce_share) and
+        C(bounce_verdict) for C(bench: <job>: bounce). Missing keys take their defaults."
     type: dict
     default: {}
 notes:
@@ -194,9 +196,10 @@ results:
       description:
         - "What the job moved where (docs/reports.md): C(drives) (per member: bytes, r/s, w/s,
           rkB/s, wkB/s, await, %util from /proc/diskstats), C(array) (the md device itself),
-          C(drives_source), C(drives_unknown), C(seconds); C(limit) (what the PCIe links between the
-          drives and the GPU carry, from C(topology)) and C(fraction) (measured / limit). Only for a
-          job that completed."
+          C(drives_source), C(drives_unknown), C(seconds); C(gpus) (every GPU's PCIe bytes received
+          and sent during the job, from NVML, with the source used) or C(gpus_unknown); C(limit)
+          (what the PCIe links between the drives and the GPU carry, from C(topology)) and
+          C(fraction) (measured / limit). Only for a job that completed."
       type: dict
 checks:
   description: "All jobs' checks, each named C(bench: <job>: <metric>); also returned when the task fails."
@@ -226,7 +229,7 @@ from ansible.module_utils.gds_module import GdsModule as AnsibleModule  # result
 from ansible.module_utils.gds_checks import udev_record_check
 from ansible.module_utils.gds_devhealth import HealthConfigError, HealthRun
 from ansible.module_utils.gds_proc import run as proc_run
-from ansible.module_utils.gds_watch import JobWatch, WatchConfigError
+from ansible.module_utils.gds_watch import JobWatch, WatchConfigError, watches_gpus
 from ansible.module_utils.gds_thresholds import (
     GPU_DIRECT_XFER_TYPES, ThresholdError, evaluate, gpu_skip_check, job_checks, jobs_run_check,
     lookup_metric, skipped_job_checks,
@@ -503,7 +506,7 @@ def main():
         if not module.check_mode and any(not j.get("skip") for j in params["jobs"]):
             health = HealthRun(params["pcie_links"], params["sysfs_root"], params["nvme_devices"],
                                params["nvme_cli"], params["health_thresholds"], gpu_indices(params["jobs"]),
-                               interval=max(0.05, params["nvml_interval"]))
+                               interval=max(0.05, params["nvml_interval"]), traffic=watches_gpus(params["jobs"]))
     except (HealthConfigError, ValueError, TypeError) as exc:
         broken("health_thresholds: %s" % exc)
     try:

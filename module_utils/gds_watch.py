@@ -18,6 +18,7 @@ from ansible.module_utils.gds_checks import check
 from ansible.module_utils.gds_diskload import DriveWatch, drive_load_check
 from ansible.module_utils.gds_pathlimit import GIB, path_limit, spec_bytes
 from ansible.module_utils.gds_pci import normalize_bdf
+from ansible.module_utils.gds_pcie_traffic import bounce_check, job_traffic
 from ansible.module_utils.gds_thresholds import evaluate
 
 # the transfer types whose data lands in GPU memory (gdsio numbering): their path ends at the GPU
@@ -29,6 +30,8 @@ DEFAULT_THRESHOLDS = {
     "drive_await_tolerance": 1.0,   # a member's mean service time above its peers' by more than this share
     "drive_skew_verdict": "WARN",
     "path_fraction_min": None,      # measured / path limit below this FAILs (within 5 %: WARN); null: off
+    "bounce_share": 0.5,            # another GPU that received this share of the job's bytes carried them
+    "bounce_verdict": "WARN",
 }
 
 
@@ -73,6 +76,18 @@ def drive_bdfs(topology, sysfs_root, names):
     return out
 
 
+def job_gpu(job):
+    """The GPU the job's data lands in (an int), or None for a CPU transfer type."""
+    if job.get("gpu") is None or int(job.get("xfer_type", 0)) not in GPU_XFER_TYPES:
+        return None
+    return int(job["gpu"])
+
+
+def watches_gpus(jobs):
+    """Whether any job that will run has a GPU: then every GPU's PCIe traffic is followed."""
+    return any(not j.get("skip") and job_gpu(j) is not None for j in jobs or [])
+
+
 class JobWatch(object):
     """What one job moved where; one instance for the whole run, ``begin``/``end`` per job."""
 
@@ -85,6 +100,12 @@ class JobWatch(object):
 
     def begin(self, job):
         self.drives.begin(job)
+        self.traffic_before = self.traffic_problem = None
+        if job_gpu(job) is not None:
+            if self.health is None:
+                self.traffic_problem = "NVML was not started"
+            else:
+                self.traffic_before, self.traffic_problem = self.health.traffic_mark()
 
     def end(self, job, record):
         """(watch entry, checks) of the job that just ended; ``record`` is its benchmark record."""
@@ -101,16 +122,33 @@ class JobWatch(object):
         if "unknown" in load:
             watch["drives_unknown"] = load["unknown"]
         checks = [drive_load_check(prefix, load, job.get("io_type", "read"), bdf_of, self.th)]
-        watch["limit"], watch["fraction"] = self.limit(job, record, names or list(job.get("members") or []))
+        drives = names or list(job.get("members") or [])
+        gpu = job_gpu(job)
+        if gpu is not None:
+            gpus, problem = self.traffic()
+            watch["gpus"] = gpus
+            if problem:
+                watch["gpus_unknown"] = problem
+            checks.append(bounce_check(prefix, gpu, (record or {}).get("bytes"), job.get("io_type", "read"),
+                                       gpus, self.topology, drives, self.th, problem))
+        watch["limit"], watch["fraction"] = self.limit(job, record, drives)
         if self.th["path_fraction_min"] is not None:
             checks.append(self.fraction_check(prefix, watch["limit"], watch["fraction"]))
         return watch, checks
 
+    def traffic(self):
+        """(every GPU's PCIe bytes during the job, why they are unknown or None)."""
+        if self.traffic_before is None:
+            return [], self.traffic_problem
+        after, problem = self.health.traffic_mark()
+        if after is None:
+            return [], problem
+        return job_traffic(self.traffic_before, after), None
+
     def limit(self, job, record, drives):
         """(the path's limit, measured / limit) of the job; the fraction None when unknown."""
-        gpu = job.get("gpu") if int(job.get("xfer_type", 0)) in GPU_XFER_TYPES else None
         load = self.health.gpu_load() if self.health is not None else {}
-        limit = path_limit(self.topology, None if gpu is None else int(gpu), drives, load,
+        limit = path_limit(self.topology, job_gpu(job), drives, load,
                            spec_bytes(job.get("spec"), record))
         measured = (record or {}).get("throughput_gib_s")
         if "unknown" in limit or not isinstance(measured, (int, float)):

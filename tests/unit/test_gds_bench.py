@@ -37,7 +37,8 @@ def test_record_and_checks(tmp_path):
     assert [(c["name"], c["verdict"]) for c in res["checks"]] == [
         ("bench: g1 seq_read: run", "PASS"), ("bench: g1 seq_read: throughput_gib_s", "PASS"),
         ("bench: g1 seq_read: io path", "PASS"),
-        ("bench: g1 seq_read: drive load", "SKIP")]  # no array named: its drives are unknown
+        ("bench: g1 seq_read: drive load", "SKIP"),   # no array named: its drives are unknown
+        ("bench: g1 seq_read: bounce", "SKIP")]       # no GPU here: NVML cannot start
     assert "-D" in res["cmd"] and "--json" in res["cmd"]
 
 
