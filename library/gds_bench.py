@@ -115,6 +115,13 @@ options:
         throughput where the GPU has no PCIe byte counters.
     type: float
     default: 0.5
+  gds_stats:
+    description:
+      - "cuFile's C(gds_stats) (a path, else a name looked up in PATH). While a cuFile job runs,
+        C(gds_stats -p PID -l 3) reads each of its processes' per-GPU statistics (cufile.json's
+        C(profile.cufile_stats) must be 3): the GPU whose bounce buffers cuFile used. Empty: not run."
+    type: str
+    default: gds_stats
   procfs_root:
     description: Where procfs is mounted (C(diskstats), read before and after each job).
     type: path
@@ -197,7 +204,8 @@ results:
         - "What the job moved where (docs/reports.md): C(drives) (per member: bytes, r/s, w/s,
           rkB/s, wkB/s, await, %util from /proc/diskstats), C(array) (the md device itself),
           C(drives_source), C(drives_unknown), C(seconds); C(gpus) (every GPU's PCIe bytes received
-          and sent during the job, from NVML, with the source used) or C(gpus_unknown); C(limit)
+          and sent during the job, from NVML, with the source used) or C(gpus_unknown); C(cufile)
+          (cuFile's per-GPU reads, writes and bounce-buffer pool from gds_stats, or its C(unknown)); C(limit)
           (what the PCIe links between the drives and the GPU carry, from C(topology)) and
           C(fraction) (measured / limit). Only for a job that completed."
       type: dict
@@ -229,7 +237,7 @@ from ansible.module_utils.gds_module import GdsModule as AnsibleModule  # result
 from ansible.module_utils.gds_checks import udev_record_check
 from ansible.module_utils.gds_devhealth import HealthConfigError, HealthRun
 from ansible.module_utils.gds_proc import run as proc_run
-from ansible.module_utils.gds_watch import JobWatch, WatchConfigError, watches_gpus
+from ansible.module_utils.gds_watch import JobWatch, WatchConfigError, gds_stats_tool, watches_gpus
 from ansible.module_utils.gds_thresholds import (
     GPU_DIRECT_XFER_TYPES, ThresholdError, evaluate, gpu_skip_check, job_checks, jobs_run_check,
     lookup_metric, skipped_job_checks,
@@ -282,14 +290,14 @@ def parse_record(out):
     return None
 
 
-def run_job(cmd, timeout, env):
+def run_job(cmd, timeout, env, started=None):
     """Run one benchmark: (record, failure, stderr, fatal).
 
     ``failure`` is None for a clean exit, else why the job broke; ``fatal`` says that the next
     jobs should not run (a crash or a timeout: the device may be in a bad state).
     """
     start = time.time()
-    res = proc_run(cmd, timeout, env)
+    res = proc_run(cmd, timeout, env, started)
     if res.error:
         return None, res.error, "", False
     if res.timed_out:
@@ -424,7 +432,7 @@ def run_all(params, check_mode, env, health=None, watch=None):
                 timeout = duration + params["timeout_grace"] if duration else params["pass_timeout"]
                 if watch is not None:
                     watch.begin(job)
-                record, failure, stderr, fatal = run_job(cmd, timeout, env)
+                record, failure, stderr, fatal = run_job(cmd, timeout, env, watch.started if watch else None)
             except (JobError, OSError, ValueError, TypeError) as exc:
                 failure, fatal = "could not run: %s" % exc, False
             checks = job_checks(job, record, failure, stderr) + ([udev] if udev else [])
@@ -480,6 +488,7 @@ def main():
             procfs_root=dict(type="path", default="/proc"),
             topology=dict(type="dict", default={}),
             watch_thresholds=dict(type="dict", default={}),
+            gds_stats=dict(type="str", default="gds_stats"),
         ),
         supports_check_mode=True,
     )
@@ -510,8 +519,9 @@ def main():
     except (HealthConfigError, ValueError, TypeError) as exc:
         broken("health_thresholds: %s" % exc)
     try:
+        stats, note = gds_stats_tool(params["gds_stats"], params["cufile_config"])
         watch = JobWatch(params["watch_thresholds"], params["procfs_root"], params["sysfs_root"],
-                         params["topology"], health) if not module.check_mode else None
+                         params["topology"], health, stats, note) if not module.check_mode else None
     except WatchConfigError as exc:
         broken("watch_thresholds: %s" % exc)
     try:

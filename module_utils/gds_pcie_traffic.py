@@ -139,15 +139,39 @@ def link_class(topology, gpu, drives):
     return ", ".join("%s to %s" % (c, d) for d, c in classes)
 
 
-def bounce_check(prefix, gpu, moved, io_type, gpus, topology, drives, th, unknown=None):
+def _buffers(cufile, index):
+    row = next((r for r in cufile.get("gpus") or [] if r["index"] == index), {})
+    return "%s of %s pool buffers in use" % (row.get("pool_used"), row.get("pool_total"))
+
+
+def bounce_check(prefix, gpu, moved, io_type, gpus, topology, drives, th, unknown=None, cufile=None):
     """``bench: <job>: bounce``: the target GPU ``gpu`` should be the only one whose PCIe traffic
     compares with the ``moved`` bytes of the job. Another GPU that received at least
     ``bounce_share`` of them carried the data (cuFile's bounce buffers): WARN or FAIL per profile,
-    naming it, its PCI address and its link class to the drives."""
+    naming it, its PCI address and its link class to the drives. Without NVML's figures, cuFile's
+    own statistics (``cufile``, gds_stats) name the GPU whose bounce buffers it used."""
     name = prefix + "bounce"
     share = th["bounce_share"]
     expected = "only GPU%s receives >= %d%% of the bytes the job moved" % (gpu, round(share * 100))
     known = [g for g in gpus or [] if "unknown" not in g]
+    cufile = cufile if cufile and "unknown" not in cufile else None
+    bdfs = {g.get("index"): g.get("bdf") for g in (topology or {}).get("gpus") or [] if isinstance(g, dict)}
+    bdfs.update((g["index"], g.get("bdf")) for g in gpus or [] if g.get("bdf"))
+
+    def who(g):
+        where = link_class(topology, g["index"], drives)
+        return "GPU%s (%s%s)" % (g["index"], bdfs.get(g["index"]) or "PCI address unknown",
+                                 ", " + where if where else "")
+
+    if not known and cufile is not None:
+        held = [i for i in cufile["buffer_gpus"] if i != gpu]
+        notes = ["from cuFile's statistics (%s); NVML: %s" % (cufile["source"], unknown or "no figures")]
+        if held:
+            return check(name, th["bounce_verdict"], expected, "; ".join(
+                "%s held cuFile's bounce buffers (%s)" % (who({"index": i}), _buffers(cufile, i)) for i in held),
+                "; ".join(notes))
+        return check(name, "PASS", expected, "cuFile used no other GPU's bounce buffers",
+                     "; ".join(["cuFile I/O on GPU %s" % ", ".join(str(i) for i in cufile["io_gpus"])] + notes))
     if not known:
         return check(name, "SKIP", expected, "unknown", unknown or "no GPU's PCIe traffic was read")
     if not moved:
@@ -156,10 +180,6 @@ def bounce_check(prefix, gpu, moved, io_type, gpus, topology, drives, th, unknow
     carriers = sorted((g for g in known if g["index"] != gpu and g["rx_bytes"] >= share * moved),
                       key=lambda g: -g["rx_bytes"])
     target = next((g for g in known if g["index"] == gpu), None)
-
-    def who(g):
-        where = link_class(topology, g["index"], drives)
-        return "GPU%s (%s%s)" % (g["index"], g.get("bdf") or "PCI address unknown", ", " + where if where else "")
 
     notes = []
     if target is not None:
@@ -170,6 +190,9 @@ def bounce_check(prefix, gpu, moved, io_type, gpus, topology, drives, th, unknow
     notes += ["GPU%s rx %s tx %s" % (g["index"], _gb(g["rx_bytes"]), _gb(g["tx_bytes"]))
               for g in sorted(known, key=lambda g: -(g["rx_bytes"] + g["tx_bytes"]))[:4]]
     notes.append("from %s" % " and ".join(sources))
+    if cufile is not None and cufile["buffer_gpus"]:
+        notes.append("cuFile's bounce buffers on %s" % ", ".join(
+            "GPU%s (%s)" % (i, _buffers(cufile, i)) for i in cufile["buffer_gpus"]))
     unknown_gpus = [g for g in gpus or [] if "unknown" in g]
     if unknown_gpus:
         notes.append("unknown: %s" % "; ".join("GPU%s %s" % (g["index"], g["unknown"]) for g in unknown_gpus))

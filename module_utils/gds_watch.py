@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 
 from ansible.module_utils.gds_checks import check
+from ansible.module_utils.gds_cufile_stats import GdsStatsWatcher, stats_level_note
+from ansible.module_utils.gds_devhealth import find_cli
 from ansible.module_utils.gds_diskload import DriveWatch, drive_load_check
 from ansible.module_utils.gds_pathlimit import GIB, path_limit, spec_bytes
 from ansible.module_utils.gds_pci import normalize_bdf
@@ -23,6 +25,7 @@ from ansible.module_utils.gds_thresholds import evaluate
 
 # the transfer types whose data lands in GPU memory (gdsio numbering): their path ends at the GPU
 GPU_XFER_TYPES = (0, 2, 4, 5, 6)
+CUFILE_XFER_TYPES = (0, 5, 6)  # through libcufile: gds_stats has its statistics
 
 VERDICTS = ("WARN", "FAIL")
 DEFAULT_THRESHOLDS = {
@@ -88,17 +91,32 @@ def watches_gpus(jobs):
     return any(not j.get("skip") and job_gpu(j) is not None for j in jobs or [])
 
 
+def gds_stats_tool(name, cufile_config=None):
+    """(gds_stats binary or None, a note on why cuFile's statistics may be unknown): ``name`` as a
+    path or a name in PATH, else gds_stats in PATH; the note reads cufile.json's stats level."""
+    if not name:
+        return None, "gds_stats not given"
+    binary = find_cli(name) or find_cli("gds_stats")
+    if binary is None:
+        return None, "gds_stats not found (%s)" % name
+    return binary, stats_level_note(cufile_config or "/etc/cufile.json")
+
+
 class JobWatch(object):
     """What one job moved where; one instance for the whole run, ``begin``/``end`` per job."""
 
-    def __init__(self, thresholds=None, procfs_root="/proc", sysfs_root="/sys", topology=None, health=None):
+    def __init__(self, thresholds=None, procfs_root="/proc", sysfs_root="/sys", topology=None, health=None,
+                 gds_stats=None, gds_stats_note=None, gds_stats_interval=2.0):
         self.th = watch_thresholds(thresholds)
-        self.sysfs_root = sysfs_root
+        self.sysfs_root, self.procfs_root = sysfs_root, procfs_root
+        # gds_stats: the resolved binary, or (None and in the note) why cuFile's view is unknown
+        self.gds_stats, self.gds_stats_note, self.gds_stats_interval = gds_stats, gds_stats_note, gds_stats_interval
         self.topology = topology or {}
         self.health = health  # gds_devhealth.HealthRun: the GPUs' links as NVML saw them under load
         self.drives = DriveWatch(procfs_root, sysfs_root)
 
     def begin(self, job):
+        self.job, self.stats = job, None
         self.drives.begin(job)
         self.traffic_before = self.traffic_problem = None
         if job_gpu(job) is not None:
@@ -106,6 +124,24 @@ class JobWatch(object):
                 self.traffic_problem = "NVML was not started"
             else:
                 self.traffic_before, self.traffic_problem = self.health.traffic_mark()
+
+    def started(self, pgid):
+        """The job's benchmark runs as process group ``pgid``: read cuFile's statistics beside it."""
+        try:
+            if self.gds_stats and job_gpu(self.job) is not None \
+                    and int(self.job.get("xfer_type", 0)) in CUFILE_XFER_TYPES:
+                self.stats = GdsStatsWatcher(self.gds_stats, self.procfs_root, self.gds_stats_interval)
+                self.stats.start(pgid)
+        except Exception as exc:  # never in the way of the benchmark
+            self.stats, self.gds_stats_note = None, "gds_stats could not start: %s" % exc
+
+    def cufile(self, job):
+        """The job's ``watch.cufile`` entry: cuFile's per-GPU placement, or {unknown: why}."""
+        if self.stats is not None:
+            return self.stats.stop(self.gds_stats_note)
+        if int(job.get("xfer_type", 0)) not in CUFILE_XFER_TYPES:
+            return {"unknown": "not a cuFile transfer type"}
+        return {"unknown": self.gds_stats_note or "gds_stats not found"}
 
     def end(self, job, record):
         """(watch entry, checks) of the job that just ended; ``record`` is its benchmark record."""
@@ -129,8 +165,9 @@ class JobWatch(object):
             watch["gpus"] = gpus
             if problem:
                 watch["gpus_unknown"] = problem
+            watch["cufile"] = self.cufile(job)
             checks.append(bounce_check(prefix, gpu, (record or {}).get("bytes"), job.get("io_type", "read"),
-                                       gpus, self.topology, drives, self.th, problem))
+                                       gpus, self.topology, drives, self.th, problem, watch["cufile"]))
         watch["limit"], watch["fraction"] = self.limit(job, record, drives)
         if self.th["path_fraction_min"] is not None:
             checks.append(self.fraction_check(prefix, watch["limit"], watch["fraction"]))
