@@ -4,7 +4,6 @@ running job, and the bounce check that names the buffer GPU without NVML."""
 import json
 import os
 
-import pytest
 
 from ansible.module_utils.gds_cufile_stats import (
     GdsStatsWatcher, group_pids, parse_gds_stats, placement, stats_level_note,

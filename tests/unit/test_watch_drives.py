@@ -7,7 +7,7 @@ import os
 import pytest
 import yaml
 
-from ansible.module_utils.gds_diskload import DriveWatch, io_load, job_drives, parse_diskstats
+from ansible.module_utils.gds_diskload import io_load, job_drives, parse_diskstats
 from ansible.module_utils.gds_watch import JobWatch, WatchConfigError, watch_thresholds
 from conftest import ROOT, run_module
 
