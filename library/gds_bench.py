@@ -42,6 +42,10 @@ options:
         job's; C(spec) is C({metric, value}), the array's summed drive spec, which gives the metric
         C(fraction_of_spec).
       - C(skip) is a reason; the job is not run and its checks SKIP.
+      - "For the watch of each job: C(md) (the array's kernel name, whose sysfs slaves are its
+        drives), C(members) (its drives, when there is no md), C(drives_from_target) (the disk
+        under the target, on a live node), C(expect_bounce) (the planner's non-affine job: a
+        bounce through a GPU near the drives PASSes)."
     type: list
     elements: dict
     required: true

@@ -111,6 +111,8 @@ def path_limit(topology, gpu, drives, gpu_load=None, spec_bytes_per_s=None):
     memory, a CPU transfer type): {bytes_per_s, gib_s, gb_s, bound, gpu, drives, ...}, or
     {unknown: why}. ``spec_bytes_per_s`` is the drives' summed spec, where the profile gives one."""
     topology = topology or {}
+    if not topology.get("pcie_links"):
+        return {"unknown": "no PCIe links in the topology facts"}
     model = PathModel(topology.get("pcie_links"), gpu_load)
     by_name = {d.get("name"): d for d in topology.get("nvme") or [] if isinstance(d, dict)}
     if not drives:

@@ -167,7 +167,8 @@ class JobWatch(object):
                 watch["gpus_unknown"] = problem
             watch["cufile"] = self.cufile(job)
             checks.append(bounce_check(prefix, gpu, (record or {}).get("bytes"), job.get("io_type", "read"),
-                                       gpus, self.topology, drives, self.th, problem, watch["cufile"]))
+                                       gpus, self.topology, drives, self.th, problem, watch["cufile"],
+                                       bool(job.get("expect_bounce"))))
         watch["limit"], watch["fraction"] = self.limit(job, record, drives)
         if self.th["path_fraction_min"] is not None:
             checks.append(self.fraction_check(prefix, watch["limit"], watch["fraction"]))

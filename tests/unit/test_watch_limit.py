@@ -85,7 +85,8 @@ def test_unknown_limits_say_why(dgx2):
     assert path_limit(dgx2, 2, [])["unknown"] == "no drive known for this job"
     broken = with_link(dgx2, "0000:2e:00.0", current_width=None, expected_width=None)
     assert "0000:2e:00.0" in path_limit(broken, 2, PAIR)["unknown"]
-    assert path_limit({}, 2, PAIR)["unknown"].startswith("drive nvme2n1")
+    assert path_limit({"pcie_links": dgx2["pcie_links"]}, 2, PAIR)["unknown"].startswith("drive nvme2n1")
+    assert path_limit({}, 2, PAIR)["unknown"] == "no PCIe links in the topology facts"  # a simulated node
 
 
 def watched(facts, th, throughput=GUIDE_GPU2_GIB_S, xfer_type=0, tmp=None):

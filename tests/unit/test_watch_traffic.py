@@ -110,12 +110,12 @@ def clock(monkeypatch):
     return fake
 
 
-def one_job(fake, topology, gpu, moved, during, tmp, th=None, clock=None):
+def one_job(fake, topology, gpu, moved, during, tmp, th=None, clock=None, **extra):
     """A job on md127 watched from begin to end; ``during`` makes the GPUs move their bytes."""
     health = HealthRun([], gpu_indices=[gpu], interval=3600, pynvml=fake, traffic=True)
     health.begin()
     watch = JobWatch(th or {}, str(tmp / "noproc"), str(tmp / "nosys"), topology, health)
-    job = {"name": "nvme23 read", "gpu": gpu, "xfer_type": 0, "io_type": "read", "members": PAIR}
+    job = dict({"name": "nvme23 read", "gpu": gpu, "xfer_type": 0, "io_type": "read", "members": PAIR}, **extra)
     watch.begin(job)
     during(health)
     entry, checks = watch.end(job, {"bytes": moved, "throughput_gib_s": 1.0})
@@ -148,6 +148,12 @@ def test_guide_gpu10_random_reads_fail_when_the_profile_says_so(dgx2, tmp_path):
     _, checks = one_job(fake, dgx2, 10, GPU10_BYTES, lambda h: fake.move(DCGMI_GPU10), tmp_path,
                         th={"bounce_share": 1.5})
     assert checks["bench: nvme23 read: bounce"]["verdict"] == "PASS"
+    # the planner's non-affine job measures exactly this detour: named, and PASS whatever the profile
+    _, checks = one_job(fake, dgx2, 10, GPU10_BYTES, lambda h: fake.move(DCGMI_GPU10), tmp_path,
+                        th={"bounce_verdict": "FAIL"}, expect_bounce=True)
+    bounce = checks["bench: nvme23 read: bounce"]
+    assert bounce["verdict"] == "PASS" and bounce["actual"].startswith("GPU0 (0000:34:00.0, PXB")
+    assert "non-affine pair" in bounce["expected"]
 
 
 def test_affine_read_integrated_from_throughput_samples(dgx2, tmp_path, clock):
