@@ -42,6 +42,10 @@ options:
         job's; C(spec) is C({metric, value}), the array's summed drive spec, which gives the metric
         C(fraction_of_spec).
       - C(skip) is a reason; the job is not run and its checks SKIP.
+      - "For the watch of each job: C(md) (the array's kernel name, whose sysfs slaves are its
+        drives), C(members) (its drives, when there is no md), C(drives_from_target) (the disk
+        under the target, on a live node), C(expect_bounce) (the planner's non-affine job: a
+        bounce through a GPU near the drives PASSes)."
     type: list
     elements: dict
     required: true
@@ -110,9 +114,36 @@ options:
     type: dict
     default: {}
   nvml_interval:
-    description: Seconds between NVML samples of each GPU used by a GPU-direct job.
+    description:
+      - Seconds between NVML samples of each GPU used by a GPU-direct job, and of every GPU's PCIe
+        throughput where the GPU has no PCIe byte counters.
     type: float
     default: 0.5
+  gds_stats:
+    description:
+      - "cuFile's C(gds_stats) (a path, else a name looked up in PATH). While a cuFile job runs,
+        C(gds_stats -p PID -l 3) reads each of its processes' per-GPU statistics (cufile.json's
+        C(profile.cufile_stats) must be 3): the GPU whose bounce buffers cuFile used. Empty: not run."
+    type: str
+    default: gds_stats
+  procfs_root:
+    description: Where procfs is mounted (C(diskstats), read before and after each job).
+    type: path
+    default: /proc
+  topology:
+    description:
+      - "The node's C(gds_topology) facts: the drives' PCI addresses, the link matrix and the PCIe
+        links that the watch of each job names and measures the path's limit from."
+    type: dict
+    default: {}
+  watch_thresholds:
+    description:
+      - "What the watch of each job judges (docs/profiles.md): C(drive_skew_tolerance),
+        C(drive_await_tolerance) and C(drive_skew_verdict) (WARN or FAIL) for C(bench: <job>: drive
+        load); C(path_fraction_min) (null: off) for C(bench: <job>: path_fraction); C(bounce_share) and
+        C(bounce_verdict) for C(bench: <job>: bounce). Missing keys take their defaults."
+    type: dict
+    default: {}
 notes:
   - In check mode nothing is run and every job's checks are SKIP.
   - NVML (pynvml) is sampled only when it can be imported and GPU-direct jobs run; what a GPU does
@@ -172,6 +203,16 @@ results:
       description: Checks of this job (name, verdict, expected, actual, detail).
       type: list
       elements: dict
+    watch:
+      description:
+        - "What the job moved where (docs/reports.md): C(drives) (per member: bytes, r/s, w/s,
+          rkB/s, wkB/s, await, %util from /proc/diskstats), C(array) (the md device itself),
+          C(drives_source), C(drives_unknown), C(seconds); C(gpus) (every GPU's PCIe bytes received
+          and sent during the job, from NVML, with the source used) or C(gpus_unknown); C(cufile)
+          (cuFile's per-GPU reads, writes and bounce-buffer pool from gds_stats, or its C(unknown)); C(limit)
+          (what the PCIe links between the drives and the GPU carry, from C(topology)) and
+          C(fraction) (measured / limit). Only for a job that completed."
+      type: dict
 checks:
   description: "All jobs' checks, each named C(bench: <job>: <metric>); also returned when the task fails."
   returned: always
@@ -200,6 +241,7 @@ from ansible.module_utils.gds_module import GdsModule as AnsibleModule  # result
 from ansible.module_utils.gds_checks import udev_record_check
 from ansible.module_utils.gds_devhealth import HealthConfigError, HealthRun
 from ansible.module_utils.gds_proc import run as proc_run
+from ansible.module_utils.gds_watch import JobWatch, WatchConfigError, gds_stats_tool, watches_gpus
 from ansible.module_utils.gds_thresholds import (
     GPU_DIRECT_XFER_TYPES, ThresholdError, evaluate, gpu_skip_check, job_checks, jobs_run_check,
     lookup_metric, skipped_job_checks,
@@ -252,14 +294,14 @@ def parse_record(out):
     return None
 
 
-def run_job(cmd, timeout, env):
+def run_job(cmd, timeout, env, started=None):
     """Run one benchmark: (record, failure, stderr, fatal).
 
     ``failure`` is None for a clean exit, else why the job broke; ``fatal`` says that the next
     jobs should not run (a crash or a timeout: the device may be in a bad state).
     """
     start = time.time()
-    res = proc_run(cmd, timeout, env)
+    res = proc_run(cmd, timeout, env, started)
     if res.error:
         return None, res.error, "", False
     if res.timed_out:
@@ -367,8 +409,10 @@ def gpu_indices(jobs):
                    and int(j.get("xfer_type", 0)) in GPU_DIRECT_XFER_TYPES})
 
 
-def run_all(params, check_mode, env, health=None):
-    """Run the jobs in order; returns (results, error messages, removed paths)."""
+def run_all(params, check_mode, env, health=None, watch=None):
+    """Run the jobs in order; returns (results, error messages, removed paths).
+
+    ``watch`` (gds_watch.JobWatch) reads the drives and GPUs right before and after each job."""
     results, records, errors, skips = [], {}, [], []
     workspace, halted = Workspace(), None
     if health is not None:
@@ -390,10 +434,16 @@ def run_all(params, check_mode, env, health=None):
                 udev = udev_check(job, params["udev_root"], "bench: %s: " % job["name"])
                 duration = int(job.get("duration") or 0)
                 timeout = duration + params["timeout_grace"] if duration else params["pass_timeout"]
-                record, failure, stderr, fatal = run_job(cmd, timeout, env)
+                if watch is not None:
+                    watch.begin(job)
+                record, failure, stderr, fatal = run_job(cmd, timeout, env, watch.started if watch else None)
             except (JobError, OSError, ValueError, TypeError) as exc:
                 failure, fatal = "could not run: %s" % exc, False
             checks = job_checks(job, record, failure, stderr) + ([udev] if udev else [])
+            seen = None
+            if watch is not None and cmd and checks[0]["verdict"] == "PASS":
+                seen, more = watch.end(job, record)  # only a job that measured something is watched
+                checks += more
             if checks[0]["verdict"] == "ERROR":
                 errors.append("%s: %s" % (job["name"], checks[0].get("detail") or checks[0]["actual"]))
                 if fatal:
@@ -403,6 +453,8 @@ def run_all(params, check_mode, env, health=None):
             results.append({"name": job["name"], "cmd": cmd, "record": record or {},
                             "path": ((record or {}).get("path") or {}).get("mode"), "stderr": stderr,
                             "checks": checks, "attempted": True})
+            if seen is not None:
+                results[-1]["watch"] = seen
         for job, result in zip(params["jobs"], results):
             if not job.get("compare") or job["name"] not in records:
                 continue
@@ -437,6 +489,10 @@ def main():
             nvme_cli=dict(type="str", default="nvme"),
             health_thresholds=dict(type="dict", default={}),
             nvml_interval=dict(type="float", default=0.5),
+            procfs_root=dict(type="path", default="/proc"),
+            topology=dict(type="dict", default={}),
+            watch_thresholds=dict(type="dict", default={}),
+            gds_stats=dict(type="str", default="gds_stats"),
         ),
         supports_check_mode=True,
     )
@@ -463,11 +519,17 @@ def main():
         if not module.check_mode and any(not j.get("skip") for j in params["jobs"]):
             health = HealthRun(params["pcie_links"], params["sysfs_root"], params["nvme_devices"],
                                params["nvme_cli"], params["health_thresholds"], gpu_indices(params["jobs"]),
-                               interval=max(0.05, params["nvml_interval"]))
+                               interval=max(0.05, params["nvml_interval"]), traffic=watches_gpus(params["jobs"]))
     except (HealthConfigError, ValueError, TypeError) as exc:
         broken("health_thresholds: %s" % exc)
     try:
-        results, errors, removed, skips = run_all(params, module.check_mode, env, health)
+        stats, note = gds_stats_tool(params["gds_stats"], params["cufile_config"])
+        watch = JobWatch(params["watch_thresholds"], params["procfs_root"], params["sysfs_root"],
+                         params["topology"], health, stats, note) if not module.check_mode else None
+    except WatchConfigError as exc:
+        broken("watch_thresholds: %s" % exc)
+    try:
+        results, errors, removed, skips = run_all(params, module.check_mode, env, health, watch)
     except (ThresholdError, KeyError) as exc:
         broken("bad threshold or compare: %s" % exc)
     checks = [check for result in results for check in result["checks"]]

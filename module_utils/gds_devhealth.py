@@ -2,7 +2,7 @@
 # Copyright: gds-commission contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Device health around a benchmark run: NVML sampling of the GPUs' PCIe links and clock event
-reasons while the jobs run, GPU memory health (ECC, retired pages, remapped rows), NVMe SMART
+reasons while the jobs run (and of every GPU's PCIe traffic, for gds_watch), GPU memory health (ECC, retired pages, remapped rows), NVMe SMART
 health (nvme-cli's smart-log, else sysfs), and PCIe AER counters before and after.
 
 Everything here only reads. An NVML call a GPU does not support (NVMLError_NotSupported, as
@@ -16,11 +16,14 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 
 from ansible.module_utils.gds_checks import check
 from ansible.module_utils.gds_files import decode, read_text
 from ansible.module_utils.gds_health import aer_checks, link_checks, read_aer
+from ansible.module_utils.gds_nvml import nvml_value, why as _why
 from ansible.module_utils.gds_pci import normalize_bdf
+from ansible.module_utils.gds_pcie_traffic import GpuTraffic
 
 # nvmlClocksEventReason* bits (nvml.h); the names are what profiles list
 CLOCK_EVENT_REASONS = (
@@ -89,24 +92,6 @@ def import_pynvml():
     return pynvml, None
 
 
-def _why(exc):
-    text = str(exc) or exc.__class__.__name__
-    return "not supported" if "NotSupported" in exc.__class__.__name__ or "Not Supported" in text else text
-
-
-def nvml_value(pynvml, names, *args):
-    """(value, None) from the first of ``names`` pynvml has, or (None, why it is unknown)."""
-    for name in names:
-        fn = getattr(pynvml, name, None)
-        if fn is None:
-            continue
-        try:
-            return fn(*args), None
-        except Exception as exc:  # NVMLError subclasses; never let one end the run
-            return None, "%s: %s" % (name, _why(exc))
-    return None, "%s: missing in this pynvml" % names[0]
-
-
 CURR_GEN = ("nvmlDeviceGetCurrPcieLinkGeneration",)
 CURR_WIDTH = ("nvmlDeviceGetCurrPcieLinkWidth",)
 MAX_GEN = ("nvmlDeviceGetMaxPcieLinkGeneration",)
@@ -128,6 +113,8 @@ class GpuSample(object):
         self.reasons = 0
         self.reason_samples = 0
         self.unknown = []
+        self.link = True      # a GPU the jobs use: its link and health are judged
+        self.traffic = None   # GpuTraffic: its PCIe bytes (every GPU, when asked)
 
     def load(self):
         return {"max_gen_seen": self.gen_seen, "max_width_seen": self.width_seen,
@@ -139,10 +126,14 @@ class GpuSample(object):
 class NvmlSampler(object):
     """Samples each GPU's current PCIe generation/width and clock event reasons every
     ``interval`` seconds in a thread while the benchmark runs; keeps the maxima and the union of
-    the reasons. NVML stays initialised from ``start`` to ``stop``."""
+    the reasons. With ``traffic`` it also follows the PCIe bytes of every GPU of the node (not
+    only those the jobs use: a bounce GPU is another one), read per job through ``mark``. NVML
+    stays initialised from ``start`` to ``stop``."""
 
-    def __init__(self, pynvml, indices, interval=0.5):
+    def __init__(self, pynvml, indices, interval=0.5, traffic=False):
         self.pynvml, self.indices, self.interval = pynvml, sorted(set(indices)), interval
+        self.traffic = traffic
+        self.traffic_problem = None
         self.gpus = []
         self.problem = None
         self._stop = threading.Event()
@@ -157,20 +148,33 @@ class NvmlSampler(object):
         except Exception as exc:
             self.problem = "nvmlInit failed: %s" % _why(exc)
             return False
-        for index in self.indices:
+        everyone = []
+        if self.traffic:
+            count, why = nvml_value(self.pynvml, ("nvmlDeviceGetCount",))
+            if count is None:
+                self.traffic_problem = why
+            else:
+                everyone = list(range(int(count)))
+        for index in sorted(set(self.indices) | set(everyone)):
             handle, why = nvml_value(self.pynvml, ("nvmlDeviceGetHandleByIndex",), index)
             if why:
-                self.problem = "GPU %d: %s" % (index, why)
+                if index in self.indices:
+                    self.problem = "GPU %d: %s" % (index, why)
                 continue
             pci, why = nvml_value(self.pynvml, ("nvmlDeviceGetPciInfo",), handle)
             bdf = normalize_bdf(decode(pci.busId) if isinstance(pci.busId, bytes) else str(pci.busId)) if pci else None
             gpu = GpuSample(index, handle, bdf)
+            gpu.link = index in self.indices
             for attr, names in (("max_gen", MAX_GEN), ("max_width", MAX_WIDTH),
                                 ("gpu_max_gen", GPU_MAX_GEN), ("gpu_max_width", GPU_MAX_WIDTH)):
+                if not gpu.link:
+                    break
                 value, why = nvml_value(self.pynvml, names, handle)
                 setattr(gpu, attr, int(value) if value is not None else None)
                 if why and attr in ("max_gen", "max_width"):
                     gpu.unknown.append(why)
+            if self.traffic:
+                gpu.traffic = GpuTraffic(self.pynvml, handle, time.monotonic())
             self.gpus.append(gpu)
         self.sample()  # the idle state before the first job
         self._thread = threading.Thread(target=self._run, name="nvml-sampler")
@@ -184,7 +188,12 @@ class NvmlSampler(object):
 
     def sample(self):
         with self._lock:
+            now = time.monotonic()
             for gpu in self.gpus:
+                if gpu.traffic is not None:
+                    gpu.traffic.sample(now)
+                if not gpu.link:
+                    continue
                 gen, why_gen = nvml_value(self.pynvml, CURR_GEN, gpu.handle)
                 width, why_width = nvml_value(self.pynvml, CURR_WIDTH, gpu.handle)
                 if gen is not None and width is not None:
@@ -203,6 +212,19 @@ class NvmlSampler(object):
                 elif why not in gpu.unknown:
                     gpu.unknown.append(why)
 
+    def mark(self):
+        """{index: {bdf, totals: [rx, tx] bytes so far or None, source, problem}} of every GPU
+        whose traffic is followed: one job's traffic is the difference of two marks."""
+        with self._lock:
+            now = time.monotonic()
+            out = {}
+            for gpu in self.gpus:
+                if gpu.traffic is not None:
+                    totals = gpu.traffic.totals(now)
+                    out[gpu.index] = {"bdf": gpu.bdf, "totals": totals, "source": gpu.traffic.source,
+                                      "problem": gpu.traffic.problem}
+            return out
+
     def stop(self):
         """Stop sampling (NVML stays up for the health reads; ``close`` shuts it down)."""
         self._stop.set()
@@ -220,7 +242,7 @@ class NvmlSampler(object):
     def gpu_load(self):
         """{bdf: {max_gen_seen, max_width_seen, max_gen, max_width, samples, ...}} for the GPUs
         with at least one link sample."""
-        return {g.bdf: g.load() for g in self.gpus if g.samples and g.bdf}
+        return {g.bdf: g.load() for g in self.gpus if g.link and g.samples and g.bdf}
 
 
 def gpu_memory_health(pynvml, handle):
@@ -421,7 +443,7 @@ class HealthRun(object):
     the last, then judge. ``begin``/``end`` never raise."""
 
     def __init__(self, pcie_links=None, sysfs_root="/sys", nvme_devices=None, nvme_cli="nvme",
-                 thresholds=None, gpu_indices=None, interval=0.5, pynvml=None):
+                 thresholds=None, gpu_indices=None, interval=0.5, pynvml=None, traffic=False):
         self.links = list(pcie_links or [])
         self.sysfs_root = sysfs_root
         self.nvme_devices = list(nvme_devices or [])
@@ -430,6 +452,7 @@ class HealthRun(object):
         self.gpu_indices = sorted(set(gpu_indices or []))
         self.interval = interval
         self.pynvml = pynvml
+        self.traffic = traffic  # follow every GPU's PCIe bytes (gds_watch reads them per job)
         self.sampler = None
         self.nvml_problem = None
         self.aer_before = self.aer_after = {}
@@ -440,12 +463,12 @@ class HealthRun(object):
         bdfs = sorted({link["bdf"] for link in self.links if link.get("bdf")})
         self.aer_before = read_aer(self.sysfs_root, bdfs) if bdfs else {}
         self.nvme_before = {n: nvme_smart(n, self.sysfs_root, self.nvme_cli) for n in self.nvme_devices}
-        if self.gpu_indices:
+        if self.gpu_indices or self.traffic:
             pynvml, why = (self.pynvml, None) if self.pynvml is not None else import_pynvml()
             if pynvml is None:
                 self.nvml_problem = why
             else:
-                self.sampler = NvmlSampler(pynvml, self.gpu_indices, self.interval)
+                self.sampler = NvmlSampler(pynvml, self.gpu_indices, self.interval, self.traffic)
                 try:
                     if not self.sampler.start():
                         self.nvml_problem = self.sampler.problem
@@ -460,7 +483,8 @@ class HealthRun(object):
             try:
                 self.sampler.stop()
                 for gpu in self.sampler.gpus:
-                    self.gpu_facts[gpu.index] = gpu_memory_health(self.sampler.pynvml, gpu.handle)
+                    if gpu.link:
+                        self.gpu_facts[gpu.index] = gpu_memory_health(self.sampler.pynvml, gpu.handle)
             except Exception as exc:
                 self.nvml_problem = "NVML read failed: %s" % exc
             finally:
@@ -470,6 +494,19 @@ class HealthRun(object):
 
     def gpu_load(self):
         return self.sampler.gpu_load() if self.sampler is not None else {}
+
+    def traffic_mark(self):
+        """(every GPU's PCIe bytes so far, None) for gds_watch, or (None, why there are none).
+        Never raises: a broken pynvml is an unknown, not a failed benchmark."""
+        if self.sampler is None:
+            return None, self.nvml_problem or "NVML was not started"
+        try:
+            marks = self.sampler.mark()
+        except Exception as exc:
+            return None, "NVML read failed: %s" % exc
+        if not marks:
+            return None, self.sampler.traffic_problem or self.sampler.problem or "no GPU's traffic is followed"
+        return marks, None
 
     def checks(self):
         out = []

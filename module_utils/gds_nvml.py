@@ -13,6 +13,25 @@ from ansible.module_utils.gds_files import decode
 from ansible.module_utils.gds_pci import normalize_bdf
 
 
+def why(exc):
+    """An NVML error in words: "not supported" for NVMLError_NotSupported."""
+    text = str(exc) or exc.__class__.__name__
+    return "not supported" if "NotSupported" in exc.__class__.__name__ or "Not Supported" in text else text
+
+
+def nvml_value(pynvml, names, *args):
+    """(value, None) from the first of ``names`` pynvml has, or (None, why it is unknown)."""
+    for name in names:
+        fn = getattr(pynvml, name, None)
+        if fn is None:
+            continue
+        try:
+            return fn(*args), None
+        except Exception as exc:  # NVMLError subclasses; never let one end the run
+            return None, "%s: %s" % (name, why(exc))
+    return None, "%s: missing in this pynvml" % names[0]
+
+
 class NvmlUnavailable(Exception):
     """pynvml is missing, or NVML cannot be initialised (no driver, no GPU, no permission)."""
 

@@ -48,15 +48,18 @@ def kill(proc):
     return _text(out), _text(err)
 
 
-def run(cmd, timeout, env=None):
+def run(cmd, timeout, env=None, started=None):
     """Run ``cmd`` to its end or for at most ``timeout`` seconds, then kill its process group.
 
-    Returns ProcResult(rc, stdout, stderr, timed_out, error); output is decoded as UTF-8 with
-    undecodable bytes replaced."""
+    ``started(pid)`` is called once it runs (its pid is its process group's id: a watcher beside
+    it finds the processes it forks). Returns ProcResult(rc, stdout, stderr, timed_out, error);
+    output is decoded as UTF-8 with undecodable bytes replaced."""
     try:
         proc = start(cmd, env)
     except OSError as exc:
         return ProcResult(None, "", "", False, "could not start %s: %s" % (cmd[0], exc))
+    if started is not None:
+        started(proc.pid)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

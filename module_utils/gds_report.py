@@ -368,6 +368,88 @@ def bar_chart(checks, width=640):
     return "".join(parts)
 
 
+def _bytes(value):
+    return "%.2f GB" % (value / 1e9) if value >= 1e7 else "%.1f MB" % (value / 1e6)
+
+
+def _dicts(value):
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def watch_chart(result, width=860):
+    """Inline SVG of one job's watch (docs/reports.md#watch): measured against the path's limit,
+    then a bar per GPU (PCIe bytes received and sent) and per drive (bytes, %util), on one scale.
+    Drawn from the JSON only; anything that is no figure is left out."""
+    watch = result.get("watch") if isinstance(result.get("watch"), dict) else None
+    if not watch:
+        return ""
+    rec = result.get("record") if isinstance(result.get("record"), dict) else {}
+    rows, label_w, bar_w, row_h = [], 200, width - 200 - 340, 22
+    limit = watch.get("limit") if isinstance(watch.get("limit"), dict) else {}
+    fraction, measured = watch.get("fraction"), rec.get("throughput_gib_s")
+    if _figure(fraction) and _figure(measured) and _figure(limit.get("gb_s")):
+        rows.append(("limit", "measured / limit", min(fraction, 1.25) / 1.25, None,
+                     "%.3g GiB/s = %d%% of %s GB/s (%s)" % (measured, round(fraction * 100), limit["gb_s"],
+                                                            limit.get("bound")), {"data-fraction": fraction}))
+    elif limit.get("unknown"):
+        rows.append(("note", "path limit", None, None, "unknown: %s" % limit["unknown"], {}))
+    gpus = [g for g in _dicts(watch.get("gpus")) if _figure(g.get("rx_bytes")) and _figure(g.get("tx_bytes"))]
+    drives = [d for d in _dicts(watch.get("drives")) if _figure(d.get("read_bytes")) and _figure(d.get("write_bytes"))]
+    moved = rec.get("bytes") if _figure(rec.get("bytes")) else 0
+    top = max([moved] + [max(g["rx_bytes"], g["tx_bytes"]) for g in gpus]
+              + [d["read_bytes"] + d["write_bytes"] for d in drives]) or 1
+    shown = [g for g in gpus if max(g["rx_bytes"], g["tx_bytes"]) >= 0.01 * top or g.get("index") == rec.get("gpu")]
+    for gpu in shown:
+        label = "GPU%s %s" % (gpu.get("index"), gpu.get("bdf") or "")
+        rows.append(("gpu", label, gpu["rx_bytes"] / top, gpu["tx_bytes"] / top,
+                     "rx %s, tx %s" % (_bytes(gpu["rx_bytes"]), _bytes(gpu["tx_bytes"])), {"data-gpu": gpu.get("index")}))
+    if len(shown) < len(gpus):
+        rows.append(("note", "", None, None, "%d other GPUs moved less than 1%%" % (len(gpus) - len(shown)), {}))
+    elif watch.get("gpus_unknown"):
+        rows.append(("note", "GPUs", None, None, "unknown: %s" % watch["gpus_unknown"], {}))
+    for drive in drives:
+        total = drive["read_bytes"] + drive["write_bytes"]
+        util = drive.get("util_pct")
+        rows.append(("drive", "%s %s" % (drive.get("name"), drive.get("bdf") or ""), total / top, None,
+                     "%s%s" % (_bytes(total), ", util %s%%" % util if _figure(util) else ""), {"data-drive": drive.get("name")}))
+    if watch.get("drives_unknown"):
+        rows.append(("note", "drives", None, None, "unknown: %s" % watch["drives_unknown"], {}))
+    cufile = watch.get("cufile") if isinstance(watch.get("cufile"), dict) else {}
+    if isinstance(cufile.get("buffer_gpus"), list) and cufile["buffer_gpus"]:
+        rows.append(("note", "cuFile bounce buffers", None, None,
+                     "on GPU %s (gds_stats)" % ", ".join(str(i) for i in cufile["buffer_gpus"]), {}))
+    if not rows:
+        return ""
+    height = row_h * len(rows) + 8
+    parts = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" role="img" class="chart watch" data-job="%s">'
+             % (width, height, _e(result.get("name")))]
+    for i, (kind, label, first, second, text, data) in enumerate(rows):
+        y = 4 + i * row_h
+        attrs = "".join(' %s="%s"' % (k, _e(v)) for k, v in data.items())
+        label = label if len(label) <= 34 else "\u2026" + label[-33:]
+        parts.append('<text x="%d" y="%d" class="lbl">%s</text>' % (label_w - 8, y + 13, _e(label)))
+        if first is not None:
+            first, second = (max(0.0, min(1.0, v or 0.0)) for v in (first, second))  # hostile figures stay in the box
+            parts.append('<rect x="%d" y="%d" width="%d" height="14" fill="#eceff1"/>' % (label_w, y + 2, bar_w))
+            if kind == "gpu":  # received above, sent below
+                parts.append('<rect class="bar gpu-rx"%s x="%d" y="%d" width="%.1f" height="7" fill="#1565c0"/>'
+                             % (attrs, label_w, y + 2, bar_w * first))
+                parts.append('<rect class="bar gpu-tx"%s x="%d" y="%d" width="%.1f" height="7" fill="#90caf9"/>'
+                             % (attrs, label_w, y + 9, bar_w * second))
+            else:
+                color = "#2e7d32" if kind == "drive" else "#6a1b9a"
+                parts.append('<rect class="bar %s"%s x="%d" y="%d" width="%.1f" height="14" fill="%s"/>'
+                             % (kind, attrs, label_w, y + 2, bar_w * first, color))
+            if kind == "limit":  # the limit itself at 1.0 of a scale that runs to 1.25
+                x = label_w + bar_w / 1.25
+                parts.append('<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#000" stroke-width="2"/>' % (x, x, y, y + 18))
+            parts.append('<text x="%d" y="%d" class="val">%s</text>' % (label_w + bar_w + 6, y + 13, _e(text)))
+        else:
+            parts.append('<text x="%d" y="%d" class="val">%s</text>' % (label_w, y + 13, _e(text)))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#212121;max-width:1200px}
 h1{font-size:22px;margin:0 0 4px} h2{font-size:18px;margin:28px 0 8px;border-bottom:2px solid #cfd8dc;padding-bottom:4px}
@@ -427,6 +509,12 @@ def render_html(summary_doc, docs, title="GDS commissioning report"):
                     _num(rec.get("throughput_gib_s")), _num(rec.get("iops")), _num(lat.get("mean")),
                     _num(lat.get("p99")), (rec.get("path") or {}).get("mode", "-"))))
             out.append("</table>")
+            charts = [(r, watch_chart(r)) for r in results if isinstance(r, dict)]
+            if any(chart for _, chart in charts):
+                out.append("<h3>Where the bytes went</h3><p class=\"meta\">per job: measured against the "
+                           "limit of its PCIe path (line: the limit); PCIe bytes per GPU (dark: received, "
+                           "light: sent); bytes per drive</p>")
+                out += ["<h4>%s</h4>%s" % (_e(r.get("name")), chart) for r, chart in charts if chart]
     out.append("<script>%s</script></body></html>\n" % FLEET_JS)
     return "".join(out)
 

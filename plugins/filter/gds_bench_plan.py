@@ -33,7 +33,7 @@ options:
     required: true
   profile:
     description: C({templates, thresholds, drive_spec, expect_path, xfer_type, affinity_gain, size,
-      duration, gpu_indices, numa_of_gpu, run_gpu, skip_reason}).
+      duration, gpu_indices, numa_of_gpu, run_gpu, skip_reason, live}).
     type: dict
     required: true
 """
@@ -88,6 +88,14 @@ def gds_bench_plan(arrays, profile):
                 # large sequential cuFile I/O, threads for small or random I/O: bench/RESULTS.md)
                 "procs": (None if template.get("procs") is None else int(template["procs"])) if gpu_xfer else 1,
             }
+            # the drives the job's watch reads: the array's, else (a target directory on a live
+            # node) the disk under the target
+            if array.get("md"):
+                job["md"] = array["md"]
+            if array.get("members"):
+                job["members"] = list(array["members"])
+            elif profile.get("live") and "far_mount" not in array:
+                job["drives_from_target"] = True
             if job["io_type"] in ("read", "randread") and job["threads"] > files:
                 job["file"] = target + "/gdsbench.0"
             spec = drive_spec.get(template["name"])
@@ -118,8 +126,9 @@ def gds_bench_plan(arrays, profile):
             others.sort(key=lambda g: (numa_of_gpu.get(g) == numa_of_gpu.get(gpu), g))
             far = others[0]
             nonaffine = "%s non-affine gpu%d" % (optimal, far)
+            # the far GPU's data may land on a GPU near the drives first: what this job measures
             jobs.append(dict(next(j for j in jobs if j["name"] == optimal), name=nonaffine, gpu=far,
-                             numa=numa_of_gpu.get(far), thresholds={}, spec=None))
+                             numa=numa_of_gpu.get(far), thresholds={}, spec=None, expect_bounce=True))
             for job in jobs:
                 if job["name"] == optimal:
                     job["compare"] = {"job": nonaffine, "metric": "throughput_gib_s",

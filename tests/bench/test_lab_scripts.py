@@ -154,7 +154,7 @@ def test_any_other_verify_failure_fails_the_script_and_names_the_run(gds_env):
 
 
 def test_gpu_scripts_end_with_the_verdict():
-    for name in ("gpu_validate.sh", "gpu_procs.sh", "side_by_side.sh"):
+    for name in ("gpu_validate.sh", "gpu_procs.sh", "side_by_side.sh", "gpu_watch.sh"):
         text = open(os.path.join(ROOT, "bench", name)).read()
         assert text.rstrip().splitlines()[-1].startswith("gdsv_verdict "), name
         assert "correctness OK" not in text
@@ -164,7 +164,7 @@ def test_gpu_scripts_end_with_the_verdict():
 
 def test_bash_syntax_of_the_lab_scripts():
     for path in ("bench/gpu_lib.sh", "bench/gpu_validate.sh", "bench/gpu_procs.sh", "bench/side_by_side.sh",
-                 "scripts/gpu-commission.sh", "scripts/carry-wheels.sh"):
+                 "bench/gpu_watch.sh", "scripts/gpu-commission.sh", "scripts/carry-wheels.sh"):
         subprocess.run(["bash", "-n", os.path.join(ROOT, path)], check=True)
 
 
@@ -463,3 +463,36 @@ def test_fio_seq_runs_the_eight_file_read_and_writes_a_row(tmp_path):
     argv = args.read_text().split()
     assert "--filename_format=/data/big/gdsbench.$jobnum" in argv and "--numjobs=8" in argv
     assert argv[-2:] == ["--ioengine=libcufile", "--thread"] and "--rw=read" in argv and "--bs=1M" in argv
+
+
+# ---------------------------------------------------------------- the watch's overhead
+
+GDSBENCH = os.path.join(ROOT, "bench", "gdsbench")
+
+
+@pytest.mark.skipif(not os.access(GDSBENCH, os.X_OK), reason="bench/gdsbench not built (make -C bench)")
+def test_watch_overhead_runs_bare_and_watched_on_this_disk(tmp_path):
+    """bench/watch_overhead.py (bench/gpu_watch.sh's measurement) with the CPU transfer type, where
+    no GPU is: two rounds bare and watched, the table and the ratio, the drive load of the disk
+    under the data read back from the real /proc/diskstats, NVML unknown with its reason."""
+    data = tmp_path / "data"
+    data.mkdir()
+    subprocess.run([GDSBENCH, "-D", str(data), "-x", "1", "-I", "1", "-w", "2", "-s", "16M", "-i", "1M"],
+                   check=True, capture_output=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(["python3", os.path.join(ROOT, "bench", "watch_overhead.py"), "--gdsbench", GDSBENCH,
+                           "--dir", str(data), "--xfer", "1", "--rounds", "2", "--seconds", "1", "--threads", "2",
+                           "--size", "16M", "--gds-stats", "", "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "round  bare GiB/s  watched GiB/s  watched/bare" in proc.stdout
+    assert re.search(r"median: bare [\d.]+ GiB/s, watched [\d.]+ GiB/s, watched/bare [\d.]+: overhead", proc.stdout)
+    doc = json.load(open(tmp_path / "out" / "watch.json"))
+    watched = [r for r in doc["runs"] if r["watched"]]
+    assert len(watched) == 2 and len(doc["summary"]["ratios"]) == 2
+    for run in watched:
+        names = [c["name"] for c in run["checks"]]
+        assert names[0] == "bench: seq_read: drive load" and "bench: seq_read: bounce" not in names  # no GPU
+        drives = run["watch"].get("drives") or []
+        if drives:  # the disk under tmp_path: O_DIRECT reads reach it
+            assert sum(d["read_bytes"] for d in drives) >= run["record"]["bytes"] * 0.9

@@ -251,3 +251,36 @@ def test_injected_markup_in_the_data_never_runs(tmp_path, browser):
     assert browser.js("document.scripts.length") == 1
     text = browser.js("document.body.innerText")
     assert payloads[0] in text and "esc \\x1b[2J nul \\x00 \\xff" in text
+
+
+# --------------------------------------------------------------------------------------------
+# Where the bytes went: a job's watch drawn as bars, read back from the rendered page
+# --------------------------------------------------------------------------------------------
+@pytest.mark.skipif(not BROWSER, reason="chromium is not installed (make test installs Debian's chromium)")
+def test_watch_bars_per_gpu_and_drive_against_the_limit(tmp_path, browser):
+    """The guide's GPU 12 read of md127 (tests/fixtures/watch/): GPU 0, the bounce GPU, draws the
+    longest receive bar; both drives draw the same bar; measured / limit sits at its fraction of
+    the way to the limit line."""
+    with open(os.path.join(ROOT, "tests", "fixtures", "watch", "dgx2-gpu12-result.json")) as handle:
+        result = json.load(handle)
+    docs = {"dgx2": host_document("dgx2", {"checks": [], "bench": [result]}, {})}
+    page = tmp_path / "report.html"
+    page.write_text(render_html(summary("r1", "s", "f", docs), docs))
+    browser.open("file://%s" % page)
+    chart = "document.querySelector('svg.watch')"
+    assert browser.js(chart + ".getAttribute('data-job')") == result["name"]
+
+    def width(selector):
+        return browser.js("%s.querySelector(%s).getBoundingClientRect().width" % (chart, json.dumps(selector)))
+
+    rx0, rx12 = width('rect.gpu-rx[data-gpu="0"]'), width('rect.gpu-rx[data-gpu="12"]')
+    assert rx0 > rx12 > 0 and width('rect.gpu-tx[data-gpu="0"]') > width('rect.gpu-tx[data-gpu="12"]')
+    assert round(rx0 / rx12, 2) == round(5237742827 / 4721644934, 2)  # drawn to the bytes' scale
+    drives = browser.js(chart + ".querySelectorAll('rect.drive').length")
+    assert drives == 2 and width('rect.drive[data-drive="nvme2n1"]') == width('rect.drive[data-drive="nvme3n1"]') > 0
+    limit_bar = width("rect.limit")
+    line_x = browser.js(chart + ".querySelector('line').getBoundingClientRect().left")
+    bar_x = browser.js(chart + ".querySelector('rect.limit').getBoundingClientRect().left")
+    assert round(limit_bar / (line_x - bar_x), 2) == round(result["watch"]["fraction"], 2)
+    text = browser.js(chart + ".textContent")
+    assert "53% of 7.877 GB/s" in text and "14 other GPUs moved less than 1%" in text and "util 100.0%" in text

@@ -46,3 +46,17 @@ def test_reads_with_more_threads_than_files_share_one_file():
                                        {"name": "rand_read", "io_type": "randread", "threads": 32}])
     jobs = gds_bench_plan(ARRAYS[:1], profile)
     assert "file" not in jobs[0] and jobs[1]["file"] == "/raid1/gds-bench/gdsbench.0"
+
+
+def test_jobs_name_the_drives_their_watch_reads():
+    """Each job carries its array's md device and members (the drive load is read from them); a
+    target directory without an array follows the disk under it, only on a live node."""
+    arrays = [dict(ARRAYS[0], md="md127")]
+    jobs = gds_bench_plan(arrays, dict(PROFILE, live=True))
+    assert all(j["md"] == "md127" and j["members"] == ["nvme0n1", "nvme1n1"] for j in jobs if not j.get("skip"))
+    assert not any(j.get("drives_from_target") for j in jobs)
+    # the non-affine pair's GPU is far from the drives: its data may bounce, and that is expected
+    assert [j["name"] for j in jobs if j.get("expect_bounce")] == ["raid1 seq_read non-affine gpu4"]
+    target = [{"mount": "/data", "gpus": [0], "members": []}]
+    assert all(j.get("drives_from_target") for j in gds_bench_plan(target, dict(PROFILE, live=True)) if not j.get("skip"))
+    assert not any(j.get("drives_from_target") for j in gds_bench_plan(target, dict(PROFILE, live=False)))

@@ -36,7 +36,9 @@ def test_record_and_checks(tmp_path):
     assert res["path"] == "nvfs" and res["record"]["gdsio_line"].startswith("IoType: READ")
     assert [(c["name"], c["verdict"]) for c in res["checks"]] == [
         ("bench: g1 seq_read: run", "PASS"), ("bench: g1 seq_read: throughput_gib_s", "PASS"),
-        ("bench: g1 seq_read: io path", "PASS")]
+        ("bench: g1 seq_read: io path", "PASS"),
+        ("bench: g1 seq_read: drive load", "SKIP"),   # no array named: its drives are unknown
+        ("bench: g1 seq_read: bounce", "SKIP")]       # no GPU here: NVML cannot start
     assert "-D" in res["cmd"] and "--json" in res["cmd"]
 
 
@@ -106,13 +108,18 @@ BENCH = os.path.join(ROOT, "bench", "gdsbench")
 def test_real_benchmark_cpu_path(tmp_path):
     jobs = [dict(job(tmp_path, name="w", io_type="write", xfer_type=1, threads=2, size="8M", duration=0), thresholds={}),
             job(tmp_path, name="r", xfer_type=1, threads=2, size="8M", duration=0,
-                thresholds={"throughput_gib_s": [0.001, 0.0, None, "GiB/s"]}, expect_path="nvfs")]
+                thresholds={"throughput_gib_s": [0.001, 0.0, None, "GiB/s"]}, expect_path="nvfs",
+                drives_from_target=True)]
     rc, result = run_module("gds_bench", {"binary": BENCH, "jobs": jobs})
     assert rc == 0, result
     read = result["results"][1]
     assert read["path"] == "posix" and read["record"]["bytes"] > 0
-    assert [c["name"] for c in read["checks"]] == ["bench: r: run", "bench: r: throughput_gib_s"]  # CPU: no io path
-    assert [c["verdict"] for c in read["checks"]] == ["PASS", "PASS"]
+    # CPU: no io path; the drive load of the disk under the target, from the real /proc/diskstats
+    assert [c["name"] for c in read["checks"]] == ["bench: r: run", "bench: r: throughput_gib_s", "bench: r: drive load"]
+    assert [c["verdict"] for c in read["checks"]][:2] == ["PASS", "PASS"]
+    drives = read["watch"].get("drives") or []
+    if drives:  # O_DIRECT reads reach the disk: at least the bytes the job read
+        assert read["checks"][2]["verdict"] in ("PASS", "WARN") and sum(d["read_bytes"] for d in drives) >= 16 << 20
 
 
 def test_missing_udev_record_is_reported_before_cufile_fails(tmp_path):

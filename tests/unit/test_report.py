@@ -16,7 +16,7 @@ from ansible.module_utils.gds_checks import VERDICTS
 from ansible.module_utils.gds_health import link_checks
 from ansible.module_utils.gds_report import (
     bar_chart, build_report, drift_document, host_document, host_file_name, json_ready, junit, render_html, summary,
-    write_run,
+    watch_chart, write_run,
 )
 from conftest import ROOT, run_module
 from hostile import HOSTILE, parse_exposition, strict_json
@@ -105,6 +105,41 @@ def test_html_is_self_contained_with_charts_and_escaping():
 def test_bar_chart_draws_bounds():
     svg = bar_chart([{"name": "x", "verdict": "PASS", "actual": 7.0, "low": 5.4, "unit": "GiB/s", "expected": ">= 5.4"}])
     assert svg.count("<line") == 1 and "GiB/s" in svg
+
+
+# gds_bench's result for the guide's GPU 12 read of md127 (dcgmi dmon figures; the drives' bytes are
+# the job's split over the two members: the guide shows no iostat for this run)
+WATCHED = os.path.join(ROOT, "tests", "fixtures", "watch", "dgx2-gpu12-result.json")
+
+
+def test_watch_chart_draws_limit_gpus_and_drives():
+    result = json.load(open(WATCHED))
+    svg = watch_chart(result)
+    assert 'data-job="nvme23 seq_read non-affine gpu12"' in svg
+    # the two GPUs that moved the job's bytes; the 14 that moved under 1 % are summed up in a line
+    assert re.findall(r'class="bar gpu-rx" data-gpu="(\d+)"', svg) == ["0", "12"]
+    assert "14 other GPUs moved less than 1%" in svg and "rx 5.24 GB, tx 4.71 GB" in svg
+    assert re.findall(r'class="bar drive" data-drive="([^"]+)"', svg) == ["nvme2n1", "nvme3n1"]
+    assert "3.89 GiB/s = 53% of 7.877 GB/s (the drives&#x27; links)" in svg and "util 100.0%" in svg
+    widths = {g: float(w) for g, w in re.findall(r'class="bar gpu-rx" data-gpu="(\d+)" x="\d+" y="\d+" width="([\d.]+)"', svg)}
+    assert widths["0"] > widths["12"] > 0  # GPU 0 received the most: the bounce GPU
+    docs = docs_for({"h": {"checks": [], "bench": [result]}})
+    page = render_html(summary("r", "s", "f", docs), docs)
+    assert "Where the bytes went" in page and page.count('class="chart watch"') == 1
+
+
+def test_watch_chart_says_what_is_unknown_and_skips_what_is_no_figure():
+    result = {"name": "j", "record": {"bytes": 10, "throughput_gib_s": 1.0},
+              "watch": {"drives_unknown": "no drive known for this job", "gpus": [{"index": 0, "unknown": "not supported"}],
+                        "gpus_unknown": None, "limit": {"unknown": "drive vda is not on the PCIe links"}, "fraction": None}}
+    svg = watch_chart(result)
+    assert "unknown: drive vda is not on the PCIe links" in svg and "unknown: no drive known" in svg
+    assert "<rect" not in svg
+    hostile = {"name": "j", "record": {"bytes": float("nan")}, "watch": {
+        "gpus": [{"index": 0, "rx_bytes": -5, "tx_bytes": 10 ** 400}, "x"], "drives": "nope", "limit": [1],
+        "fraction": float("inf")}}
+    assert watch_chart(hostile) == ""  # nothing that is a figure: nothing drawn
+    assert watch_chart({"name": "j"}) == "" and watch_chart({"name": "j", "watch": "x"}) == ""
 
 
 def test_drift_document_schema():
@@ -425,7 +460,14 @@ def hostile_hosts():
                                  "detail": HOSTILE[3], "bdf": HOSTILE[4]}],
             "topology": topo, "platform": {"kernel": HOSTILE[5]},
             "arrays": [{"mount": text, "device": text, "members": [HOSTILE[0]]} for text in HOSTILE[:6]],
-            "bench": [{"name": text, "cmd": ["gdsbench", "-D", text], "record": {"path": {"mode": text}}} for text in HOSTILE[:4]],
+            "bench": [{"name": text, "cmd": ["gdsbench", "-D", text], "record": {"path": {"mode": text}, "bytes": 10 ** 9,
+                                                                                  "throughput_gib_s": 1.0},
+                       "watch": {"gpus": [{"index": text, "bdf": text, "rx_bytes": 10 ** 9, "tx_bytes": 1}],
+                                 "drives": [{"name": text, "bdf": text, "read_bytes": 10 ** 9, "write_bytes": 0,
+                                             "util_pct": text}],
+                                 "limit": {"gb_s": 2.0, "bound": text}, "fraction": 0.5, "gpus_unknown": text,
+                                 "drives_unknown": text, "cufile": {"buffer_gpus": [text]}}}
+                      for text in HOSTILE[:4]],
             "rdma_bench": [{"nic": text, "port": 1, "test": text, "memory": "host", "gbps": 1.0, "reason": text}
                            for text in HOSTILE[:4]]}
     return {"esc\x1b[2Jhost": data, "<b>host</b>\"'": data}
@@ -467,6 +509,7 @@ def test_hostile_strings_through_every_writer(tmp_path):
     assert parser.tags.count("script") == 1 and parser.handlers == [] and parser.external == []
     assert not {"img", "b", "textarea"} & set(parser.tags)
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "\x1b" not in page and "\x00" not in page
+    assert page.count('class="chart watch"') == 8  # every job's watch of both hosts drawn, its strings escaped
     assert "esc \\x1b[31mred\\x1b[0m" in page
     # Prometheus: the strict parser reads every textfile; the sample beyond a float64 is left out, counted
     for host_name in hosts:

@@ -1,0 +1,213 @@
+"""Per-drive load around a job (module_utils/gds_diskload.py): /proc/diskstats before and after,
+computed as iostat computes it, from the GDS guide's iostat listings turned into diskstats pairs."""
+import copy
+import json
+import os
+
+import pytest
+import yaml
+
+from ansible.module_utils.gds_diskload import io_load, job_drives, parse_diskstats
+from ansible.module_utils.gds_watch import JobWatch, WatchConfigError, watch_thresholds
+from conftest import ROOT, run_module
+
+ZEROS = {"reads": 0, "sectors_read": 0, "read_ms": 0, "writes": 0, "sectors_written": 0, "write_ms": 0, "io_ms": 0}
+
+
+def line(major, minor, name, reads=0, sectors_read=0, read_ms=0, writes=0, sectors_written=0, write_ms=0, io_ms=0):
+    """One /proc/diskstats line (17 fields after the name, Documentation/admin-guide/iostats.rst)."""
+    fields = [reads, 0, sectors_read, read_ms, writes, 0, sectors_written, write_ms, 0, io_ms, read_ms + write_ms,
+              0, 0, 0, 0, 0, 0]
+    return "%4d %7d %s %s" % (major, minor, name, " ".join(str(f) for f in fields))
+
+
+def from_iostat(r_s=0.0, rkb_s=0.0, r_await=0.0, w_s=0.0, wkb_s=0.0, w_await=0.0, util=0.0, seconds=1.0):
+    """The counters' growth behind one iostat -x line over ``seconds``."""
+    return {"reads": round(r_s * seconds), "sectors_read": round(rkb_s * 2 * seconds),
+            "read_ms": round(r_await * r_s * seconds), "writes": round(w_s * seconds),
+            "sectors_written": round(wkb_s * 2 * seconds), "write_ms": round(w_await * w_s * seconds),
+            "io_ms": round(util * 10 * seconds)}
+
+
+def grown(base, delta):
+    return {k: base[k] + delta.get(k, 0) for k in base}
+
+
+# The guide, 4.1: 4 KiB random reads, GPU 0, 128 threads, iostat -cxzk 1 (r/s, rkB/s, r_await, %util)
+GUIDE_RANDREAD = {"nvme2n1": from_iostat(425054, 1700216, 0.13, util=100.80),
+                  "nvme3n1": from_iostat(431769, 1727080, 0.13, util=100.00),
+                  "md127": from_iostat(856792, 3427172)}
+# the guide, 4.1: 1 MiB sequential reads, GPU 2 (both drives ~3.4 GB/s, ~1 ms, 100 % busy)
+GUIDE_SEQREAD = {"nvme2n1": from_iostat(27173, 3478144, 1.03, util=100.0),
+                 "nvme3n1": from_iostat(27179, 3478912, 0.95, util=100.0),
+                 "md127": from_iostat(54360, 6958080)}
+# the guide, 4.2: 1 MiB writes to /raid4 (md4 = nvme8n1 + nvme9n1), iostat -cxzm 1 (MB/s)
+GUIDE_WRITE = {"nvme8n1": from_iostat(w_s=30171, wkb_s=3771.14 * 1024, w_await=0.72, util=100.0),
+               "nvme9n1": from_iostat(w_s=30160, wkb_s=3770.00 * 1024, w_await=0.77, util=100.0),
+               "md4": from_iostat(w_s=60325, wkb_s=7540.01 * 1024)}
+START = {"reads": 1000, "sectors_read": 80000, "read_ms": 900, "writes": 500, "sectors_written": 40000,
+         "write_ms": 700, "io_ms": 5000}
+NUMBERS = {"nvme2n1": (259, 2), "nvme3n1": (259, 3), "nvme8n1": (259, 8), "nvme9n1": (259, 9),
+           "md127": (9, 127), "md4": (9, 4)}
+
+
+def pair(deltas):
+    before = "\n".join(line(*NUMBERS[n], name=n, **START) for n in deltas) + "\n"
+    after = "\n".join(line(*NUMBERS[n], name=n, **grown(START, d)) for n, d in deltas.items()) + "\n"
+    return before, after
+
+
+def test_diskstats_pair_gives_back_the_guides_iostat_figures():
+    before, after = pair(GUIDE_RANDREAD)
+    b, a = parse_diskstats(before), parse_diskstats(after)
+    nvme2 = io_load(b["nvme2n1"], a["nvme2n1"], 1.0)
+    assert (nvme2["r_s"], nvme2["rkB_s"], nvme2["r_await_ms"], nvme2["util_pct"]) == (425054, 1700216, 0.13, 100.8)
+    assert nvme2["read_bytes"] == 1700216 * 1024  # 512-byte sectors, whatever the drive's block size
+    md = io_load(b["md127"], a["md127"], 1.0)
+    assert md["r_s"] == 856792 and md["util_pct"] == 0.0  # md keeps no busy time
+    before, after = pair(GUIDE_WRITE)
+    b, a = parse_diskstats(before), parse_diskstats(after)
+    nvme8 = io_load(b["nvme8n1"], a["nvme8n1"], 1.0)
+    assert (nvme8["w_s"], nvme8["w_await_ms"], nvme8["util_pct"]) == (30171, 0.72, 100.0)
+    assert round(nvme8["wkB_s"] / 1024, 2) == 3771.14 and nvme8["r_await_ms"] is None  # no reads: no await
+
+
+def test_counter_wrap_and_short_lines():
+    old = parse_diskstats(line(259, 0, "nvme0n1", reads=2 ** 32 - 10, sectors_read=100, io_ms=10))
+    new = parse_diskstats(line(259, 0, "nvme0n1", reads=5, sectors_read=200, io_ms=20) + "\nbogus line\n")
+    assert list(new) == ["nvme0n1"]  # a line that is not a device's is skipped
+    assert io_load(old["nvme0n1"], new["nvme0n1"], 1.0)["reads"] == 15  # a 32-bit counter wrapped
+    # kernels before 4.18 print 11 fields after the name
+    assert parse_diskstats("   8 0 sda 1 2 3 4 5 6 7 8 9 10 11\n")["sda"]["io_ms"] == 10
+
+
+def thresholds(**given):
+    return watch_thresholds(given)
+
+
+def judged(deltas, io_type="randread", members=("nvme2n1", "nvme3n1"), md="md127", th=None, tmp=None):
+    """The drive load check of one job over a diskstats pair written to a procfs tree."""
+    before, after = pair(deltas)
+    proc = tmp / "proc"
+    proc.mkdir(exist_ok=True)
+    (proc / "diskstats").write_text(before)
+    watch = JobWatch(th or {}, str(proc), str(tmp / "nosys"), {"nvme": [
+        {"name": "nvme2n1", "bdf": "0000:2e:00.0"}, {"name": "nvme3n1", "bdf": "0000:2f:00.0"},
+        {"name": "nvme8n1", "bdf": "0000:c8:00.0"}, {"name": "nvme9n1", "bdf": "0000:c9:00.0"}]})
+    job = {"name": "j", "io_type": io_type, "members": list(members), "md": md}
+    watch.begin(job)
+    (proc / "diskstats").write_text(after)
+    entry, checks = watch.end(job, {})
+    return entry, {c["name"]: c for c in checks}["bench: j: drive load"]
+
+
+def test_guide_listings_pass_balanced(tmp_path):
+    for deltas, io_type in ((GUIDE_RANDREAD, "randread"), (GUIDE_SEQREAD, "read")):
+        entry, check = judged(deltas, io_type, tmp=tmp_path)
+        assert check["verdict"] == "PASS", check
+        assert [d["name"] for d in entry["drives"]] == ["nvme2n1", "nvme3n1"]
+        assert entry["drives"][0]["bdf"] == "0000:2e:00.0" and entry["array"]["name"] == "md127"
+        assert "nvme2n1 (0000:2e:00.0): " in check["detail"]
+    entry, check = judged(GUIDE_WRITE, "write", members=("nvme8n1", "nvme9n1"), md="md4", tmp=tmp_path)
+    assert check["verdict"] == "PASS" and entry["drives"][1]["write_bytes"] == round(3770.00 * 1024 * 2) * 512
+
+
+def test_member_without_io_fails_naming_drive_and_pci_address(tmp_path):
+    idle = dict(GUIDE_RANDREAD, nvme3n1=dict(ZEROS))
+    _, check = judged(idle, tmp=tmp_path)
+    assert check["verdict"] == "FAIL" and "nvme3n1 (0000:2f:00.0) took no reads" in check["actual"]
+    # a write job judges writes: reads alone (the write job's read-back) are not its load
+    reads_only = {"nvme8n1": GUIDE_WRITE["nvme8n1"], "nvme9n1": from_iostat(100, 400, 0.1, util=1.0)}
+    _, check = judged(reads_only, "write", members=("nvme8n1", "nvme9n1"), md=None, tmp=tmp_path)
+    assert check["verdict"] == "FAIL" and "nvme9n1 (0000:c9:00.0) took no writes" in check["actual"]
+
+
+def test_slow_or_uneven_member_is_judged_per_profile(tmp_path):
+    # one member three times slower per request than its peer: a slow drive
+    slow = dict(GUIDE_RANDREAD, nvme3n1=from_iostat(431769, 1727080, 0.45, util=100.0))
+    _, check = judged(slow, tmp=tmp_path)
+    assert check["verdict"] == "WARN" and "nvme3n1 (0000:2f:00.0) took 246% longer per request" in check["actual"]
+    _, check = judged(slow, tmp=tmp_path, th={"drive_skew_verdict": "FAIL"})
+    assert check["verdict"] == "FAIL"
+    _, check = judged(slow, tmp=tmp_path, th={"drive_await_tolerance": 3.0})
+    assert check["verdict"] == "PASS"
+    # a member that moved half its peer's bytes: the array's stripes do not reach it evenly
+    uneven = dict(GUIDE_SEQREAD, nvme3n1=from_iostat(13589, 1739456, 0.95, util=50.0))
+    _, check = judged(uneven, "read", tmp=tmp_path)
+    assert check["verdict"] == "WARN" and "nvme3n1 (0000:2f:00.0) moved 50% fewer bytes" in check["actual"]
+
+
+def test_unknown_is_a_skip_with_the_reason(tmp_path):
+    watch = JobWatch({}, str(tmp_path / "noproc"), str(tmp_path / "nosys"))
+    job = {"name": "j", "io_type": "read", "members": ["nvme2n1"]}
+    watch.begin(job)
+    _, checks = watch.end(job, {})
+    assert checks[0]["verdict"] == "SKIP" and "diskstats" in checks[0]["detail"]
+    job = {"name": "j", "io_type": "read"}
+    watch.begin(job)
+    entry, checks = watch.end(job, {})
+    assert checks[0]["verdict"] == "SKIP" and "no drive known" in entry["drives_unknown"]
+
+
+def test_md_members_come_from_sysfs_slaves(sim_node):
+    """md127 of the simulated DGX-2 over nvme2n1 and nvme3n1: /sys/block/md127/slaves names them,
+    whatever the facts' member list says."""
+    fixture = yaml.safe_load(open(os.path.join(ROOT, "tests", "fixtures", "dgx2.yml")))
+    fixture = copy.deepcopy(fixture)
+    fixture.setdefault("proc", {})["mdstat"] = (
+        "Personalities : [raid0]\nmd127 : active raid0 nvme3n1[1] nvme2n1[0]\n"
+        "      7501209600 blocks super 1.2 512k chunks\n\nunused devices: <none>\n")
+    root = sim_node(fixture)
+    drives, source = job_drives(os.path.join(root, "sys"), md="md127", members=["nvme9n1"])
+    assert drives == ["nvme2n1", "nvme3n1"] and source.endswith("/block/md127/slaves")
+    # no such array in sysfs: the facts' members
+    assert job_drives(os.path.join(root, "sys"), md="md9", members=["nvme9n1"])[0] == ["nvme9n1"]
+    # the target's own disk is followed on a live root only, never into a simulated tree
+    assert job_drives(os.path.join(root, "sys"), target=root) == ([], None)
+
+
+def test_target_directory_disk_on_the_live_root(tmp_path):
+    """A target directory without an array, on this machine: the disk under it (its diskstats
+    line exists), found through /sys/dev/block/MAJ:MIN."""
+    dev = os.stat(str(tmp_path)).st_dev
+    if os.major(dev) == 0 or not os.path.exists("/sys/dev/block/%d:%d" % (os.major(dev), os.minor(dev))):
+        pytest.skip("the test directory is on no block device here")
+    drives, source = job_drives("/sys", target=str(tmp_path / "not-yet"))
+    assert drives and source.startswith("the block device under")
+    assert all(name in parse_diskstats(open("/proc/diskstats").read()) for name in drives)
+
+
+@pytest.mark.parametrize("given,word", [
+    ({"drive_skew_tolerance": -1}, "non-negative"), ({"drive_skew_verdict": "PASS"}, "WARN, FAIL"),
+    ({"nope": 1}, "unknown"), ("x", "must be a dict")])
+def test_bad_watch_thresholds_name_the_key(given, word):
+    with pytest.raises(WatchConfigError, match=word):
+        watch_thresholds(given)
+
+
+def test_module_records_drive_load_per_job(tmp_path):
+    """gds_bench reads diskstats right before and after each job: a benchmark that grows the
+    counters of one member only FAILs the drive load check, naming the idle member."""
+    before, after = pair(GUIDE_RANDREAD)
+    _, after_one = pair(dict(GUIDE_RANDREAD, nvme3n1=dict(ZEROS)))
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    (proc / "diskstats").write_text(before)
+    (tmp_path / "after").write_text(after_one)
+    record = {"io_type": "randread", "bytes": 4096 * 850000, "elapsed_s": 1.0, "throughput_gib_s": 3.24,
+              "ops": 850000, "errors": 0, "verify_errors": 0, "path": {"mode": "nvfs"}}
+    bench = tmp_path / "gdsbench"
+    bench.write_text("#!/bin/sh\ncp %s %s\necho '%s'\n" % (tmp_path / "after", proc / "diskstats", json.dumps(record)))
+    bench.chmod(0o755)
+    job = {"name": "g1 rand_read", "target": str(tmp_path / "data"), "io_type": "randread", "xfer_type": 1,
+           "members": ["nvme2n1", "nvme3n1"], "md": "md127"}
+    rc, result = run_module("gds_bench", {"binary": str(bench), "jobs": [job], "udev_root": "",
+                                          "procfs_root": str(proc), "sysfs_root": str(tmp_path / "sys"),
+                                          "topology": {"nvme": [{"name": "nvme3n1", "bdf": "0000:2f:00.0"}]}})
+    assert rc == 0, result
+    check = next(c for c in result["checks"] if c["name"] == "bench: g1 rand_read: drive load")
+    assert check["verdict"] == "FAIL" and "nvme3n1 (0000:2f:00.0) took no reads" in check["actual"]
+    watch = result["results"][0]["watch"]
+    assert [d["name"] for d in watch["drives"]] == ["nvme2n1", "nvme3n1"] and watch["drives"][0]["reads"] == 425054
+    rc, result = run_module("gds_bench", {"binary": str(bench), "jobs": [job], "watch_thresholds": {"x": 1}})
+    assert rc != 0 and "watch_thresholds" in result["msg"] and "'x' is unknown" in result["msg"]

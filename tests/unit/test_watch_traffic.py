@@ -1,0 +1,257 @@
+"""Every GPU's PCIe traffic during a job (module_utils/gds_pcie_traffic.py through gds_devhealth's
+NvmlSampler) and the bounce check, on the GDS guide's DGX-2 figures: dcgmi dmon -e 1009,1010 while
+GPU 12 reads md127 (GPU 0 carries the data), nvidia-smi dmon while GPU 2 does (it alone receives)."""
+import ctypes
+import json
+
+import pynvml
+import pytest
+
+from ansible.module_utils import gds_devhealth
+from ansible.module_utils.gds_affinity import discover
+from ansible.module_utils.gds_devhealth import HealthRun
+from ansible.module_utils.gds_pcie_traffic import COUNTERS, THROUGHPUT, link_class
+from ansible.module_utils.gds_watch import JobWatch
+from conftest import run_module
+
+DGX2_GPUS = ["0000:34:00.0", "0000:36:00.0", "0000:39:00.0", "0000:3b:00.0", "0000:57:00.0", "0000:59:00.0",
+             "0000:5c:00.0", "0000:5e:00.0", "0000:b7:00.0", "0000:b9:00.0", "0000:bc:00.0", "0000:be:00.0",
+             "0000:e0:00.0", "0000:e2:00.0", "0000:e5:00.0", "0000:e7:00.0"]
+# dcgmi dmon -e 1009,1010 -d 1000, one second of gdsio -d 12 ... -I 0: {GPU: (PCITX, PCIRX)}; the
+# rows the guide elides ("...") carry what their neighbours do
+DCGMI_GPU12 = {0: (4712070210, 5237742827), 1: (435418, 637272), 11: (476420, 739272), 12: (528378278, 4721644934),
+               13: (481604, 741403), 14: (474700, 736417), 15: (382261, 611617)}
+DCGMI_GPU12.update({i: (476420, 739272) for i in range(2, 11)})
+GPU12_BYTES = round(3.893747 * 2 ** 30)  # Throughput: 3.893747 GiB/sec over that second
+# the 4 KiB random reads from GPU 10: GPU 0 holds the primary read buffer
+DCGMI_GPU10 = {i: (185690, 61385) for i in range(16)}
+DCGMI_GPU10.update({0: (108216883, 122481373), 9: (183268, 60918), 10: (22110153, 124205217)})
+GPU10_BYTES = round(0.105713 * 2 ** 30)
+PAIR = ["nvme2n1", "nvme3n1"]
+
+
+class Clock(object):
+    """time for gds_devhealth: the test moves it, so integration is exact and nothing waits."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def monotonic(self):
+        return self.now
+
+
+class FakeNvml(object):
+    """pynvml's API for the DGX-2's 16 GPUs: byte counters (field values, as pynvml returns them:
+    c_nvmlFieldValue_t with nvmlReturn and value.ullVal) when ``counters``, else only
+    nvmlDeviceGetPcieThroughput (KB/s)."""
+    NVML_FI_DEV_PCIE_COUNT_TX_BYTES = pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES
+    NVML_FI_DEV_PCIE_COUNT_RX_BYTES = pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES
+    NVML_PCIE_UTIL_TX_BYTES = pynvml.NVML_PCIE_UTIL_TX_BYTES
+    NVML_PCIE_UTIL_RX_BYTES = pynvml.NVML_PCIE_UTIL_RX_BYTES
+
+    class _Obj(object):
+        def __init__(self, **kw):
+            self.__dict__.update(kw)
+
+    def __init__(self, counters=True, throughput=True):
+        self.counters, self.throughput = counters, throughput
+        self.bytes = {i: [10 ** 12, 2 * 10 ** 12] for i in range(16)}  # [tx, rx] since the driver loaded
+        self.rate_kb = {i: (0, 0) for i in range(16)}                   # (tx, rx) KB/s now
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlShutdown(self):
+        pass
+
+    def nvmlDeviceGetCount(self):
+        return 16
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return index
+
+    def nvmlDeviceGetPciInfo(self, handle):
+        return self._Obj(busId=("0000" + DGX2_GPUS[handle]).encode())
+
+    def nvmlDeviceGetFieldValues(self, handle, field_ids):
+        values = (pynvml.c_nvmlFieldValue_t * len(field_ids))()
+        for value, field in zip(values, field_ids):
+            value.fieldId = field
+            if not self.counters:
+                value.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+                continue
+            value.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+            value.value.ullVal = ctypes.c_ulonglong(
+                self.bytes[handle][0 if field == pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES else 1]).value
+        return values
+
+    def nvmlDeviceGetPcieThroughput(self, handle, counter):
+        if not self.throughput:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return self.rate_kb[handle][0 if counter == pynvml.NVML_PCIE_UTIL_TX_BYTES else 1]
+
+    def move(self, dcgmi):
+        for index, (tx, rx) in dcgmi.items():
+            self.bytes[index][0] += tx
+            self.bytes[index][1] += rx
+
+
+@pytest.fixture(scope="module")
+def dgx2(tmp_path_factory):
+    import simtree
+    root = simtree.build("dgx2", str(tmp_path_factory.mktemp("dgx2")))
+    return discover(root + "/sys", root + "/proc")[0]
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    fake = Clock()
+    monkeypatch.setattr(gds_devhealth, "time", fake)
+    return fake
+
+
+def one_job(fake, topology, gpu, moved, during, tmp, th=None, clock=None, **extra):
+    """A job on md127 watched from begin to end; ``during`` makes the GPUs move their bytes."""
+    health = HealthRun([], gpu_indices=[gpu], interval=3600, pynvml=fake, traffic=True)
+    health.begin()
+    watch = JobWatch(th or {}, str(tmp / "noproc"), str(tmp / "nosys"), topology, health)
+    job = dict({"name": "nvme23 read", "gpu": gpu, "xfer_type": 0, "io_type": "read", "members": PAIR}, **extra)
+    watch.begin(job)
+    during(health)
+    entry, checks = watch.end(job, {"bytes": moved, "throughput_gib_s": 1.0})
+    health.end()
+    return entry, {c["name"]: c for c in checks}
+
+
+def test_guide_gpu12_read_bounces_through_gpu0(dgx2, tmp_path):
+    fake = FakeNvml()
+    entry, checks = one_job(fake, dgx2, 12, GPU12_BYTES, lambda h: fake.move(DCGMI_GPU12), tmp_path)
+    by_index = {g["index"]: g for g in entry["gpus"]}
+    assert len(by_index) == 16 and by_index[0]["source"] == COUNTERS
+    assert (by_index[0]["tx_bytes"], by_index[0]["rx_bytes"]) == DCGMI_GPU12[0]
+    assert by_index[12]["rx_bytes"] == 4721644934 and by_index[12]["bdf"] == "0000:e0:00.0"
+    bounce = checks["bench: nvme23 read: bounce"]
+    assert bounce["verdict"] == "WARN"  # the profile default
+    assert bounce["actual"] == ("GPU0 (0000:34:00.0, PXB to nvme2n1, nvme3n1) received 5.24 GB, "
+                                "125% of the bytes the job moved")
+    assert "GPU12 (0000:e0:00.0, SYS to nvme2n1, nvme3n1) received 4.72 GB over PCIe, 113% of the 4.18 GB" \
+        in bounce["detail"]
+
+
+def test_guide_gpu10_random_reads_fail_when_the_profile_says_so(dgx2, tmp_path):
+    fake = FakeNvml()
+    _, checks = one_job(fake, dgx2, 10, GPU10_BYTES, lambda h: fake.move(DCGMI_GPU10), tmp_path,
+                        th={"bounce_verdict": "FAIL"})
+    bounce = checks["bench: nvme23 read: bounce"]
+    assert bounce["verdict"] == "FAIL" and bounce["actual"].startswith("GPU0 (0000:34:00.0, PXB to nvme2n1, nvme3n1)")
+    assert "108% of the bytes" in bounce["actual"]
+    _, checks = one_job(fake, dgx2, 10, GPU10_BYTES, lambda h: fake.move(DCGMI_GPU10), tmp_path,
+                        th={"bounce_share": 1.5})
+    assert checks["bench: nvme23 read: bounce"]["verdict"] == "PASS"
+    # the planner's non-affine job measures exactly this detour: named, and PASS whatever the profile
+    _, checks = one_job(fake, dgx2, 10, GPU10_BYTES, lambda h: fake.move(DCGMI_GPU10), tmp_path,
+                        th={"bounce_verdict": "FAIL"}, expect_bounce=True)
+    bounce = checks["bench: nvme23 read: bounce"]
+    assert bounce["verdict"] == "PASS" and bounce["actual"].startswith("GPU0 (0000:34:00.0, PXB")
+    assert "non-affine pair" in bounce["expected"]
+
+
+def test_affine_read_integrated_from_throughput_samples(dgx2, tmp_path, clock):
+    """No byte counters on this GPU: nvmlDeviceGetPcieThroughput sampled every 0.5 s while GPU 2
+    reads, as nvidia-smi dmon shows it (rxpci 8923 MB/s), integrated over the job's 2 s."""
+    fake = FakeNvml(counters=False)
+
+    def run(health):
+        for index in range(16):
+            fake.rate_kb[index] = (0, 2 * 1024) if index != 2 else (0, 8923 * 1024)
+        for _ in range(4):
+            clock.now += 0.5
+            health.sampler.sample()
+        for index in range(16):
+            fake.rate_kb[index] = (0, 0)
+
+    clock.now = 10.0
+    moved = round(2 * 6.524658 * 2 ** 30)
+    entry, checks = one_job(fake, dgx2, 2, moved, run, tmp_path, clock=clock)
+    gpu2 = next(g for g in entry["gpus"] if g["index"] == 2)
+    assert gpu2["source"] == THROUGHPUT and gpu2["rx_bytes"] == 2 * 8923 * 1024 * 1024
+    bounce = checks["bench: nvme23 read: bounce"]
+    assert bounce["verdict"] == "PASS" and bounce["actual"] == "no other GPU carried the data"
+    assert "GPU2 (0000:39:00.0, PXB to nvme2n1, nvme3n1) received 18.71 GB over PCIe, 134%" in bounce["detail"]
+
+
+def test_unsupported_or_missing_nvml_is_unknown_never_a_failure(dgx2, tmp_path):
+    fake = FakeNvml(counters=False, throughput=False)
+    entry, checks = one_job(fake, dgx2, 2, 10 ** 9, lambda h: None, tmp_path)
+    bounce = checks["bench: nvme23 read: bounce"]
+    assert bounce["verdict"] == "SKIP" and "not supported" in entry["gpus"][0]["unknown"]
+    assert "PCIe byte counters: field 198: not supported" in entry["gpus"][0]["unknown"]
+
+    class Broken(FakeNvml):
+        def nvmlInit(self):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+
+    entry, checks = one_job(Broken(), dgx2, 2, 10 ** 9, lambda h: None, tmp_path)
+    assert checks["bench: nvme23 read: bounce"]["verdict"] == "SKIP"
+    assert "Driver Not Loaded" in entry["gpus_unknown"] and entry["gpus"] == []
+
+
+def test_link_class_from_the_matrix(dgx2):
+    assert link_class(dgx2, 0, PAIR) == "PXB to nvme2n1, nvme3n1"
+    assert link_class(dgx2, 12, PAIR) == "SYS to nvme2n1, nvme3n1"
+    assert link_class({"matrix": {"GPU1": {"a": "PIX", "b": "PXB"}}}, 1, ["a", "b"]) == "PIX to a, PXB to b"
+    assert link_class({}, 1, PAIR) is None
+
+
+# gds_bench end to end: a pynvml module whose two GPUs' byte counters live in files the fake
+# benchmark grows (GPU 1 receives what GPU 0 was asked for: a bounce)
+FAKE_PYNVML = '''
+import ctypes, os
+NVML_FI_DEV_PCIE_COUNT_TX_BYTES = 197
+NVML_FI_DEV_PCIE_COUNT_RX_BYTES = 198
+class NVMLError(Exception):
+    pass
+class _O(object):
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+class _Value(ctypes.Union):
+    _fields_ = [("ullVal", ctypes.c_ulonglong)]
+class c_nvmlFieldValue_t(ctypes.Structure):
+    _fields_ = [("fieldId", ctypes.c_uint32), ("nvmlReturn", ctypes.c_uint), ("value", _Value)]
+def _count(i, field):
+    path = os.path.join(os.environ["FAKE_NVML_DIR"], "%d.%d" % (i, field))
+    return int(open(path).read()) if os.path.exists(path) else 0
+def nvmlInit(): pass
+def nvmlShutdown(): pass
+def nvmlDeviceGetCount(): return 2
+def nvmlDeviceGetHandleByIndex(i): return i
+def nvmlDeviceGetPciInfo(h): return _O(busId=b"00000000:%02x:00.0" % (0x18 + h))
+def nvmlDeviceGetFieldValues(h, ids):
+    out = (c_nvmlFieldValue_t * len(ids))()
+    for v, f in zip(out, ids):
+        v.fieldId, v.value.ullVal = f, _count(h, f)
+    return out
+'''
+
+
+def test_module_names_the_bounce_gpu(tmp_path, monkeypatch):
+    mod = tmp_path / "fake_pynvml"
+    mod.mkdir()
+    (mod / "pynvml.py").write_text(FAKE_PYNVML)
+    monkeypatch.syspath_prepend(str(mod))
+    monkeypatch.setenv("FAKE_NVML_DIR", str(tmp_path))
+    record = {"io_type": "read", "bytes": 4 * 10 ** 9, "elapsed_s": 1.0, "throughput_gib_s": 3.7, "ops": 4000,
+              "errors": 0, "verify_errors": 0, "path": {"mode": "nvfs"}}
+    bench = tmp_path / "gdsbench"
+    bench.write_text("#!/bin/sh\necho 4100000000 > %s/1.198\necho 4000000000 > %s/0.198\necho '%s'\n"
+                     % (tmp_path, tmp_path, json.dumps(record)))
+    bench.chmod(0o755)
+    job = {"name": "r", "target": str(tmp_path / "data"), "gpu": 0, "io_type": "read", "duration": 1}
+    topology = {"matrix": {"GPU0": {"nvme0n1": "SYS"}, "GPU1": {"nvme0n1": "PIX"}}}
+    rc, result = run_module("gds_bench", {"binary": str(bench), "jobs": [dict(job, members=["nvme0n1"])],
+                                          "udev_root": "", "topology": topology, "nvml_interval": 0.05})
+    assert rc == 0, result
+    bounce = next(c for c in result["checks"] if c["name"] == "bench: r: bounce")
+    assert bounce["verdict"] == "WARN" and bounce["actual"].startswith("GPU1 (0000:19:00.0, PIX to nvme0n1) received 4.10 GB")
+    gpus = result["results"][0]["watch"]["gpus"]
+    assert [(g["index"], g["rx_bytes"], g["source"]) for g in gpus] == [(0, 4000000000, COUNTERS), (1, 4100000000, COUNTERS)]
