@@ -154,22 +154,3 @@ def test_disabled_role_records_that_it_is_off(run):
     assert not os.path.exists(os.path.join(roots["off"], "raid1"))
 
 
-def test_defaults_are_commented_and_mirrored_with_their_values_in_argument_specs():
-    base = os.path.join(ROOT, "roles", "nvme_raid")
-    with open(os.path.join(base, "defaults", "main.yml")) as handle:
-        lines = handle.read().splitlines()
-    defaults = yaml.safe_load("\n".join(lines))
-    for index, line in enumerate(lines):
-        if line and not line.startswith(("#", "---", " ")):
-            assert lines[index - 1].startswith("# "), "%s has no one-line comment" % line
-    with open(os.path.join(base, "meta", "argument_specs.yml")) as handle:
-        specs = yaml.safe_load(handle)["argument_specs"]
-    options = specs["main"]["options"]
-    assert {name: options[name].get("default") for name in defaults} == defaults
-    assert all(options[name].get("description") for name in options)
-    assert specs["validate"] == specs["main"]
-    readme = open(os.path.join(base, "README.md")).read()
-    assert [name for name in defaults if "`%s`" % name not in readme] == []
-    for folder, _, files in os.walk(base):
-        for name in files:
-            assert "noqa" not in open(os.path.join(folder, name)).read(), name

@@ -88,18 +88,3 @@ def test_simulated_node_runs_nothing_and_records_skips(role_run):
     assert {r["nic"] for r in rows} == {n["rdma"] for n in fixture["nics"] if n.get("rdma")}
 
 
-def test_defaults_are_commented_and_mirrored_in_argument_specs():
-    with open(os.path.join(ROLE, "defaults", "main.yml")) as handle:
-        lines = handle.read().splitlines()
-    defaults = yaml.safe_load("\n".join(lines))
-    for index, line in enumerate(lines):
-        if line and not line.startswith(("#", "---", " ")):
-            assert lines[index - 1].startswith("# "), "%s has no one-line comment" % line
-    with open(os.path.join(ROLE, "meta", "argument_specs.yml")) as handle:
-        specs = yaml.safe_load(handle)["argument_specs"]
-    options = specs["main"]["options"]
-    assert set(defaults) <= set(options), set(defaults) - set(options)
-    assert {name: options[name].get("default") for name in defaults} == defaults
-    assert specs["validate"] == specs["main"]
-    readme = open(os.path.join(ROLE, "README.md")).read()
-    assert [name for name in defaults if "`%s`" % name not in readme] == []

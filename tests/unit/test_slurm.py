@@ -13,7 +13,6 @@ import sys
 import time
 
 import pytest
-import yaml
 from conftest import ROOT, run_module, run_playbook_json
 
 from ansible.module_utils import gds_slurm
@@ -863,18 +862,6 @@ def test_healthcheck_escapes_the_reason_and_sees_its_own_drain(slurm, tmp_path):
 # --------------------------------------------------------------------------------------------
 # The role: argument specs mirror the defaults; the validate entry point
 # --------------------------------------------------------------------------------------------
-def test_role_defaults_are_mirrored_in_argument_specs():
-    base = os.path.join(ROOT, "roles", "gds_slurm")
-    with open(os.path.join(base, "defaults", "main.yml")) as handle:
-        defaults = yaml.safe_load(handle)
-    with open(os.path.join(base, "meta", "argument_specs.yml")) as handle:
-        specs = yaml.safe_load(handle)["argument_specs"]
-    options = specs["main"]["options"]
-    assert {name: options[name].get("default") for name in defaults} == defaults
-    assert all(options[name].get("description") for name in options)
-    assert specs["validate"] == specs["main"]
-    readme = open(os.path.join(base, "README.md")).read()
-    assert [name for name in defaults if "`%s`" % name not in readme] == []
 
 
 @pytest.mark.parametrize("extra, hostvars, named", [
