@@ -12,7 +12,8 @@ import sys
 
 import pytest
 
-from test_gdsbench import ROOT, data_dir, gdsbench, gdsbench_nocuda, run  # noqa: F401
+from conftest import ROOT
+from test_gdsbench import data_dir, gdsbench, gdsbench_nocuda, run  # noqa: F401
 
 HEAD = "[global]\nxfer_type=1\nrw=write\nsize=1M\nbs=64k\n[job1]\n"
 
