@@ -3,6 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 VENV := .venv
 BIN := $(VENV)/bin
+COLLECTION := collections/ansible_collections/gds/commission
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONDONTWRITEBYTECODE := 1
@@ -59,7 +60,10 @@ unit: setup bench/gdsbench
 
 lint: setup
 	$(BIN)/ansible-lint --profile production -q
-	for m in library/*.py; do $(BIN)/ansible-doc -M library -t module $$(basename $$m .py) >/dev/null || exit 1; done
+	for m in $(COLLECTION)/plugins/modules/*.py; do $(BIN)/ansible-doc -t module gds.commission.$$(basename $$m .py) >/dev/null || exit 1; done
+	# ansible-test's own linters in their own virtual environments (pip downloads them the first time)
+	cd $(COLLECTION) && $(CURDIR)/$(BIN)/ansible-test sanity --venv --requirements --python $$($(CURDIR)/$(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+	$(BIN)/ansible-galaxy collection build $(COLLECTION) --output-path build/collection --force
 
 molecule: setup
 	$(BIN)/molecule test -s default
@@ -92,5 +96,5 @@ wheels: setup
 	PYTHON=$(BIN)/python scripts/carry-wheels.sh download
 
 clean:
-	rm -rf build reports
+	rm -rf build reports $(COLLECTION)/tests/output
 	$(MAKE) -C bench clean

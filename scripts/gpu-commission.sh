@@ -25,10 +25,10 @@ if ! command -v ansible-playbook >/dev/null 2>&1; then
 	scripts/carry-wheels.sh install ansible /tmp/gds-site || exit 1
 	scripts/carry-wheels.sh install collections /tmp/gds-collections || exit 1
 	export PYTHONPATH=/tmp/gds-site${PYTHONPATH:+:$PYTHONPATH} PATH=/tmp/gds-site/bin:$PATH
-	export ANSIBLE_COLLECTIONS_PATH=/tmp/gds-collections
+	export ANSIBLE_COLLECTIONS_PATH=$ROOT/collections:/tmp/gds-collections
 elif [ -f .whl/collections.tgz ]; then
 	scripts/carry-wheels.sh install collections /tmp/gds-collections || exit 1
-	export ANSIBLE_COLLECTIONS_PATH=/tmp/gds-collections
+	export ANSIBLE_COLLECTIONS_PATH=$ROOT/collections:/tmp/gds-collections
 fi
 export ANSIBLE_CONFIG=$ROOT/ansible.cfg GDS_REPORTS_DIR=$OUT/reports ANSIBLE_FORCE_COLOR=0
 ansible-playbook --version | head -1

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU 0's PCIe link and memory health as the gds_bench module sees them (module_utils/gds_devhealth,
+# GPU 0's PCIe link and memory health as the gds_bench module sees them (plugins/module_utils/measure/devhealth,
 # the same NVML sampler), printed next to nvidia-smi's own view:
 #   1. NVML idle: current/max link generation and width, clock event reasons (a few samples);
 #   2. NVML under load: gdsbench -x 0 (cuFile reads on GPU 0) runs for $SECS seconds while the
@@ -50,22 +50,13 @@ tail -n 1 "$OUT/write.txt"
   nvidia-smi -q -i 0 -d PERFORMANCE; } >"$OUT/nvidia-smi-load.txt" 2>&1 ) &
 smi=$!
 
-say "NVML through module_utils/gds_devhealth: idle, then under gdsbench -x 0 for ${SECS}s"
+say "NVML through plugins/module_utils/measure/devhealth: idle, then under gdsbench -x 0 for ${SECS}s"
 python3 - "$ROOT" "$GDS" "$RUN" "$SECS" "$OUT" <<'PY'
 import json, os, subprocess, sys, time, types
 root, gds, data, secs, out = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
-try:  # our module_utils join ansible.module_utils, as on a node (a stand-in without ansible)
-    import ansible.module_utils as mu
-except ImportError:
-    ansible = types.ModuleType("ansible")
-    ansible.__path__ = []
-    mu = types.ModuleType("ansible.module_utils")
-    mu.__path__ = []
-    ansible.module_utils = mu
-    sys.modules["ansible"], sys.modules["ansible.module_utils"] = ansible, mu
-mu.__path__.append(os.path.join(root, "module_utils"))
+sys.path.insert(0, os.path.join(root, "collections"))  # the collection's module_utils, as on a node
 import pynvml
-from ansible.module_utils.gds_devhealth import (HealthRun, NvmlSampler, gpu_memory_health, nvml_value,
+from ansible_collections.gds.commission.plugins.module_utils.measure.devhealth import (HealthRun, NvmlSampler, gpu_memory_health, nvml_value,
                                                 reason_names, CURR_GEN, CURR_WIDTH, MAX_GEN, MAX_WIDTH,
                                                 GPU_MAX_GEN, GPU_MAX_WIDTH, CLOCK_EVENTS)
 
@@ -90,7 +81,7 @@ print("idle, 2 s sampled:", json.dumps(idle.gpu_load()), "clock events:", reason
 
 links, drives = [], []
 try:
-    from ansible.module_utils.gds_affinity import discover
+    from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
     topo = discover("/sys", "/proc")[0]
     links = topo.get("pcie_links") or []
     drives = sorted({c for d in topo.get("nvme", []) if not d.get("system") for c in d.get("controllers", [])})

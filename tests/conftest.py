@@ -1,18 +1,20 @@
-"""Shared test fixtures: module_utils importable as ansible.module_utils.*, simulated nodes."""
+"""Shared test fixtures: the collection importable as ansible_collections.gds.commission.*, simulated nodes."""
 import json
 import os
 import subprocess
 import sys
 
 import ansible._internal  # noqa: F401  the controller context: its module-result checks apply
-import ansible.module_utils
 import pytest
 from ansible.module_utils.common.json import Direction, get_module_decoder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COLLECTION = os.path.join(ROOT, "collections", "ansible_collections", "gds", "commission")
 sys.path.insert(0, os.path.join(ROOT, "tests", "fixtures"))
-if os.path.join(ROOT, "module_utils") not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(os.path.join(ROOT, "module_utils"))
+# the collection's code imports itself as ansible_collections.gds.commission.* (Ansible's collection loader
+# gives it those names): collections/ on sys.path gives the tests the same
+if os.path.join(ROOT, "collections") not in sys.path:
+    sys.path.insert(0, os.path.join(ROOT, "collections"))
 
 import simtree  # noqa: E402
 
@@ -26,13 +28,12 @@ def sim_node(tmp_path):
 
 
 def run_module(name, args, check_mode=False):
-    """Run library/<name>.py as Ansible would (JSON args on stdin); returns (rc, result dict)."""
-    env = dict(os.environ, ANSIBLE_MODULE_UTILS=os.path.join(ROOT, "module_utils"),
-               PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "tests", "shim")] + sys.path))
+    """Run the collection's plugins/modules/<name>.py as Ansible would (JSON args on stdin); returns (rc, result dict)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     payload = dict(args)
     if check_mode:
         payload["_ansible_check_mode"] = True
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "library", name + ".py")],
+    proc = subprocess.run([sys.executable, os.path.join(COLLECTION, "plugins", "modules", name + ".py")],
                           input=json.dumps({"ANSIBLE_MODULE_ARGS": payload}),
                           capture_output=True, text=True, env=env, timeout=120)
     try:

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import COLLECTION, ROOT
 from test_gdsbench import data_dir, gdsbench, gdsbench_nocuda, run  # noqa: F401
 
 HEAD = "[global]\nxfer_type=1\nrw=write\nsize=1M\nbs=64k\n[job1]\n"
@@ -318,7 +318,7 @@ def jobfile_filter():
     """gds_gdsio_jobfile, from plugins/filter (or a collection's copy of it)."""
     import glob
     import importlib.util
-    paths = [os.path.join(ROOT, "plugins", "filter", "gds_bench_plan.py")] + sorted(glob.glob(
+    paths = [os.path.join(COLLECTION, "plugins", "filter", "gds_bench_plan.py")] + sorted(glob.glob(
         os.path.join(ROOT, "collections", "ansible_collections", "*", "*", "plugins", "filter", "*bench_plan.py")))
     path = next(p for p in paths if os.path.exists(p))
     spec = importlib.util.spec_from_file_location("gds_bench_plan_for_tests", path)

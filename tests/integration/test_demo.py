@@ -14,13 +14,13 @@ import xml.etree.ElementTree as ET
 import jsonschema
 import pytest
 
-from conftest import ROOT
+from conftest import COLLECTION, ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "fixtures"))
 import simtree  # noqa: E402
 
 PLAYBOOK = os.path.join(ROOT, ".venv", "bin", "ansible-playbook")
-SCHEMAS = os.path.join(ROOT, "roles", "gds_report", "files")
+SCHEMAS = os.path.join(COLLECTION, "roles", "gds_report", "files")
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from ansible.module_utils.gds_report import build_report, host_document, render_html, summary
+from ansible_collections.gds.commission.plugins.module_utils.fleet.report import build_report, host_document, render_html, summary
 from conftest import ROOT
 
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -236,7 +236,7 @@ def test_one_click_from_the_fleet_table_to_a_node(fleet_page, browser):
 def test_injected_markup_in_the_data_never_runs(tmp_path, browser):
     """Every string of the data is shown as text: markup and script in host names, check names,
     details, mount points and filters' query values create no element and run nothing."""
-    from ansible.module_utils.gds_report import write_run
+    from ansible_collections.gds.commission.plugins.module_utils.fleet.report import write_run
     payloads = ["<img src=x onerror=\"window.__pwned=1\">", "\"><script>window.__pwned=2</script>",
                 "'><svg onload=\"window.__pwned=3\">", "</script><script>window.__pwned=4</script>",
                 "javascript:window.__pwned=5", "esc \x1b[2J nul \x00 \udcff"]

@@ -16,11 +16,10 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "fixtures"))
-import ansible.module_utils  # noqa: E402
 
-ansible.module_utils.__path__.append(os.path.join(ROOT, "module_utils"))
+sys.path.insert(0, os.path.join(ROOT, "collections"))  # the collection's code, as ansible_collections.*
 import simtree  # noqa: E402
-from ansible.module_utils.gds_affinity import affinity_table, discover  # noqa: E402
+from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import affinity_table, discover  # noqa: E402
 
 
 def main():

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from ansible.module_utils.gds_health import aer_checks, read_aer
+from ansible_collections.gds.commission.plugins.module_utils.hw.health import aer_checks, read_aer
 
 ROOT_PORT, NVME, GPU = "0000:00:01.0", "0000:01:00.0", "0000:00:02.0"
 FIXTURE = {

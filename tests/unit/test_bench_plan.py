@@ -2,9 +2,9 @@
 import os
 import sys
 
-from conftest import ROOT
+from conftest import COLLECTION, ROOT
 
-sys.path.insert(0, os.path.join(ROOT, "plugins", "filter"))
+sys.path.insert(0, os.path.join(COLLECTION, "plugins", "filter"))
 from gds_bench_plan import gds_bench_plan  # noqa: E402
 
 ARRAYS = [{"mount": "/raid1", "gpus": [0, 1], "members": ["nvme0n1", "nvme1n1"]},

@@ -5,10 +5,10 @@ import os
 
 import pytest
 
-from conftest import ROOT
+from conftest import COLLECTION, ROOT
 
 spec = importlib.util.spec_from_file_location(
-    "gds_commission_callback", os.path.join(ROOT, "plugins", "callback", "gds_commission.py"))
+    "gds_commission_callback", os.path.join(COLLECTION, "plugins", "callback", "gds_commission.py"))
 callback = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(callback)
 
@@ -163,7 +163,7 @@ FAILING_PLAY = """
   hosts: all
   gather_facts: false
   roles:
-    - role: gds_report
+    - role: gds.commission.gds_report
 """
 
 

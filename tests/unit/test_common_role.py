@@ -6,7 +6,7 @@ import sys
 import pytest
 import simtree
 import yaml
-from conftest import ROOT, run_playbook_json, task_results
+from conftest import COLLECTION, ROOT, run_playbook_json, task_results
 
 
 def tune_roles():
@@ -15,7 +15,7 @@ def tune_roles():
 
 
 def role_tasks(role, name="main.yml"):
-    with open(os.path.join(ROOT, "roles", role, "tasks", name)) as handle:
+    with open(os.path.join(COLLECTION, "roles", role, "tasks", name)) as handle:
         return yaml.safe_load(handle)
 
 
@@ -38,20 +38,20 @@ PLAY = """
   gather_facts: false
   tasks:
     - name: Discover the topology
-      gds_topology:
+      gds.commission.gds_topology:
         sysfs_root: "{{ gds_root }}/sys"
         procfs_root: "{{ gds_root }}/proc"
     - name: Audit the network mounts
       ansible.builtin.include_role:
-        name: gds_netfs
+        name: gds.commission.gds_netfs
       when: inventory_hostname is search('netfs')
     - name: Write cufile.json
       ansible.builtin.include_role:
-        name: cufile
+        name: gds.commission.cufile
       when: inventory_hostname is search('cufile')
     - name: Reboot where needed
       ansible.builtin.include_role:
-        name: gds_reboot
+        name: gds.commission.gds_reboot
       when: inventory_hostname is search('reboot')
 """
 CHECKED = {"gds_checked_roles": ["gds_netfs", "cufile", "gds_reboot"]}

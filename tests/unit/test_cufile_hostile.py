@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from ansible.module_utils import gds_cufile
-from ansible.module_utils.gds_cufile import CufileError, loads, merge
+from ansible_collections.gds.commission.plugins.module_utils.tune import cufile as gds_cufile
+from ansible_collections.gds.commission.plugins.module_utils.tune.cufile import CufileError, loads, merge
 from test_cufile_vendor import (
     ADMIN_BOTH, ADMIN_VENDOR, MANAGED, OURS, TOOLKIT, VENDOR, VENDOR_TEXT, follow, vendor_node,
 )

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from test_cufile_vendor import ADMIN_BOTH, OURS, TOOLKIT, VENDOR, VENDOR_TEXT, follow, survivors, vendor_node
-from ansible.module_utils.gds_cufile import key_order, loads
+from ansible_collections.gds.commission.plugins.module_utils.tune.cufile import key_order, loads
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(sys.executable)
@@ -20,9 +20,9 @@ PLAY = """
   gather_facts: false
   tasks:
     - name: Validate
-      ansible.builtin.include_role: {name: cufile, tasks_from: validate}
+      ansible.builtin.include_role: {name: gds.commission.cufile, tasks_from: validate}
     - name: Commission
-      ansible.builtin.include_role: {name: cufile}
+      ansible.builtin.include_role: {name: gds.commission.cufile}
     - name: Recorded
       ansible.builtin.debug: {msg: "{{ gds_cufile_checks }}"}
 """

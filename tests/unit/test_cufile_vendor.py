@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from ansible.module_utils.gds_cufile import (
+from ansible_collections.gds.commission.plugins.module_utils.tune.cufile import (
     edit_text, format_alternatives, key_order, loads, merge, read_alternatives, validate,
 )
 

@@ -5,7 +5,7 @@ import stat
 
 import pytest
 
-from ansible.module_utils.gds_devhealth import (
+from ansible_collections.gds.commission.plugins.module_utils.measure.devhealth import (
     HealthConfigError, HealthRun, NvmlSampler, gpu_memory_health, health_thresholds, nvme_smart,
 )
 

@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from ansible.module_utils.gds_acs import AcsError, read_bridge
-from ansible.module_utils.gds_affinity import discover
+from ansible_collections.gds.commission.plugins.module_utils.tune.acs import AcsError, read_bridge
+from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
 
 from conftest import run_module
 

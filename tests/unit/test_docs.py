@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+COLLECTION = os.path.join(ROOT, "collections", "ansible_collections", "gds", "commission")
 DOCS = os.path.join(ROOT, "docs")
 
 # Written so that a plain `git grep` for the forbidden words does not find this file.
@@ -123,15 +124,15 @@ def md_sections(text, level):
     return {name: "\n".join(body) for name, body in sections.items()}
 
 
-MODULES = sorted(os.path.splitext(os.path.basename(p))[0] for p in glob.glob(os.path.join(ROOT, "library", "*.py")))
+MODULES = sorted(os.path.splitext(os.path.basename(p))[0] for p in glob.glob(os.path.join(COLLECTION, "plugins", "modules", "*.py")))
 
 
 def test_module_names_and_keys_are_parsed():
     assert "gds_topology" in MODULES and "pcie_acs" in MODULES
-    docs = module_docs(os.path.join(ROOT, "library", "pcie_acs.py"))
+    docs = module_docs(os.path.join(COLLECTION, "plugins", "modules", "pcie_acs.py"))
     assert "allow_with_vfio" in option_names(docs["DOCUMENTATION"]["options"])
     assert "bridges.before" in return_keys(docs["RETURN"])
-    topo = module_docs(os.path.join(ROOT, "library", "gds_topology.py"))
+    topo = module_docs(os.path.join(COLLECTION, "plugins", "modules", "gds_topology.py"))
     assert "ansible_facts.gds_topology.groups" in return_keys(topo["RETURN"])
 
 
@@ -140,8 +141,8 @@ def test_every_module_option_and_return_key_is_in_modules_md(module):
     sections = md_sections(read(os.path.join(DOCS, "modules.md")), 2)
     assert module in sections, "docs/modules.md has no '## %s' section" % module
     body = sections[module]
-    docs = module_docs(os.path.join(ROOT, "library", module + ".py"))
-    assert docs.get("DOCUMENTATION"), "library/%s.py has no DOCUMENTATION" % module
+    docs = module_docs(os.path.join(COLLECTION, "plugins", "modules", module + ".py"))
+    assert docs.get("DOCUMENTATION"), "plugins/modules/%s.py has no DOCUMENTATION" % module
     missing = ["option " + name for name in option_names(docs["DOCUMENTATION"].get("options"))
                if "`%s`" % name not in body]
     missing += ["return key " + name for name in return_keys(docs.get("RETURN"))
@@ -153,15 +154,15 @@ def test_every_module_option_and_return_key_is_in_modules_md(module):
 # docs/variables.md
 # ---------------------------------------------------------------------------------------------
 ROLES = sorted(os.path.basename(os.path.dirname(os.path.dirname(p)))
-               for p in glob.glob(os.path.join(ROOT, "roles", "*", "defaults", "main.yml")))
+               for p in glob.glob(os.path.join(COLLECTION, "roles", "*", "defaults", "main.yml")))
 
 
 def role_defaults(role):
-    return sorted((yaml.safe_load(read(os.path.join(ROOT, "roles", role, "defaults", "main.yml"))) or {}).keys())
+    return sorted((yaml.safe_load(read(os.path.join(COLLECTION, "roles", role, "defaults", "main.yml"))) or {}).keys())
 
 
 def role_spec_options(role):
-    path = os.path.join(ROOT, "roles", role, "meta", "argument_specs.yml")
+    path = os.path.join(COLLECTION, "roles", role, "meta", "argument_specs.yml")
     if not os.path.exists(path):
         return []
     specs = (yaml.safe_load(read(path)) or {}).get("argument_specs") or {}

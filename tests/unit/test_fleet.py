@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from ansible.module_utils.gds_report import build_report, fleet_checks, history_update, host_document
+from ansible_collections.gds.commission.plugins.module_utils.fleet.report import build_report, fleet_checks, history_update, host_document
 from conftest import run_module
 
 READ = "bench: raid1 seq_read: throughput_gib_s"

@@ -18,7 +18,7 @@ PLAY = """
   hosts: all
   gather_facts: false
   roles:
-    - role: gds_report
+    - role: gds.commission.gds_report
 """
 
 

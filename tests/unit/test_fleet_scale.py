@@ -7,10 +7,10 @@ import sys
 
 import pytest
 import yaml
-from conftest import ROOT, run_playbook_json, task_results
+from conftest import COLLECTION, ROOT, run_playbook_json, task_results
 
-sys.path.insert(0, os.path.join(ROOT, "plugins", "callback"))
-sys.path.insert(0, os.path.join(ROOT, "plugins", "filter"))
+sys.path.insert(0, os.path.join(COLLECTION, "plugins", "callback"))
+sys.path.insert(0, os.path.join(COLLECTION, "plugins", "filter"))
 import fleet  # noqa: E402
 import simtree  # noqa: E402
 import gds_commission  # noqa: E402
@@ -68,7 +68,7 @@ def test_callback_writes_the_state_once_per_task_not_once_per_host(tmp_path, mon
 # gds_report: the hosts' data in one pass
 # --------------------------------------------------------------------------------------------
 def test_report_collection_is_one_pass_without_a_per_host_loop():
-    with open(os.path.join(ROOT, "roles", "gds_report", "tasks", "main.yml")) as handle:
+    with open(os.path.join(COLLECTION, "roles", "gds_report", "tasks", "main.yml")) as handle:
         tasks = yaml.safe_load(handle)
     collect = [t for t in tasks if "__gds_report_hosts" in str(t.get("ansible.builtin.set_fact", ""))]
     assert collect and not any("loop" in t or "with_items" in t for t in collect)
@@ -116,7 +116,7 @@ def test_no_role_reads_facts_as_top_level_variables():
     import re
     bad = []
     for base in ("roles", "playbooks"):
-        for dirpath, _, files in os.walk(os.path.join(ROOT, base)):
+        for dirpath, _, files in os.walk(os.path.join(COLLECTION, base)):
             if os.path.basename(dirpath) == "meta":
                 continue
             for name in files:
@@ -138,9 +138,9 @@ def test_no_role_reads_facts_as_top_level_variables():
 # reboots in batches
 # --------------------------------------------------------------------------------------------
 def _reboot_play():
-    with open(os.path.join(ROOT, "playbooks", "tune.yml")) as handle:
+    with open(os.path.join(COLLECTION, "playbooks", "tune.yml")) as handle:
         plays = yaml.safe_load(handle)
-    return [p for p in plays if any((r.get("role") if isinstance(r, dict) else r) == "gds_reboot" for r in p.get("roles", []))][0]
+    return [p for p in plays if any((r.get("role") if isinstance(r, dict) else r) == "gds.commission.gds_reboot" for r in p.get("roles", []))][0]
 
 
 @pytest.mark.parametrize("variables, serial, max_fail", [
@@ -165,7 +165,7 @@ def test_reboot_batches_hold_only_the_nodes_that_reboot():
     templar = Templar(loader=DataLoader(), variables={"groups": {"all": ["a", "b", "c"], "gds_reboot_pending": ["b"]}})
     assert list(templar.template(trust_as_template(play["hosts"]))) == ["b"]
     assert list(Templar(loader=DataLoader(), variables={"groups": {"all": ["a"]}}).template(trust_as_template(play["hosts"]))) == []
-    with open(os.path.join(ROOT, "roles", "gds_reboot", "tasks", "select.yml")) as handle:
+    with open(os.path.join(COLLECTION, "roles", "gds_reboot", "tasks", "select.yml")) as handle:
         tasks = yaml.safe_load(handle)
     grouping = [t for t in tasks if "ansible.builtin.group_by" in t][0]
     assert grouping["ansible.builtin.group_by"]["key"] == "gds_reboot_pending"
@@ -201,16 +201,16 @@ REUSE_PLAYS = """
 - hosts: all
   gather_facts: false
   roles:
-    - role: gds_facts
+    - role: gds.commission.gds_facts
       gds_facts_reuse: {first}
-    - role: gds_netfs
+    - role: gds.commission.gds_netfs
       gds_netfs_reuse: {first}
 - hosts: all
   gather_facts: false
   roles:
-    - role: gds_facts
+    - role: gds.commission.gds_facts
       gds_facts_reuse: true
-    - role: gds_netfs
+    - role: gds.commission.gds_netfs
       gds_netfs_reuse: true
 """
 
@@ -223,14 +223,14 @@ def test_gds_facts_reuse_keeps_the_facts_of_an_earlier_play(tmp_path, first):
     (tmp_path / "play.yml").write_text(REUSE_PLAYS.format(first=str(first).lower()))
     rc, data, proc = run_playbook_json(tmp_path / "hosts.yml", tmp_path / "play.yml", timeout=600)
     assert rc == 0, proc.stdout[-3000:]
-    discover = [res for name, _, res in task_results(data) if name == "gds_facts : Discover the PCIe topology from sysfs"]
+    discover = [res for name, _, res in task_results(data) if name == "gds.commission.gds_facts : Discover the PCIe topology from sysfs"]
     includes = [res for name, _, res in task_results(data)
-                if name == "gds_facts : Discover the topology and read the platform facts"]
+                if name == "gds.commission.gds_facts : Discover the topology and read the platform facts"]
     # the first play reads the facts (reuse or not: nothing was read before it), the second keeps them
     assert len(includes) == 2 and not includes[0].get("skipped") and includes[1].get("skipped")
     assert len(discover) == 1 and discover[0]["ansible_facts"]["gds_topology"]["gpus"]
     # the same for the audit of the network mounts (bench.yml run alone audits them)
-    audits = [res for name, _, res in task_results(data) if name == "gds_netfs : Audit the network mounts against the NICs of the GPUs"]
+    audits = [res for name, _, res in task_results(data) if name == "gds.commission.gds_netfs : Audit the network mounts against the NICs of the GPUs"]
     assert len(audits) == 1 and audits[0]["checks"]
 
 
@@ -252,7 +252,7 @@ def test_commission_reads_the_facts_once_and_again_only_what_tuning_changed(tmp_
         bench = yaml.safe_load(handle)[0]
     bench["roles"] = [r for r in bench["roles"] if r["role"] != "gds_bench"]
     (tmp_path / "play.yml").write_text(yaml.safe_dump([
-        {"name": "Tune", "ansible.builtin.import_playbook": os.path.join(ROOT, "playbooks", "tune.yml")},
+        {"name": "Tune", "ansible.builtin.import_playbook": os.path.join(COLLECTION, "playbooks", "tune.yml")},
         bench, SHOW_TOPOLOGY]))
 
     def run():
@@ -260,17 +260,17 @@ def test_commission_reads_the_facts_once_and_again_only_what_tuning_changed(tmp_
         assert rc == 0, proc.stdout[-3000:]
         results = list(task_results(data))
         count = {name: sum(1 for n, _, res in results if n == name and not res.get("skipped"))
-                 for name in ("gds_facts : Discover the PCIe topology from sysfs",
-                              "gds_facts : Read the platform facts (kernel, IOMMU, drivers, packages, udev)",
-                              "gds_netfs : Audit the network mounts against the NICs of the GPUs")}
+                 for name in ("gds.commission.gds_facts : Discover the PCIe topology from sysfs",
+                              "gds.commission.gds_facts : Read the platform facts (kernel, IOMMU, drivers, packages, udev)",
+                              "gds.commission.gds_netfs : Audit the network mounts against the NICs of the GPUs")}
         return count, [res for n, _, res in results if n == "Topology"][0]["msg"]
 
     # first run: pcie_acs clears ACS and reads the topology again, gds_driver and gds_rdma the
     # platform; bench.yml's play reads nothing
     count, topology = run()
-    assert count == {"gds_facts : Discover the PCIe topology from sysfs": 2,
-                     "gds_facts : Read the platform facts (kernel, IOMMU, drivers, packages, udev)": 3,
-                     "gds_netfs : Audit the network mounts against the NICs of the GPUs": 1}, count
+    assert count == {"gds.commission.gds_facts : Discover the PCIe topology from sysfs": 2,
+                     "gds.commission.gds_facts : Read the platform facts (kernel, IOMMU, drivers, packages, udev)": 3,
+                     "gds.commission.gds_netfs : Audit the network mounts against the NICs of the GPUs": 1}, count
     with_acs = [b for b in topology["bridges"] if b["acs_cap"] is not None]
     assert with_acs and all(b["acs_ctrl"] == 0 for b in with_acs), "the facts still show ACS before tuning"
     # second run: nothing changes, so everything is read once

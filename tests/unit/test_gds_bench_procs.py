@@ -5,9 +5,9 @@ import os
 import stat
 import sys
 
-from conftest import ROOT, run_module
+from conftest import COLLECTION, ROOT, run_module
 
-sys.path.insert(0, os.path.join(ROOT, "plugins", "filter"))
+sys.path.insert(0, os.path.join(COLLECTION, "plugins", "filter"))
 from gds_bench_plan import gds_bench_plan  # noqa: E402
 
 RECORD = {"io_type": "READ", "xfer_type": "GPUD", "threads": 8, "io_size_bytes": 1048576,

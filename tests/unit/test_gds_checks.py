@@ -1,4 +1,4 @@
-"""The verdicts of the tuning roles, computed in module_utils/gds_checks: every branch of the ACS,
+"""The verdicts of the tuning roles, computed in plugins/module_utils/core/checks: every branch of the ACS,
 IOMMU, driver, udev and topology checks, the gds_facts_expect and ExecStart path validators, and
 the filter plugin the roles call them through."""
 import copy
@@ -7,14 +7,14 @@ import sys
 
 import pytest
 import simtree
-from conftest import ROOT
+from conftest import COLLECTION, ROOT
 
-from ansible.module_utils.gds_affinity import discover
-from ansible.module_utils.gds_checks import (
+from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
+from ansible_collections.gds.commission.plugins.module_utils.core.checks import (
     VERDICTS, acs_checks, driver_checks, driver_reboot_pending, expect_error, iommu_checks, topology_checks,
     udev_check, unit_exec_error,
 )
-from ansible.module_utils.gds_platform import collect
+from ansible_collections.gds.commission.plugins.module_utils.hw.platform import collect
 
 
 def by_name(checks):
@@ -276,17 +276,13 @@ def test_unit_exec_refuses_relative_paths_and_shell_words(path):
 
 
 # --------------------------------------------------------------------------------------------
-# The filter plugin, loaded as Ansible loads it (module_utils not on ansible.module_utils)
+# The filter plugin, loaded from its file as Ansible loads it: it imports the collection's module_utils
 # --------------------------------------------------------------------------------------------
-def test_filter_plugin_loads_module_utils_by_path(monkeypatch):
+def test_filter_plugin_imports_the_collection_module_utils():
     import importlib.util
 
     from ansible.errors import AnsibleFilterError
-    import ansible.module_utils
-    monkeypatch.setattr(ansible.module_utils, "__path__", [p for p in ansible.module_utils.__path__
-                                                           if not p.startswith(ROOT)])
-    monkeypatch.delitem(sys.modules, "ansible.module_utils.gds_checks", raising=False)
-    spec = importlib.util.spec_from_file_location("gds_checks_filter", os.path.join(ROOT, "plugins", "filter",
+    spec = importlib.util.spec_from_file_location("gds_checks_filter", os.path.join(COLLECTION, "plugins", "filter",
                                                                                      "gds_checks.py"))
     plugin = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(plugin)
@@ -300,7 +296,7 @@ def test_filter_plugin_loads_module_utils_by_path(monkeypatch):
 
 
 def test_host_verdict():
-    from ansible.module_utils.gds_checks import host_verdict
+    from ansible_collections.gds.commission.plugins.module_utils.core.checks import host_verdict
     assert host_verdict(["PASS", "WARN", "SKIP"]) == "PASS"
     assert host_verdict(["PASS", "FAIL", "WARN"]) == "FAIL"
     assert host_verdict(["FAIL", "ERROR"]) == "ERROR"
@@ -311,7 +307,10 @@ def test_host_verdict():
 def test_one_verdict_list_and_one_order_everywhere():
     """gds_checks holds the verdicts and their order; the report, the metrics and the fleet page
     use those, not copies (one home per rule)."""
-    from ansible.module_utils import gds_checks, gds_metrics, gds_report, gds_thresholds
+    from ansible_collections.gds.commission.plugins.module_utils.core import checks as gds_checks
+    from ansible_collections.gds.commission.plugins.module_utils.fleet import metrics as gds_metrics
+    from ansible_collections.gds.commission.plugins.module_utils.fleet import report as gds_report
+    from ansible_collections.gds.commission.plugins.module_utils.measure import thresholds as gds_thresholds
     assert gds_report.VERDICTS is gds_checks.VERDICTS and gds_metrics.VERDICTS is gds_checks.VERDICTS
     assert gds_report.host_verdict is gds_checks.host_verdict
     assert not hasattr(gds_thresholds, "host_verdict")

@@ -7,8 +7,8 @@ import textwrap
 import pytest
 import simtree
 
-from ansible.module_utils.gds_nvml import NvmlUnavailable
-from ansible.module_utils.gds_platform import (
+from ansible_collections.gds.commission.plugins.module_utils.hw.nvml import NvmlUnavailable
+from ansible_collections.gds.commission.plugins.module_utils.hw.platform import (
     collect, cpu_info, dpkg_packages, iommu_state, parse_cmdline, parse_nvfs_stats,
     parse_nvidia_version, registry_dwords, requested_iommu_mode, shipped_modules, version_tuple,
 )

@@ -1,10 +1,10 @@
-"""RAID planning (module_utils/gds_raid.py): the guide's Table 5, the refusals, the commands."""
+"""RAID planning (plugins/module_utils/tune/raid.py): the guide's Table 5, the refusals, the commands."""
 import pytest
 import simtree
 
-from ansible.module_utils.gds_affinity import discover
-from ansible.module_utils.gds_procfs import mounted_disks, parse_mdstat, parse_mounts, system_disks
-from ansible.module_utils.gds_raid import (
+from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
+from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import mounted_disks, parse_mdstat, parse_mounts, system_disks
+from ansible_collections.gds.commission.plugins.module_utils.tune.raid import (
     RaidError, command, describe, desired_arrays, existing_arrays, parse_detail_export, plan,
     stripe_geometry, update_mdadm_conf, validate_options,
 )
@@ -22,7 +22,7 @@ def nodes(tmp_path_factory):
 
 
 def plan_node(nodes, name, **options):
-    """What library/gds_raid.py does in plan_only mode, on a fixture tree."""
+    """What plugins/modules/gds_raid.py does in plan_only mode, on a fixture tree."""
     root, facts = nodes[name]
     proc, sys_ = root + "/proc", root + "/sys"
     with open(proc + "/mdstat") as handle:

@@ -2,8 +2,8 @@
 planner from small topologies."""
 import pytest
 
-from ansible.module_utils.gds_procfs import parse_mdstat, parse_mounts
-from ansible.module_utils.gds_raid import RaidError, desired_arrays, existing_arrays, plan, raid_checks
+from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import parse_mdstat, parse_mounts
+from ansible_collections.gds.commission.plugins.module_utils.tune.raid import RaidError, desired_arrays, existing_arrays, plan, raid_checks
 
 FACTS = {"nvme": [{"name": "nvme0n1", "switch": "s1"}, {"name": "nvme1n1", "switch": "s1"},
                   {"name": "nvme2n1", "switch": "s2"}, {"name": "nvme3n1", "switch": "s2"}],

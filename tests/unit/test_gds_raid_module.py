@@ -1,4 +1,4 @@
-"""library/gds_raid.py: plan-only on the fixture trees, the liveness guard, and the apply path
+"""plugins/modules/gds_raid.py: plan-only on the fixture trees, the liveness guard, and the apply path
 with run_command replaced by a recorder (mdadm never runs against this machine's disks)."""
 import importlib.util
 import io
@@ -9,11 +9,13 @@ from contextlib import redirect_stdout
 import pytest
 import simtree
 
-from ansible.module_utils import basic, gds_raid_host
-from ansible.module_utils.gds_affinity import discover
+from ansible.module_utils import basic
+from ansible_collections.gds.commission.plugins.module_utils.tune import raid_host as gds_raid_host
+from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
 from ansible.module_utils.testing import patch_module_args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+COLLECTION = os.path.join(ROOT, "collections", "ansible_collections", "gds", "commission")
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +95,7 @@ def test_unreadable_procfs_is_a_clean_failure(module_runner, tmp_path, a100):
 # The apply path, in-process, with every command recorded and answered by a fake
 # --------------------------------------------------------------------------------------------
 def load_module():
-    spec = importlib.util.spec_from_file_location("gds_raid_mod", os.path.join(ROOT, "library",
+    spec = importlib.util.spec_from_file_location("gds_raid_mod", os.path.join(COLLECTION, "plugins", "modules",
                                                                                "gds_raid.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

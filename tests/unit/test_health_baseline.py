@@ -3,11 +3,11 @@ import importlib.util
 import json
 import os
 
-from conftest import ROOT
+from conftest import COLLECTION, ROOT
 from simtree import file_hashes
 
 _SPEC = importlib.util.spec_from_file_location(
-    "gds_commission_callback", os.path.join(ROOT, "plugins", "callback", "gds_commission.py"))
+    "gds_commission_callback", os.path.join(COLLECTION, "plugins", "callback", "gds_commission.py"))
 callback = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(callback)
 

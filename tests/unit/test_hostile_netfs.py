@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from ansible.module_utils.gds_mounts import Router, audit, mount_checks, split_source
-from conftest import ROOT, run_module
+from ansible_collections.gds.commission.plugins.module_utils.tune.mounts import Router, audit, mount_checks, split_source
+from conftest import COLLECTION, ROOT, run_module
 from test_netfs_mounts import guide_topology, proc_tree
 
 NFS_OPTS = ("rw,vers=3,rsize=1048576,wsize=1048576,namlen=255,hard,proto=rdma,port=20049,"
@@ -84,7 +84,7 @@ def test_platform_cmdline_not_utf8_is_escaped(sim_node):
 
 
 MODULE = '''
-from ansible.module_utils.gds_module import GdsModule as AnsibleModule
+from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule
 module = AnsibleModule(argument_spec={"fail": {"type": "bool", "default": False}})
 bad = b"x\\xff\\xc3(".decode("utf-8", "surrogateescape")
 module.warn("warned about " + bad)
@@ -116,16 +116,16 @@ def test_every_exit_warning_and_key_is_utf8(tmp_path, fail):
 
 
 @pytest.mark.parametrize("module", sorted(os.path.basename(p)[:-3]
-                                          for p in glob.glob(os.path.join(ROOT, "library", "*.py"))))
+                                          for p in glob.glob(os.path.join(COLLECTION, "plugins", "modules", "*.py"))))
 def test_every_module_returns_through_the_utf8_boundary(module):
-    with open(os.path.join(ROOT, "library", module + ".py")) as handle:
+    with open(os.path.join(COLLECTION, "plugins", "modules", module + ".py")) as handle:
         text = handle.read()
-    assert "from ansible.module_utils.gds_module import GdsModule as AnsibleModule" in text
+    assert "from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule" in text
     assert "module_utils.basic import AnsibleModule" not in text
 
 
 def test_json_safe_names_fields_and_keys():
-    from ansible.module_utils.gds_files import json_safe
+    from ansible_collections.gds.commission.plugins.module_utils.core.files import json_safe
     bad = b"\xff".decode("utf-8", "surrogateescape")
     value, fields = json_safe({"a": [{"b": bad}], bad: ("ok", bad)})
     assert value == {"a": [{"b": "\\xff"}], "\\xff": ["ok", "\\xff"]}
@@ -133,7 +133,7 @@ def test_json_safe_names_fields_and_keys():
 
 
 def test_listdir_names_a_directory_with_an_entry_not_utf8(tmp_path):
-    from ansible.module_utils.gds_files import listdir, undecodable_files
+    from ansible_collections.gds.commission.plugins.module_utils.core.files import listdir, undecodable_files
     os.mkdir(os.path.join(str(tmp_path).encode(), b"ib\xff0"))
     assert len(listdir(str(tmp_path))) == 1
     assert str(tmp_path) in undecodable_files()

@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from ansible.module_utils.gds_affinity import discover
-from ansible.module_utils.gds_health import gen_of_speed, link_checks, speed_gts
+from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
+from ansible_collections.gds.commission.plugins.module_utils.hw.health import gen_of_speed, link_checks, speed_gts
 
 # One root port, one switch (upstream port 01:00.0, downstream ports 02:00.0-02:02.0), a GPU, an
 # NVMe drive and a NIC below it: every position a link can train down at.

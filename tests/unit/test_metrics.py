@@ -11,8 +11,8 @@ import urllib.request
 
 import pytest
 
-from ansible.module_utils.gds_metrics import commission_metrics, drift_metrics, escape_label
-from ansible.module_utils.gds_report import build_report, host_document
+from ansible_collections.gds.commission.plugins.module_utils.fleet.metrics import commission_metrics, drift_metrics, escape_label
+from ansible_collections.gds.commission.plugins.module_utils.fleet.report import build_report, host_document
 from conftest import run_module
 from hostile import HOSTILE, parse_exposition
 

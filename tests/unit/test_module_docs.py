@@ -9,7 +9,8 @@ import yaml
 from ansible.module_utils import basic
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MODULES = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, "library", "*.py")))
+COLLECTION = os.path.join(ROOT, "collections", "ansible_collections", "gds", "commission")
+MODULES = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(COLLECTION, "plugins", "modules", "*.py")))
 # return keys the roles and the report rely on, per module
 RETURNS = {
     "gds_cufile": {"checks", "drift", "alternative", "file", "layout"},
@@ -32,7 +33,7 @@ def argument_spec(module, monkeypatch):
         raise _Stop()
 
     monkeypatch.setattr(basic.AnsibleModule, "__init__", capture)
-    monkeypatch.syspath_prepend(os.path.join(ROOT, "library"))
+    monkeypatch.syspath_prepend(os.path.join(COLLECTION, "plugins", "modules"))
     try:
         mod = __import__(module)
         with pytest.raises(_Stop):

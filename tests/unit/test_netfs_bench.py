@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import COLLECTION, ROOT
 from test_netfs_mounts import guide_topology
 
-sys.path.insert(0, os.path.join(ROOT, "plugins", "filter"))
+sys.path.insert(0, os.path.join(COLLECTION, "plugins", "filter"))
 from gds_bench_plan import PlanError, gds_bench_plan, gds_gdsio_jobfile, gds_netfs_bench_targets  # noqa: E402
 
 MOUNTS = [

@@ -2,10 +2,10 @@
 the fs.<type> sections, with the key names of the installed GDS version."""
 import json
 
-from ansible.module_utils.gds_cufile import (
+from ansible_collections.gds.commission.plugins.module_utils.tune.cufile import (
     gds_version, loads, remote_fs_keys, remote_schema, section_keys, validate,
 )
-from ansible.module_utils.gds_mounts import audit
+from ansible_collections.gds.commission.plugins.module_utils.tune.mounts import audit
 from test_cufile_vendor import MANAGED, TOOLKIT, VENDOR_TEXT, args, vendor_node
 from test_netfs_mounts import guide_topology, proc_tree
 

@@ -4,11 +4,11 @@ import shutil
 
 import pytest
 
-from ansible.module_utils.gds_mounts import (
+from ansible_collections.gds.commission.plugins.module_utils.tune.mounts import (
     NetfsError, Router, audit, best_route, mount_checks, parse_ipv6_route, parse_route,
     split_source,
 )
-from ansible.module_utils.gds_procfs import parse_mountinfo
+from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import parse_mountinfo
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures", "netfs")
 CLASSES = ("PIX", "PXB", "PHB", "NODE", "SYS")

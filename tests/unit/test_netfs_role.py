@@ -17,15 +17,15 @@ PLAY = """
   tasks:
     - name: Check the variables
       ansible.builtin.include_role:
-        name: gds_netfs
+        name: gds.commission.gds_netfs
         tasks_from: validate
     - name: Discover the topology
-      gds_topology:
+      gds.commission.gds_topology:
         sysfs_root: "{{ gds_root }}/sys"
         procfs_root: "{{ gds_root }}/proc"
     - name: Audit
       ansible.builtin.include_role:
-        name: gds_netfs
+        name: gds.commission.gds_netfs
     - name: Recorded
       ansible.builtin.debug:
         msg: "{{ gds_netfs_checks }}"

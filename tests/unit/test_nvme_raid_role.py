@@ -25,15 +25,15 @@ PLAYBOOK = """
   tasks:
     - name: Check the nvme_raid variables
       ansible.builtin.include_role:
-        name: nvme_raid
+        name: gds.commission.nvme_raid
         tasks_from: validate
 
 - name: Plan the arrays
   hosts: all
   gather_facts: false
   roles:
-    - gds_facts
-    - nvme_raid
+    - gds.commission.gds_facts
+    - gds.commission.nvme_raid
   tasks:
     - name: Recorded
       ansible.builtin.debug:

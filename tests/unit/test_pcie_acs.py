@@ -11,13 +11,14 @@ import sys
 import pytest
 import simtree
 
-from ansible.module_utils.gds_acs import (
+from ansible_collections.gds.commission.plugins.module_utils.tune.acs import (
     KERNEL_DEFAULT_CTRL, AcsError, AcsPlan, bridges_in_scope, decode, desired_ctrl, lockdown_state,
     read_bridge, refusal_reason, vfio_devices, write_ctrl,
 )
-from ansible.module_utils.gds_affinity import discover
+from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+COLLECTION = os.path.join(ROOT, "collections", "ansible_collections", "gds", "commission")
 ACS_CTRL_AT = 0x148 + 6  # simtree puts ACS at 0x148, as QEMU's pcie-root-port does
 
 
@@ -309,12 +310,12 @@ def test_lockdown_refuses_before_writing(sim_node, module_runner):
 
 
 def _run_in_process(module, args, monkeypatch, capsys):
-    """Run library/<module>.py in this process (to patch what it calls); returns the result dict."""
+    """Run plugins/modules/<module>.py in this process (to patch what it calls); returns the result dict."""
     from ansible.module_utils import basic
     from ansible.module_utils.common.text.converters import to_bytes
     monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args})))
     monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
-    sys.path.insert(0, os.path.join(ROOT, "library"))
+    sys.path.insert(0, os.path.join(COLLECTION, "plugins", "modules"))
     try:
         mod = __import__(module)
         with pytest.raises(SystemExit):
@@ -328,7 +329,7 @@ def _run_in_process(module, args, monkeypatch, capsys):
 def test_module_reports_a_write_the_kernel_refuses(sim_node, monkeypatch, capsys):
     """Lockdown off as far as the file says, but the kernel still answers EPERM (a distribution
     kernel that locks down config writes under Secure Boot without the LSM file, for one)."""
-    from ansible.module_utils import gds_acs
+    from ansible_collections.gds.commission.plugins.module_utils.tune import acs as gds_acs
     root = sim_node("dgx-a100")
     real = gds_acs.write_ctrl
     calls = []

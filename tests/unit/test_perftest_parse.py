@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from ansible.module_utils import gds_perftest as pt
+from ansible_collections.gds.commission.plugins.module_utils.measure import perftest as pt
 
 FIX = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures", "rdma")
 

@@ -1,7 +1,7 @@
 """Planning, thresholds, verdicts and command lines of the RDMA benchmark (no process runs)."""
 import pytest
 
-from ansible.module_utils import gds_perftest as pt
+from ansible_collections.gds.commission.plugins.module_utils.measure import perftest as pt
 
 
 def port(n=1, state="ACTIVE", rate=400, layer="InfiniBand"):

@@ -7,10 +7,10 @@ import sys
 import pytest
 import simtree
 import yaml
-from conftest import run_playbook_json, task_results
+from conftest import COLLECTION, run_playbook_json, task_results
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ROLE = os.path.join(ROOT, "roles", "gds_rdma_bench")
+ROLE = os.path.join(COLLECTION, "roles", "gds_rdma_bench")
 
 SHOW = """
 - name: Measure

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from ansible.module_utils import gds_perftest as pt
+from ansible_collections.gds.commission.plugins.module_utils.measure import perftest as pt
 
 FAKE = textwrap.dedent('''\
     #!%(python)s

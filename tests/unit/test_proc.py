@@ -1,11 +1,11 @@
-"""The one process runner (module_utils/gds_proc.py): output, exit status, start failures, and
+"""The one process runner (plugins/module_utils/core/proc.py): output, exit status, start failures, and
 the timeout that kills the whole process group, grandchildren included."""
 import os
 import sys
 import textwrap
 import time
 
-from ansible.module_utils import gds_proc
+from ansible_collections.gds.commission.plugins.module_utils.core import proc as gds_proc
 
 # a child that forks a sleeping grandchild (same process group), writes both pids, then either
 # sleeps too or exits at once, leaving the grandchild holding the pipes

@@ -1,7 +1,7 @@
 """Parsers for /proc/mounts, /proc/swaps and /proc/mdstat."""
 import pytest
 
-from ansible.module_utils.gds_procfs import (
+from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import (
     ProcfsError, base_disk, parse_mdstat, parse_mounts, parse_swaps, system_disks,
 )
 

@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from ansible.module_utils.gds_affinity import discover, port_rate_gbps
+from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover, port_rate_gbps
 
 
 @pytest.fixture

@@ -3,9 +3,9 @@ rdma checks in JUnit; HOST.json carries the benchmark results under rdma_bench."
 import os
 import xml.etree.ElementTree as ET
 
-from ansible.module_utils.gds_affinity import discover
-from ansible.module_utils.gds_rdma import rdma_checks
-from ansible.module_utils.gds_report import (
+from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
+from ansible_collections.gds.commission.plugins.module_utils.tune.rdma import rdma_checks
+from ansible_collections.gds.commission.plugins.module_utils.fleet.report import (
     host_document, junit, network_html, network_rows, pairing_rows, rdma_bench_rows, render_html, summary,
 )
 

@@ -5,8 +5,8 @@ import stat
 
 import pytest
 
-from ansible.module_utils.gds_affinity import discover
-from ansible.module_utils.gds_rdma import choose_peermem, pairing_checks, port_checks
+from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
+from ansible_collections.gds.commission.plugins.module_utils.tune.rdma import choose_peermem, pairing_checks, port_checks
 
 SHIPPED = {"kernel": {"release": "6.8.0-60-generic", "version": [6, 8, 0]},
            "nvidia_driver": {"open": False, "version": "550.54.15"},

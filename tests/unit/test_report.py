@@ -11,19 +11,19 @@ from html.parser import HTMLParser
 import jsonschema
 import pytest
 
-from ansible.module_utils import gds_report
-from ansible.module_utils.gds_checks import VERDICTS
-from ansible.module_utils.gds_health import link_checks
-from ansible.module_utils.gds_report import (
+from ansible_collections.gds.commission.plugins.module_utils.fleet import report as gds_report
+from ansible_collections.gds.commission.plugins.module_utils.core.checks import VERDICTS
+from ansible_collections.gds.commission.plugins.module_utils.hw.health import link_checks
+from ansible_collections.gds.commission.plugins.module_utils.fleet.report import (
     bar_chart, build_report, drift_document, host_document, host_file_name, json_ready, junit, render_html, summary,
     watch_chart, write_run,
 )
-from conftest import ROOT, run_module
+from conftest import COLLECTION, ROOT, run_module
 from hostile import HOSTILE, parse_exposition, strict_json
 
 PROMTOOL = shutil.which("promtool")
 
-SCHEMAS = os.path.join(ROOT, "roles", "gds_report", "files")
+SCHEMAS = os.path.join(COLLECTION, "roles", "gds_report", "files")
 
 
 def schema(name):
@@ -563,7 +563,7 @@ def test_report_inputs_have_one_home():
     """The report play's filter and the callback's own report read hosts through the same map;
     the role's defaults are the map's."""
     import yaml
-    with open(os.path.join(ROOT, "roles", "gds_report", "defaults", "main.yml")) as handle:
+    with open(os.path.join(COLLECTION, "roles", "gds_report", "defaults", "main.yml")) as handle:
         defaults = yaml.safe_load(handle)
     assert defaults["gds_report_check_vars"] == gds_report.CHECK_VARS
     assert defaults["gds_report_required_areas"] == list(gds_report.REQUIRED_AREAS)

@@ -15,7 +15,7 @@ import time
 import pytest
 from conftest import ROOT, run_module, run_playbook_json
 
-from ansible.module_utils import gds_slurm
+from ansible_collections.gds.commission.plugins.module_utils.fleet import slurm as gds_slurm
 
 HEALTHCHECK = os.path.join(ROOT, "scripts", "gds-healthcheck")
 NODES = ["fleet-%04d" % i for i in range(1, 11)]
@@ -188,7 +188,7 @@ def slurm(cluster, monkeypatch):
 
 
 # --------------------------------------------------------------------------------------------
-# Reports as module_utils/gds_report writes them
+# Reports as plugins/module_utils/fleet/report writes them
 # --------------------------------------------------------------------------------------------
 def check(name, verdict, actual=None):
     return {"name": name, "verdict": verdict, "expected": None, "actual": actual, "detail": None}
@@ -890,7 +890,7 @@ def test_healthcheck_refuses_a_verdict_file_of_the_wrong_shape(tmp_path, doc):
 def test_validate_entry_point_checks_the_variables_alone(tmp_path):
     (tmp_path / "play.yml").write_text(
         "- hosts: all\n  gather_facts: false\n  tasks:\n"
-        "    - ansible.builtin.include_role: {name: gds_slurm, tasks_from: validate}\n")
+        "    - ansible.builtin.include_role: {name: gds.commission.gds_slurm, tasks_from: validate}\n")
     hosts = {"good": {}, "hostlist": {"gds_slurm_node_name": "gpu[01-02]"}, "prefix": {"gds_slurm_reason_prefix": "a b"}}
     for hostvars in hosts.values():
         hostvars.update(ansible_connection="local", ansible_python_interpreter=sys.executable)

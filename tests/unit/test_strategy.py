@@ -4,7 +4,7 @@ import os
 import sys
 
 import yaml
-from conftest import ROOT, run_playbook_json, task_results
+from conftest import COLLECTION, ROOT, run_playbook_json, task_results
 
 # a filter plugin that writes the pid of every process that imports it
 PROBE = '''
@@ -33,7 +33,7 @@ def run(tmp_path, strategy):
     rc, data, proc = run_playbook_json(tmp_path / "hosts.yml", tmp_path / "play.yml", timeout=300, env={
         "ANSIBLE_STRATEGY": strategy, "ANSIBLE_FORKS": "4", "GDS_PROBE_LOG": str(log),
         "GDS_REPORTS_DIR": str(tmp_path / "reports"),
-        "ANSIBLE_FILTER_PLUGINS": "%s:%s" % (tmp_path / "filter", os.path.join(ROOT, "plugins", "filter"))})
+        "ANSIBLE_FILTER_PLUGINS": "%s:%s" % (tmp_path / "filter", os.path.join(COLLECTION, "plugins", "filter"))})
     assert rc == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     shown = sorted(res["msg"] for name, _, res in task_results(data) if name == "show")
     return set(log.read_text().split()), shown
@@ -43,13 +43,13 @@ def test_ansible_cfg_runs_gds_linear():
     import configparser
     cfg = configparser.ConfigParser()
     cfg.read(os.path.join(ROOT, "ansible.cfg"))
-    assert cfg.get("defaults", "strategy") == "gds_linear"
-    assert os.path.exists(os.path.join(ROOT, cfg.get("defaults", "strategy_plugins"), "gds_linear.py"))
+    assert cfg.get("defaults", "strategy") == "gds.commission.gds_linear"
+    assert os.path.exists(os.path.join(COLLECTION, "plugins", "strategy", "gds_linear.py"))
 
 
 def test_gds_linear_imports_the_filters_once_where_linear_imports_them_per_worker(tmp_path):
     linear_pids, linear_shown = run(tmp_path, "linear")
-    ours_pids, ours_shown = run(tmp_path, "gds_linear")
+    ours_pids, ours_shown = run(tmp_path, "gds.commission.gds_linear")
     # 3 hosts x 3 templated tasks: under linear, every worker that compiles a template imports the filters
     assert len(linear_pids) >= 3, linear_pids
     # under gds_linear, only the controller does, before any worker forks

@@ -5,8 +5,8 @@ import os
 
 from conftest import run_module
 
-from ansible.module_utils.gds_affinity import discover
-from ansible.module_utils.gds_procfs import (
+from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
+from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import (
     mounted_disks, parse_mountinfo, parse_mounts, read_mounts, system_disks,
 )
 

@@ -1,7 +1,7 @@
 """Threshold evaluation (ReFrame-style references) and the I/O path check."""
 import pytest
 
-from ansible.module_utils.gds_thresholds import (
+from ansible_collections.gds.commission.plugins.module_utils.measure.thresholds import (
     ThresholdError, evaluate, evaluate_all, path_check,
 )
 

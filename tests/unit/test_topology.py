@@ -3,8 +3,8 @@ import os
 
 import pytest
 
-from ansible.module_utils.gds_affinity import discover
-from ansible.module_utils.gds_pci import PciTree, find_ext_capability, read_acs
+from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
+from ansible_collections.gds.commission.plugins.module_utils.hw.pci import PciTree, find_ext_capability, read_acs
 
 # nvidia-smi topo -mp on the DGX-2, verbatim from the guide (section 3.1): first 8 columns.
 DGX2_TOPO_MP = """

@@ -2,7 +2,7 @@
 import copy
 import os
 
-from ansible.module_utils.gds_affinity import discover
+from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
 
 # Two PCIe switches on one host bridge: switch A (upstream 0000:01:00.0) holds GPU0, nvme0,
 # nvme1; switch B (upstream 0000:10:00.0) holds GPU1, nvme2, nvme3.

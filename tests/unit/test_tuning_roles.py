@@ -10,7 +10,7 @@ import sys
 import pytest
 import simtree
 import yaml
-from conftest import ROOT, run_playbook_json, task_results
+from conftest import COLLECTION, ROOT, run_playbook_json, task_results
 
 TAGS = "facts,pcie_acs,iommu,gds_driver,gds_rdma"
 
@@ -321,10 +321,10 @@ def test_check_mode_changes_nothing_and_reports_the_drift(tmp_path):
             changed.setdefault(host, []).append(name)
             drift += res.get("drift") or []
     assert set(changed["drifted"]) == {
-        "pcie_acs : Set ACS on the bridges between GPUs, NVMe drives and NICs",
-        "pcie_acs : Write the boot-time unit that clears ACS on the bridges",
-        "iommu : Write the GRUB drop-in with the IOMMU parameters",
-        "gds_driver : Turn IO statistics on in the running nvidia-fs"}, changed["drifted"]
+        "gds.commission.pcie_acs : Set ACS on the bridges between GPUs, NVMe drives and NICs",
+        "gds.commission.pcie_acs : Write the boot-time unit that clears ACS on the bridges",
+        "gds.commission.iommu : Write the GRUB drop-in with the IOMMU parameters",
+        "gds.commission.gds_driver : Turn IO statistics on in the running nvidia-fs"}, changed["drifted"]
     assert drift == [{"setting": "acs: 0000:17:03.0 ACS control", "expected": "0x0000", "actual": "0x001d"}]
     # the first play checked every role's variables: the roles skip their own copy of those checks
     # (roles/gds_common, an include_role: Ansible names it without a role prefix)
@@ -336,13 +336,13 @@ def test_check_mode_changes_nothing_and_reports_the_drift(tmp_path):
 # --------------------------------------------------------------------------------------------
 # Conventions: every public variable documented in defaults and mirrored in the argument specs
 # --------------------------------------------------------------------------------------------
-ROLES_WITH_SPECS = sorted(name for name in os.listdir(os.path.join(ROOT, "roles"))
-                          if os.path.exists(os.path.join(ROOT, "roles", name, "meta", "argument_specs.yml")))
+ROLES_WITH_SPECS = sorted(name for name in os.listdir(os.path.join(COLLECTION, "roles"))
+                          if os.path.exists(os.path.join(COLLECTION, "roles", name, "meta", "argument_specs.yml")))
 
 
 @pytest.mark.parametrize("role", ROLES_WITH_SPECS)
 def test_defaults_are_commented_and_mirrored_in_argument_specs(role):
-    base = os.path.join(ROOT, "roles", role)
+    base = os.path.join(COLLECTION, "roles", role)
     with open(os.path.join(base, "defaults", "main.yml")) as handle:
         lines = handle.read().splitlines()
     defaults = yaml.safe_load("\n".join(lines))

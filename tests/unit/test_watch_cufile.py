@@ -1,15 +1,15 @@
-"""cuFile's own placement (module_utils/gds_cufile_stats.py): the per-GPU sections of
+"""cuFile's own placement (plugins/module_utils/measure/cufile_stats.py): the per-GPU sections of
 `gds_stats -p PID -l 3`, copied from the GDS guide (tests/fixtures/gds_stats/), read beside a
 running job, and the bounce check that names the buffer GPU without NVML."""
 import json
 import os
 
 
-from ansible.module_utils.gds_cufile_stats import (
+from ansible_collections.gds.commission.plugins.module_utils.measure.cufile_stats import (
     GdsStatsWatcher, group_pids, parse_gds_stats, placement, stats_level_note,
 )
-from ansible.module_utils.gds_pcie_traffic import bounce_check
-from ansible.module_utils.gds_watch import JobWatch, gds_stats_tool, watch_thresholds
+from ansible_collections.gds.commission.plugins.module_utils.measure.pcie_traffic import bounce_check
+from ansible_collections.gds.commission.plugins.module_utils.measure.watch import JobWatch, gds_stats_tool, watch_thresholds
 from conftest import ROOT, run_module
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "gds_stats")

@@ -1,4 +1,4 @@
-"""Per-drive load around a job (module_utils/gds_diskload.py): /proc/diskstats before and after,
+"""Per-drive load around a job (plugins/module_utils/measure/diskload.py): /proc/diskstats before and after,
 computed as iostat computes it, from the GDS guide's iostat listings turned into diskstats pairs."""
 import copy
 import json
@@ -7,8 +7,8 @@ import os
 import pytest
 import yaml
 
-from ansible.module_utils.gds_diskload import io_load, job_drives, parse_diskstats
-from ansible.module_utils.gds_watch import JobWatch, WatchConfigError, watch_thresholds
+from ansible_collections.gds.commission.plugins.module_utils.measure.diskload import io_load, job_drives, parse_diskstats
+from ansible_collections.gds.commission.plugins.module_utils.measure.watch import JobWatch, WatchConfigError, watch_thresholds
 from conftest import ROOT, run_module
 
 ZEROS = {"reads": 0, "sectors_read": 0, "read_ms": 0, "writes": 0, "sectors_written": 0, "write_ms": 0, "io_ms": 0}

@@ -1,12 +1,12 @@
-"""The limit of a GPU/array path from the PCI model (module_utils/gds_pathlimit.py) and the job's
+"""The limit of a GPU/array path from the PCI model (plugins/module_utils/measure/pathlimit.py) and the job's
 measured / limit, on the simulated DGX-2 of the GDS guide (Gen3: x16 GPUs and switches, x4 drives)."""
 import copy
 
 import pytest
 
-from ansible.module_utils.gds_affinity import discover
-from ansible.module_utils.gds_pathlimit import link_bytes_per_s, path_limit, spec_bytes
-from ansible.module_utils.gds_watch import JobWatch
+from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
+from ansible_collections.gds.commission.plugins.module_utils.measure.pathlimit import link_bytes_per_s, path_limit, spec_bytes
+from ansible_collections.gds.commission.plugins.module_utils.measure.watch import JobWatch
 
 GUIDE_GPU2_GIB_S = 6.524658    # the guide, 4.1: gdsio -D /nvme23/gds_dir -d 2 ... -x 0 -I 0
 PAIR = ["nvme2n1", "nvme3n1"]  # md127 of /nvme23, on the switch of GPUs 0-3

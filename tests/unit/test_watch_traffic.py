@@ -1,4 +1,4 @@
-"""Every GPU's PCIe traffic during a job (module_utils/gds_pcie_traffic.py through gds_devhealth's
+"""Every GPU's PCIe traffic during a job (plugins/module_utils/measure/pcie_traffic.py through gds_devhealth's
 NvmlSampler) and the bounce check, on the GDS guide's DGX-2 figures: dcgmi dmon -e 1009,1010 while
 GPU 12 reads md127 (GPU 0 carries the data), nvidia-smi dmon while GPU 2 does (it alone receives)."""
 import ctypes
@@ -7,11 +7,11 @@ import json
 import pynvml
 import pytest
 
-from ansible.module_utils import gds_devhealth
-from ansible.module_utils.gds_affinity import discover
-from ansible.module_utils.gds_devhealth import HealthRun
-from ansible.module_utils.gds_pcie_traffic import COUNTERS, THROUGHPUT, link_class
-from ansible.module_utils.gds_watch import JobWatch
+from ansible_collections.gds.commission.plugins.module_utils.measure import devhealth as gds_devhealth
+from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
+from ansible_collections.gds.commission.plugins.module_utils.measure.devhealth import HealthRun
+from ansible_collections.gds.commission.plugins.module_utils.measure.pcie_traffic import COUNTERS, THROUGHPUT, link_class
+from ansible_collections.gds.commission.plugins.module_utils.measure.watch import JobWatch
 from conftest import run_module
 
 DGX2_GPUS = ["0000:34:00.0", "0000:36:00.0", "0000:39:00.0", "0000:3b:00.0", "0000:57:00.0", "0000:59:00.0",

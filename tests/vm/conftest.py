@@ -17,6 +17,7 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+COLLECTION = os.path.join(ROOT, "collections", "ansible_collections", "gds", "commission")
 sys.path.insert(0, os.path.join(ROOT, "scripts", "vm"))
 
 import vmctl  # noqa: E402

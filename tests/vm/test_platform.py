@@ -1,16 +1,15 @@
 """cuFile configuration, IOMMU drop-in and the commissioning report of the guest."""
 import json
 import os
+import sys
 import shlex
-
-import ansible.module_utils
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-if os.path.join(ROOT, "module_utils") not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(os.path.join(ROOT, "module_utils"))
+if os.path.join(ROOT, "collections") not in sys.path:  # the collection's code, as ansible_collections.*
+    sys.path.insert(0, os.path.join(ROOT, "collections"))
 
-from ansible.module_utils import gds_cufile  # noqa: E402
+from ansible_collections.gds.commission.plugins.module_utils.tune import cufile as gds_cufile  # noqa: E402
 
 import vmctl  # noqa: E402  (tests/vm/conftest.py puts scripts/vm on the path)
 

@@ -17,11 +17,10 @@ SIM_ROOT = os.environ["GDS_SIM_ROOT"]
 ACS_CTRL_AT = 0x148 + 6  # the fixtures put ACS at 0x148 (as QEMU's pcie-root-port does)
 
 # The shared PCI model decides the scope, as the role does (via gds_topology).
-import ansible.module_utils  # noqa: E402
 
-if os.path.join(PROJECT, "module_utils") not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(os.path.join(PROJECT, "module_utils"))
-from ansible.module_utils.gds_affinity import discover  # noqa: E402
+if os.path.join(PROJECT, "collections") not in sys.path:  # the collection's code, as ansible_collections.*
+    sys.path.insert(0, os.path.join(PROJECT, "collections"))
+from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover  # noqa: E402
 
 sys.path.insert(0, os.path.join(PROJECT, "tests", "fixtures"))
 import simtree  # noqa: E402
@@ -120,9 +119,9 @@ def test_check_mode_on_a_drifted_node_changes_nothing_and_reports_it():
                     drift += res.get("drift") or []
                     diffs += res.get("diff") if isinstance(res.get("diff"), list) else [res.get("diff") or {}]
     assert "sim-a100" not in changed, changed.get("sim-a100")
-    assert {"pcie_acs : Set ACS on the bridges between GPUs, NVMe drives and NICs",
-            "pcie_acs : Write the boot-time unit that clears ACS on the bridges",
-            "gds_driver : Set the nvidia-fs module options"} <= set(changed["sim-h100"]), changed["sim-h100"]
+    assert {"gds.commission.pcie_acs : Set ACS on the bridges between GPUs, NVMe drives and NICs",
+            "gds.commission.pcie_acs : Write the boot-time unit that clears ACS on the bridges",
+            "gds.commission.gds_driver : Set the nvidia-fs module options"} <= set(changed["sim-h100"]), changed["sim-h100"]
     assert {"setting": "acs: 0000:39:02.0 ACS control", "expected": "0x0000", "actual": "0x001d"} in drift
     assert any("0000:39:02.0 ACS control 0x001d (SV RR CR UF)" in (d.get("before") or "") for d in diffs)
     assert any("rw_stats_enabled=0" in (d.get("before") or "") and "rw_stats_enabled=1" in (d.get("after") or "")

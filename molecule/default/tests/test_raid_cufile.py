@@ -8,20 +8,18 @@ RAID plan must have its scratch directory (the mount stand-in the benchmark uses
 import os
 import sys
 
-import ansible.module_utils
-
 PROJECT = os.environ.get("MOLECULE_PROJECT_DIRECTORY") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-if os.path.join(PROJECT, "module_utils") not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(os.path.join(PROJECT, "module_utils"))
+if os.path.join(PROJECT, "collections") not in sys.path:  # the collection's code, as ansible_collections.*
+    sys.path.insert(0, os.path.join(PROJECT, "collections"))
 sys.path.insert(0, os.path.join(PROJECT, "tests", "fixtures"))
 
-from ansible.module_utils.gds_affinity import discover  # noqa: E402
-from ansible.module_utils.gds_cufile import NodePaths, loads, validate  # noqa: E402
-from ansible.module_utils.gds_procfs import (  # noqa: E402
+from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover  # noqa: E402
+from ansible_collections.gds.commission.plugins.module_utils.tune.cufile import NodePaths, loads, validate  # noqa: E402
+from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import (  # noqa: E402
     mounted_disks, read_mdstat, read_mounts, system_disks,
 )
-from ansible.module_utils.gds_raid import desired_arrays, existing_arrays, plan  # noqa: E402
+from ansible_collections.gds.commission.plugins.module_utils.tune.raid import desired_arrays, existing_arrays, plan  # noqa: E402
 
 TABLE_5 = [["nvme0n1", "nvme1n1"], ["nvme4n1", "nvme5n1"], ["nvme6n1", "nvme7n1"],
            ["nvme8n1", "nvme9n1"]]

@@ -1,0 +1,321 @@
+# -*- coding: utf-8 -*-
+# Copyright: gds-commission contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Callback ``gds_commission``: what a report cannot learn from host variables.
+
+- Gives the run an id (``GDS_RUN_ID``) and a state file (``GDS_RUN_STATE``), exported to the
+  environment so the report play reads them with ``lookup('env', ...)``.
+- Records per host whether it was unreachable or which task broke it (failed hosts have no
+  facts left to tell).
+- In check mode, turns every task result that would change something into drift items
+  ``{setting, expected, actual}``: the module's own ``drift`` list when it returns one, else the
+  file named by its ``diff``, else the task name.
+- Keeps what each host recorded (its ``*_checks`` facts, topology, arrays, benchmark records).
+  When a playbook that has a ``gds_report`` play ends without that play having written the report
+  (every host failed, so Ansible ran no later play), writes it here, with the same writer
+  (plugins/module_utils/fleet/report.py): the failed hosts are ERROR with the task and message that broke
+  them. Ansible's exit status stays non-zero.
+The state file is rewritten before each task starts and at the end, when an event changed it, so it
+is complete when a task (the report play's) reads it; once per event made a drift run of N hosts
+write O(N^2) bytes.
+"""
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: gds_commission
+type: aggregate
+short_description: Run id, unreachable/failed hosts and check-mode drift for gds-commission reports
+description:
+  - Exports GDS_RUN_ID and GDS_RUN_STATE and keeps a JSON state file with unreachable hosts,
+    failed tasks and drift items found in check mode.
+requirements:
+  - enabled in ansible.cfg (callbacks_enabled = gds.commission.gds_commission)
+notes:
+  - Run directories go under C(GDS_REPORTS_DIR), default C(reports/) beside the ansible.cfg in use.
+"""
+
+import datetime
+import json
+import os
+import re
+
+from ansible import constants as C
+from ansible.plugins.callback import CallbackBase
+
+_MAX_TEXT = 600
+REPORT_ACTION = "gds_report"
+
+
+def _short(value):
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= _MAX_TEXT else text[:_MAX_TEXT] + "..."
+
+
+def drift_items(task_name, result):
+    """Drift items of one changed check-mode result (an item that is no dict is its setting)."""
+    if isinstance(result.get("drift"), list) and result["drift"]:
+        return [{"setting": str(item.get("setting")), "expected": _short(item.get("expected")),
+                 "actual": _short(item.get("actual"))} if isinstance(item, dict)
+                else {"setting": str(_short(item)), "expected": None, "actual": None} for item in result["drift"]]
+    diffs = result.get("diff")
+    diffs = diffs if isinstance(diffs, list) else [diffs] if isinstance(diffs, dict) else []
+    items = []
+    for diff in diffs:
+        # before_header names the file on the node; after_header can be a template's temp source
+        path = diff.get("before_header") or result.get("dest") or result.get("path") or diff.get("after_header")
+        if path or "after" in diff:
+            items.append({"setting": str(path or task_name),
+                          "expected": _short(diff.get("after")), "actual": _short(diff.get("before"))})
+    if items:
+        return items
+    return [{"setting": task_name, "expected": "as configured", "actual": _short(result.get("msg")) or "differs"}]
+
+
+_ROLE_PREFIX = "gds.commission."
+
+
+def _task_name(task):
+    """A task's name as the reports show it: this collection's roles by their short names
+    (Ansible prefixes a collection role's tasks with its full name, gds.commission.<role>)."""
+    name = task.get_name()
+    return name[len(_ROLE_PREFIX):] if name.startswith(_ROLE_PREFIX) else name
+
+
+def failure_text(result):
+    """A failed result's reason: its msg, and the stderr of a module that broke without one."""
+    msg = result.get("msg")
+    extra = result.get("module_stderr") or result.get("stderr")
+    if isinstance(result.get("argument_errors"), list):  # validate_argument_spec: the variables at fault
+        extra = "; ".join(str(e) for e in result["argument_errors"] if str(e) not in str(msg))
+    if extra and msg and str(extra).strip()[:80] in str(msg):
+        extra = None  # already in the message
+    text = "; ".join(str(part).strip() for part in (msg, extra) if part)
+    return _short(text or "failed")
+
+
+def report_writer():
+    """The collection's fleet/report module_utils, the one writer of reports."""
+    from ansible_collections.gds.commission.plugins.module_utils.fleet import report
+    return report
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "gds_commission"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self):
+        super(CallbackModule, self).__init__()
+        self.state = {"run_id": None, "hosts": {}, "drift": {}}
+        self.path = None
+        self.collected = {}      # host -> {"vars": {name: value}, "facts": {name: value}} the report reads
+        self.targets = []        # every host a play targeted, in order
+        self.report_mode = None  # the playbook's gds_report play, if it has one: commission or drift
+        self.report_play = None
+        self.writer = None       # plugins/module_utils/fleet/report
+        self.required_areas, self.check_vars = (), None  # as the report play would use them
+
+    def _root(self):
+        configured = os.environ.get("GDS_REPORTS_DIR")
+        if configured:
+            return os.path.abspath(configured)
+        base = os.path.dirname(C.CONFIG_FILE) if C.CONFIG_FILE else os.getcwd()
+        return os.path.join(base, "reports")
+
+    def v2_playbook_on_start(self, playbook):
+        try:
+            self.writer = report_writer()
+        except Exception as exc:  # no report of our own then, and the playbook still runs
+            self._display.warning("gds_commission: cannot load plugins/module_utils/fleet/report: %s" % exc)
+        default = datetime.datetime.now().strftime("%Y%m%dT%H%M%S") + "-%d" % os.getpid()
+        run_id = os.environ.get("GDS_RUN_ID") or default
+        error = self.writer.run_id_error(run_id) if self.writer else None
+        if error:  # a run id is a directory and a file name: never a path out of reports/
+            self._display.warning("gds_commission: GDS_RUN_ID: %s; this run is %s" % (error, default))
+            run_id = default
+        root = self._root()
+        state_dir = os.path.join(root, ".state")
+        os.makedirs(state_dir, exist_ok=True)
+        path = os.path.join(state_dir, run_id + ".json")
+        if not self.state.get("started") and os.path.exists(path):
+            # the same run id in a second invocation (bench.yml, then report.yml): one run
+            try:
+                with open(path) as handle:
+                    self.state.update(json.load(handle))
+            except (OSError, ValueError):
+                pass
+        self.path = path
+        # a run is as old as its first playbook: later playbooks of one command line keep it
+        started = self.state.get("started") or datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+        self.state.update(run_id=run_id, started=started, playbook=os.path.basename(playbook._file_name),
+                          reports_dir=root, report_written=False)
+        os.environ["GDS_RUN_ID"] = run_id
+        os.environ["GDS_RUN_STATE"] = self.path
+        os.environ["GDS_REPORTS_DIR"] = root
+        self.report_play = self._report_play(playbook)
+        self.report_mode = str((self.report_play.vars or {}).get("gds_report_mode", "commission")) \
+            if self.report_play is not None else None
+        if self.writer and (self.report_play is not None or self.check_vars is None):
+            self.required_areas, self.check_vars = self._report_settings()
+        self._save()
+
+    @staticmethod
+    def _report_play(playbook):
+        """The playbook's play that runs the gds_report role, else None."""
+        try:
+            for play in playbook.get_plays():
+                if any(role.get_name() in ("gds_report", "gds.commission.gds_report") for role in play.get_roles()):
+                    return play
+        except Exception:  # a playbook shape we do not know: no fallback report, nothing breaks
+            return None
+        return None
+
+    def _report_settings(self):
+        """(required areas, compiled check-variable pattern) as the report play would use them,
+        from its role's defaults, the inventory (its first host's), play and extra vars; the
+        defaults of plugins/module_utils/fleet/report when they cannot be read."""
+        areas, pattern = list(self.writer.REQUIRED_AREAS), self.writer.CHECK_VARS
+        try:
+            from ansible.template import Templar
+            manager = self.report_play.get_variable_manager()
+            hosts = manager._inventory.get_hosts(self.report_play.hosts)
+            variables = manager.get_vars(play=self.report_play, host=hosts[0] if hosts else None)
+            templar = Templar(loader=self.report_play._loader, variables=variables)
+            if "gds_report_required_areas" in variables:
+                areas = [str(a) for a in templar.template(variables["gds_report_required_areas"])]
+            if "gds_report_check_vars" in variables:
+                pattern = str(templar.template(variables["gds_report_check_vars"]))
+        except Exception:  # no play or no variables to read: the role's defaults
+            pass
+        try:
+            return areas, re.compile(pattern)
+        except re.error:  # the report play fails on it, naming it (gds_report_hosts)
+            return areas, re.compile(self.writer.CHECK_VARS)
+
+    def v2_playbook_on_play_start(self, play):
+        try:
+            inventory = play._variable_manager._inventory
+            hosts = [h.name for h in inventory.get_hosts(play.hosts, ignore_restrictions=True)]
+        except Exception:
+            hosts = []
+        for host in hosts:
+            if host not in self.targets:
+                self.targets.append(host)
+
+    def _touch(self):
+        self._dirty = True
+
+    def _flush(self):
+        if getattr(self, "_dirty", False):
+            self._save()
+
+    def v2_playbook_on_task_start(self, task, is_conditional):
+        self._flush()
+
+    def v2_playbook_on_handler_task_start(self, task):
+        self._flush()
+
+    def _save(self):
+        self._dirty = False
+        if not self.path:
+            return
+        tmp = "%s.%d.tmp" % (self.path, os.getpid())
+        with open(tmp, "w") as handle:
+            json.dump(self.state, handle, indent=1, sort_keys=True, default=str)
+        os.replace(tmp, self.path)
+
+    def _host(self, result):
+        return self.state["hosts"].setdefault(result._host.get_name(), {})
+
+    def v2_runner_on_unreachable(self, result):
+        self._host(result).update(unreachable=True, task=_task_name(result._task),
+                                  msg=_short(result._result.get("msg")))
+        self._touch()
+
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        if ignore_errors:
+            return
+        self._host(result).setdefault("failures", []).append(
+            {"task": _task_name(result._task), "msg": failure_text(result._result)})
+        self._touch()
+
+    def _changed_in_check_mode(self, result):
+        res = result._result
+        if not res.get("changed") or res.get("skipped"):
+            return
+        if not (result._task.check_mode is True or getattr(self, "_check_cli", False)):
+            return
+        items = self.state["drift"].setdefault(result._host.get_name(), [])
+        items.extend(drift_items(_task_name(result._task), res))
+        self._touch()
+
+    def _collect(self, result):
+        """Keep what the report reads (plugins/module_utils/fleet/report.REPORT_VARS, REPORT_FACTS, the
+        check and reboot variables), as the host last recorded it: facts and set_fact variables
+        both arrive as ansible_facts."""
+        facts = result._result.get("ansible_facts")
+        if not isinstance(facts, dict) or result._result.get("_ansible_delegated_vars") or not self.writer:
+            return
+        entry = self.collected.setdefault(result._host.get_name(), {"vars": {}, "facts": {}})
+        for key, value in facts.items():
+            if key in self.writer.REPORT_FACTS:
+                entry["facts"][key] = value
+            elif key in self.writer.REPORT_VARS or self.writer.REBOOT_VARS.search(key) or self.check_vars.search(key):
+                entry["vars"][key] = value
+
+    def v2_runner_on_ok(self, result):
+        if result._task.action.split(".")[-1] == REPORT_ACTION:
+            self.state["report_written"] = True
+            self._touch()
+        self._collect(result)
+        if "results" in result._result:
+            return  # loop results arrive one by one in v2_runner_item_on_ok
+        self._changed_in_check_mode(result)
+
+    def v2_runner_item_on_ok(self, result):
+        self._collect(result)
+        self._changed_in_check_mode(result)
+
+    def v2_playbook_on_stats(self, stats):
+        """Write the report when the playbook's report play did not (every host failed before it)."""
+        self._flush()
+        if not self.report_mode or self.state.get("report_written") or not self.path:
+            return
+        hosts = list(self.targets)
+        for host in sorted(stats.processed):
+            if host not in hosts:
+                hosts.append(host)
+        states = json.loads(json.dumps(self.state["hosts"]))
+        for host in hosts:
+            entry = states.setdefault(host, {})
+            if stats.summarize(host)["failures"] and not entry.get("unreachable"):
+                entry["broken"] = True
+        now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+        try:
+            writer = self.writer or report_writer()
+            # the same map of inputs as the report play's filter (gds_report.host_inputs)
+            data = dict((host, writer.host_inputs(dict(sorted(entry["vars"].items())), entry["facts"], self.check_vars))
+                        for host, entry in self.collected.items())
+            files, result = writer.build_report(self.state["run_id"], self.state["started"], now, self.report_mode,
+                                                data, hosts, states, drift=self.state.get("drift"),
+                                                required_areas=self.required_areas)
+            run_dir = writer.write_run(self.state["reports_dir"], self.state["run_id"], files)
+        except Exception as exc:  # never hide the play's own failure behind a callback traceback
+            self._display.warning("gds_commission: could not write the report of the failed run: %s" % exc)
+            return
+        self.state["report_written"] = True
+        self._save()
+        bad = result.get("not_pass", result.get("drifted", []))
+        self._display.display("gds_commission: the report play did not run (no host left); wrote %s "
+                              "(%s: %s)" % (run_dir, "drifted or not checked" if self.report_mode == "drift" else "not PASS", ", ".join(bad) or "none"), stderr=True)
+
+    def set_options(self, task_keys=None, var_options=None, direct=None):
+        super(CallbackModule, self).set_options(task_keys=task_keys, var_options=var_options, direct=direct)
+        try:
+            from ansible import context
+            self._check_cli = bool(context.CLIARGS.get("check"))
+        except Exception:
+            self._check_cli = False

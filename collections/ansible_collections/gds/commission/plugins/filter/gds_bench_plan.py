@@ -1,0 +1,342 @@
+# -*- coding: utf-8 -*-
+# Copyright: gds-commission contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters for the benchmark plan of a node.
+
+``gds_bench_plan``: for every array (a mount and the GPUs local to it): the profile's job
+templates with the array's first GPU (the optimal pair), in template order (the write that
+creates the files first), then the first read template again from a GPU of another group
+(non-affine), and a ``compare`` on the optimal read: optimal/non-affine throughput, the guide's
+40 % penalty made a check. A target with ``far_mount`` (a network mount, from
+``gds_netfs_bench_targets``) measures the penalty the other way round, as the guide's NFS
+chapter does: the same GPU against a mount through a NIC far from it (a write there first, so
+that the read has files).
+
+``gds_netfs_bench_targets``: those targets from the gds_netfs mounts and the topology: each GPU
+against the mount of its own NIC, plus the mount through its farthest NIC.
+
+``gds_gdsio_jobfile``: a gdsio configuration file (``[global]`` and ``[jobN]`` sections with
+``numa_node``, ``gpu_dev_id``, ``num_threads``, ``directory``) that runs jobs of one template at
+once, in the guide's format.
+"""
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: gds_bench_plan
+short_description: Plan gdsbench jobs for a node's arrays
+description: Builds the job list the gds_bench module runs, from the arrays and the profile.
+positional: _input
+options:
+  _input:
+    description: The arrays, C([{mount, gpus, members, device}]).
+    type: list
+    required: true
+  profile:
+    description: C({templates, thresholds, drive_spec, expect_path, xfer_type, affinity_gain, size,
+      duration, gpu_indices, numa_of_gpu, run_gpu, skip_reason, live}).
+    type: dict
+    required: true
+"""
+
+from ansible_collections.gds.commission.plugins.module_utils.hw.pci import class_rank
+
+GPU_XFER = (0, 2, 4, 5, 6)
+GDSIO_RW = {"read": "read", "write": "write", "randread": "randread", "randwrite": "randwrite"}
+
+
+class PlanError(Exception):
+    """A value the plan cannot use; the message names it."""
+
+
+def _first_read(templates):
+    return next((t for t in templates if t.get("io_type", "read") == "read"), None)
+
+
+def gds_bench_plan(arrays, profile):
+    templates = list(profile.get("templates") or [])
+    templates.sort(key=lambda t: 0 if t.get("io_type") in ("write", "randwrite") else 1)
+    thresholds = profile.get("thresholds") or {}
+    drive_spec = profile.get("drive_spec") or {}
+    xfer = int(profile.get("xfer_type", 0))
+    gpu_xfer = xfer in GPU_XFER
+    all_gpus = list(profile.get("gpu_indices") or [])
+    numa_of_gpu = {int(k): v for k, v in (profile.get("numa_of_gpu") or {}).items()}
+    skip_gpu = None if profile.get("run_gpu", True) else (profile.get("skip_reason") or "no usable GPU")
+    # -D reads use the per-thread files of the write job (gdsbench.<thread>, as gdsio does): a
+    # read with more threads than the write made shares one file instead (-f).
+    writers = [int(t.get("threads", 8)) for t in templates if t.get("io_type") in ("write", "randwrite")]
+    files = max(writers) if writers else 0
+    jobs = []
+    for array in arrays:
+        label = array.get("label") or array["mount"].rstrip("/").split("/")[-1] or "array"
+        gpus = list(array.get("gpus") or [])
+        gpu = gpus[0] if gpus else (all_gpus[0] if all_gpus else None)
+        # a network target names its directory itself (the guide's gds_dir below the mount point)
+        target = array.get("target") or array["mount"].rstrip("/") + "/gds-bench"
+        members = len(array.get("members") or []) or 1
+        for template in templates:
+            name = "%s %s" % (label, template["name"])
+            job = {
+                "name": name, "template": template["name"], "target": target, "gpu": gpu if gpu_xfer else None,
+                "numa": numa_of_gpu.get(gpu) if gpu is not None else None,
+                "xfer_type": xfer, "io_type": template.get("io_type", "read"),
+                "io_size": template.get("io_size", "1M"), "threads": int(template.get("threads", 8)),
+                "size": template.get("size", profile.get("size", "1G")),
+                "duration": int(template.get("duration", profile.get("duration", 30))),
+                "thresholds": thresholds.get(template["name"], {}),
+                "expect_path": profile.get("expect_path") if gpu_xfer else None,
+                # worker processes: a template's own value, else gdsbench's default (processes for
+                # large sequential cuFile I/O, threads for small or random I/O: bench/RESULTS.md)
+                "procs": (None if template.get("procs") is None else int(template["procs"])) if gpu_xfer else 1,
+            }
+            # the drives the job's watch reads: the array's, else (a target directory on a live
+            # node) the disk under the target
+            if array.get("md"):
+                job["md"] = array["md"]
+            if array.get("members"):
+                job["members"] = list(array["members"])
+            elif profile.get("live") and "far_mount" not in array:
+                job["drives_from_target"] = True
+            if job["io_type"] in ("read", "randread") and job["threads"] > files:
+                job["file"] = target + "/gdsbench.0"
+            spec = drive_spec.get(template["name"])
+            if spec:
+                job["spec"] = {"metric": spec[0], "value": float(spec[1]) * members}
+            if gpu_xfer and skip_gpu:
+                job["skip"] = skip_gpu
+            if array.get("skip"):
+                job["skip"] = array["skip"]
+            jobs.append(job)
+        read = _first_read(templates)
+        others = [g for g in all_gpus if g not in gpus]
+        gain = profile.get("affinity_gain")
+        if read and gain and gpus and "far_mount" in array:
+            jobs += _far_nic_jobs(jobs, array, label, read, templates, gain,
+                                  None if gpu_xfer else "the CPU transfer type does not touch a GPU",
+                                  skip_gpu or array.get("skip"))
+            continue
+        if read and gain and gpus:
+            optimal = "%s %s" % (label, read["name"])
+            if not gpu_xfer or skip_gpu or not others:
+                reason = ("the CPU transfer type does not touch a GPU" if not gpu_xfer
+                          else skip_gpu or "every GPU is local to this array")
+                jobs.append({"name": "%s non-affine" % optimal, "skip": reason,
+                             "thresholds": {"affinity_gain": gain}})
+                continue
+            # Prefer the farthest GPU: another NUMA node shows the guide's penalty most clearly.
+            others.sort(key=lambda g: (numa_of_gpu.get(g) == numa_of_gpu.get(gpu), g))
+            far = others[0]
+            nonaffine = "%s non-affine gpu%d" % (optimal, far)
+            # the far GPU's data may land on a GPU near the drives first: what this job measures
+            jobs.append(dict(next(j for j in jobs if j["name"] == optimal), name=nonaffine, gpu=far,
+                             numa=numa_of_gpu.get(far), thresholds={}, spec=None, expect_bounce=True))
+            for job in jobs:
+                if job["name"] == optimal:
+                    job["compare"] = {"job": nonaffine, "metric": "throughput_gib_s",
+                                      "as": "affinity_gain", "threshold": gain}
+    return jobs
+
+
+def _far_nic_jobs(jobs, array, label, read, templates, gain, cpu_reason, skip):
+    """The penalty of a network mount pair: the same GPU against the far NIC's mount."""
+    optimal = "%s %s" % (label, read["name"])
+    name = "%s far NIC" % optimal
+    reason = cpu_reason or skip or (None if array.get("far_mount") else
+                                    "no network mount leaves through a NIC far from this GPU")
+    if reason:
+        return [{"name": name, "skip": reason, "thresholds": {"affinity_gain": gain}}]
+    far_target = array["far_mount"].rstrip("/")
+    if not array.get("target"):
+        far_target += "/gds-bench"
+    suffix = " (%s)" % array["far_nic"] if array.get("far_nic") else ""
+    name += suffix
+    out = []
+    base = next(j for j in jobs if j["name"] == optimal)
+    writer = next((t for t in templates if t.get("io_type") in ("write", "randwrite")), None)
+    if writer:
+        first = next(j for j in jobs if j["name"] == "%s %s" % (label, writer["name"]))
+        out.append(dict(first, name="%s far NIC write%s" % (label, suffix), target=far_target,
+                        thresholds={}, spec=None, compare=None))
+    far = dict(base, name=name, target=far_target, thresholds={}, spec=None)
+    if "file" in base:
+        far["file"] = far_target + "/gdsbench.0"
+    out.append(far)
+    base["compare"] = {"job": name, "metric": "throughput_gib_s", "as": "affinity_gain",
+                       "threshold": gain}
+    return out
+
+
+def _class(topology, gpu, nics):
+    row = (topology.get("matrix") or {}).get("GPU%d" % gpu) or {}
+    classes = [row[n] for n in nics or () if row.get(n)]
+    return min(classes, key=class_rank) if classes else None
+
+
+def gds_netfs_bench_targets(mounts, topology, gpus=None, subdir="", root=""):
+    """Bench targets ``{mount, label, gpus: [g], members: [], nic, far_mount, far_nic}``.
+
+    ``gpus`` empty: the first GPU paired with each NIC that carries a mount. A GPU's own mount
+    is one through its NIC (several mounts through one NIC are shared out in turn, as the guide
+    spreads its jobs over ``data/0`` and ``data/1``); its far mount goes through the NIC of the
+    worst class to it, a NUMA node away where there is one. A GPU without a mount of its own gets
+    a target that says so (``skip``). ``root`` prefixes the paths (a simulated node's gds_root)."""
+    mounts = [m for m in mounts or [] if m.get("nics")]
+    subdir = (subdir or "").strip("/")
+    root = (root or "").rstrip("/")
+    if gpus:
+        chosen = list(gpus)
+    else:
+        chosen = []
+        for mount in mounts:
+            paired = [g for g in mount.get("gpus") or [] if g not in chosen]
+            if paired and not any(g in chosen for g in mount.get("gpus") or []):
+                chosen.append(paired[0])
+    known = {g["index"] for g in topology.get("gpus") or []}
+    turn = {}
+    targets = []
+    for gpu in chosen:
+        if isinstance(gpu, bool) or not isinstance(gpu, int) or (known and gpu not in known):
+            raise PlanError("gds_bench_netfs_gpus: %r is not a GPU index of this node" % (gpu,))
+        own = [m for m in mounts if gpu in (m.get("gpus") or [])]
+        if not own:
+            targets.append({"mount": "", "label": "GPU%d" % gpu, "gpus": [gpu], "members": [],
+                            "skip": "no network mount leaves through a NIC of GPU%d" % gpu,
+                            "far_mount": None})
+            continue
+        nic = own[0]["nic"]
+        mount = own[turn.get(nic, 0) % len(own)]
+        turn[nic] = turn.get(nic, 0) + 1
+        own_rank = class_rank(_class(topology, gpu, mount["nics"]))
+        far = [m for m in mounts if class_rank(_class(topology, gpu, m["nics"])) > own_rank]
+        far.sort(key=lambda m: -class_rank(_class(topology, gpu, m["nics"])))
+        path = root + mount["mountpoint"].rstrip("/") + ("/" + subdir if subdir else "")
+        target = {"mount": path, "target": path, "label": "GPU%d %s" % (gpu, mount["mountpoint"]), "gpus": [gpu],
+                  "members": [], "nic": mount["nic"], "far_mount": None, "far_nic": None}
+        if far:
+            target["far_mount"] = root + far[0]["mountpoint"].rstrip("/") + ("/" + subdir if subdir else "")
+            target["far_nic"] = far[0]["nic"]
+        targets.append(target)
+    return targets
+
+
+def _size_word(value):
+    return str(value)
+
+
+def gds_gdsio_jobfile(jobs, name="gds_bench"):
+    """A gdsio configuration file for ``jobs`` run at once: the parameters they share go to
+    ``[global]`` (they must share them), each job's GPU, NUMA node, threads and directory to its
+    ``[jobN]``. Skipped jobs are left out.
+
+    Every value is one line after ``key=``, and the format has no escapes, so data that would
+    change the file's structure is refused (PlanError naming the field), never written: numbers
+    and sizes are checked and written by this function; a value never holds a line break or
+    another control character (C0, DEL, C1, U+2028/U+2029), nor leading or trailing white space
+    (readers trim it); ``directory`` is an absolute path without `` #``/`` ;`` (an inline
+    comment to INI readers such as inih); ``name`` is a label, also without ``[ ] = # ;``."""
+    def fail(field, value, why):
+        raise PlanError("gds_gdsio_jobfile: %s %r: %s" % (field, value, why))
+
+    def text(field, value, limit, refused=""):
+        if not isinstance(value, str) or not value:
+            fail(field, value, "expected a non-empty string")
+        for char in value:
+            if ord(char) < 0x20 or 0x7f <= ord(char) <= 0x9f or char in "\u2028\u2029":
+                fail(field, value, "a control character or line break (U+%04X) cannot be written in a job file"
+                     % ord(char))
+            if char in refused:
+                fail(field, value, "%r is not allowed here" % char)
+        if value != value.strip():
+            fail(field, value, "leading or trailing white space would be trimmed by the reader")
+        try:
+            size = len(value.encode("utf-8"))
+        except UnicodeEncodeError:
+            fail(field, value, "not valid UTF-8 text")
+        if size > limit:
+            fail(field, value, "longer than %d bytes" % limit)
+        return value
+
+    def whole(field, value, low, high):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 20:
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            fail(field, value, "expected a whole number of %d..%d" % (low, high))
+        return value
+
+    units = {"": 1}
+    units.update({u + tail: 1 << 10 * (n + 1) for n, u in enumerate("KMGT") for tail in ("", "I", "B", "IB")})
+
+    def size(field, value, ranges=False):
+        """gdsbench's sizes: digits then K, M, G or T (with i and/or B after it), 1..2^63-1;
+        or MIN:MAX:STEP where ranges."""
+        word = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+        parts = word.split(":") if isinstance(word, str) else [""]
+        good = len(parts) == 1 or (ranges and len(parts) == 3)
+        for part in parts:
+            digits = part.rstrip("KMGTkmgtiIbB")
+            unit = part[len(digits):].upper()
+            good = good and digits.isascii() and digits.isdigit() and len(digits) <= 20 and unit in units \
+                and 0 < int(digits) * units[unit] < 1 << 63
+        if not good:
+            fail(field, value, "expected a size such as 4K, 1M or 1G" + (", or MIN:MAX:STEP" if ranges else ""))
+        return _size_word(word)
+
+    def seconds(field, value):
+        plain = value.replace(".", "", 1) if isinstance(value, str) else ""
+        if plain.isascii() and plain.isdigit():
+            value = float(value)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1e7:
+            fail(field, value, "expected seconds, 0..10000000")
+        # whole seconds, as gdsio reads them; a fraction rounds up (truncated, 0.5 s would be 0:
+        # one pass instead of a timed run)
+        return "%d" % -(-value // 1)
+
+    jobs = [j for j in jobs or [] if not j.get("skip")]
+    if not jobs:
+        raise PlanError("gds_gdsio_jobfile: no job to write")
+    shared = {}
+    for key in ("xfer_type", "io_type", "io_size", "size", "duration"):
+        values = {str(j.get(key)) for j in jobs}
+        if len(values) > 1:
+            raise PlanError("gds_gdsio_jobfile: the jobs differ in %s (%s); one file runs one kind of job"
+                            % (key, ", ".join(sorted(values))))
+        shared[key] = jobs[0].get(key)
+    if not isinstance(shared["io_type"], str) or shared["io_type"] not in GDSIO_RW:
+        raise PlanError("gds_gdsio_jobfile: io_type %r is not one of %s" % (shared["io_type"], ", ".join(GDSIO_RW)))
+    lines = ["[global]", "name=%s" % text("name", name, 63, refused="[]=#;"),
+             "xfer_type=%d" % whole("xfer_type", shared["xfer_type"], 0, 100),
+             "rw=%s" % GDSIO_RW[shared["io_type"]], "bs=%s" % size("io_size", shared["io_size"], ranges=True),
+             "size=%s" % size("size", shared["size"]), "runtime=%s" % seconds("duration", shared["duration"]),
+             "do_verify=0"]
+    for number, job in enumerate(jobs, 1):
+        lines += ["", "[job%d]" % number]
+        if job.get("numa") is not None:
+            lines.append("numa_node=%d" % whole("numa", job["numa"], 0, 4095))
+        if job.get("gpu") is not None:
+            lines.append("gpu_dev_id=%d" % whole("gpu", job["gpu"], 0, 4095))
+        target = text("target", job.get("target"), 4095)
+        if not target.startswith("/"):
+            fail("target", target, "expected an absolute path")
+        if " #" in target or " ;" in target:
+            fail("target", target, "' #' and ' ;' start an inline comment to INI readers such as inih")
+        lines += ["num_threads=%d" % whole("threads", job.get("threads"), 1, 4096), "directory=%s" % target]
+    return "\n".join(lines) + "\n"
+
+
+def _filter_errors(function):
+    def wrapper(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except PlanError as exc:
+            from ansible.errors import AnsibleFilterError
+            raise AnsibleFilterError(str(exc))
+    return wrapper
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"gds_bench_plan": gds_bench_plan,
+                "gds_netfs_bench_targets": _filter_errors(gds_netfs_bench_targets),
+                "gds_gdsio_jobfile": _filter_errors(gds_gdsio_jobfile)}

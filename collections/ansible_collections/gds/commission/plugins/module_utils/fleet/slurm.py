@@ -1,0 +1,433 @@
+# -*- coding: utf-8 -*-
+# Copyright: gds-commission contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Slurm drain and resume from a run's report (docs/fleet.md).
+
+A node whose host is FAIL/ERROR (summary.json) or drifted / not checked (drift.json) is drained
+with the reason ``<prefix> <first failing check>``; a node drained with that prefix whose host
+now passes is resumed. A node that is DOWN or FAIL, drained by anyone else or carrying anyone
+else's reason is never touched. A circuit breaker refuses a run that would drain more than its
+share of the nodes (a bad threshold must not drain a cluster). A report it cannot read, or two
+hosts on one node, make it change nothing.
+
+scripts/gds-healthcheck carries copies of node_flags, untouchable, reason and the prefix and
+node-name rules (it runs alone on a node); tests/unit/test_slurm.py keeps the copies equal.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from ansible_collections.gds.commission.plugins.module_utils.core.checks import FAILING, VERDICTS
+
+REASON_MAX = 200
+# host verdicts summary.json may hold; only PASS and WARN resume a node
+BAD_VERDICTS = FAILING
+GOOD_VERDICTS = ("PASS", "WARN")
+DRIFT_TAG = "drift:"
+# a Slurm node name, one node: no hostlist brackets, commas, spaces or '=' (scontrol would act
+# on every node such an expression names)
+NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+# a reason prefix: how this tool knows its own drains, so nothing scontrol or a reader would
+# reinterpret (quotes, '=', spaces, brackets)
+PREFIX = re.compile(r"^[A-Za-z0-9_.:/#@+-]{1,32}\Z")
+
+
+class SlurmError(Exception):
+    pass
+
+
+def _key(host, *rest):
+    """hosts["a"].checks[0].verdict; the host quoted as JSON (control characters escaped)."""
+    out = "hosts[%s]" % json.dumps(host)
+    for part in rest:
+        out += "[%d]" % part if isinstance(part, int) else "." + part
+    return out
+
+
+def _show(value):
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _no_duplicates(pairs):
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError("duplicate key %s" % json.dumps(key))
+        out[key] = value
+    return out
+
+
+def _load_json(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle, object_pairs_hook=_no_duplicates)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise SlurmError("%s is not valid JSON: %s" % (path, exc))
+    except OSError as exc:
+        raise SlurmError("cannot read %s: %s" % (path, exc.strerror or exc))
+
+
+def _hosts_of(path):
+    """The ``hosts`` mapping of a summary.json or drift.json."""
+    doc = _load_json(path)
+    hosts = doc.get("hosts") if isinstance(doc, dict) else None
+    if not isinstance(hosts, dict):
+        raise SlurmError("%s: key 'hosts' missing or not a mapping" % path)
+    for host in hosts:
+        if not host.strip():
+            raise SlurmError("%s: key %s: an empty host name" % (path, _key(host)))
+    return hosts
+
+
+def _bad(path, parts, value, wanted):
+    raise SlurmError("%s: key %s: %s, expected %s; nothing changed" % (path, _key(*parts[1:]), _show(value), wanted))
+
+
+def _summary_entry(path, host, entry):
+    """(verdict, checks) of one host of summary.json, or SlurmError naming the key."""
+    if not isinstance(entry, dict):
+        _bad(path, ("hosts", host), entry, "a mapping")
+    verdict = entry.get("verdict")
+    if not isinstance(verdict, str) or verdict.upper() not in VERDICTS:
+        _bad(path, ("hosts", host, "verdict"), verdict, "one of " + ", ".join(VERDICTS))
+    verdict = verdict.upper()
+    checks = entry.get("checks", [])
+    if not isinstance(checks, list):
+        _bad(path, ("hosts", host, "checks"), checks, "a list")
+    for i, check in enumerate(checks):
+        if not isinstance(check, dict):
+            _bad(path, ("hosts", host, "checks", i), check, "a mapping")
+        if not isinstance(check.get("name", ""), str):
+            _bad(path, ("hosts", host, "checks", i, "name"), check.get("name"), "a string")
+        wanted = check.get("verdict")
+        if not isinstance(wanted, str) or wanted.upper() not in VERDICTS:
+            _bad(path, ("hosts", host, "checks", i, "verdict"), wanted, "one of " + ", ".join(VERDICTS))
+        # a passing host with a failed check: the document contradicts itself
+        if verdict in GOOD_VERDICTS and wanted.upper() in BAD_VERDICTS:
+            _bad(path, ("hosts", host, "verdict"), verdict, "a verdict that agrees with checks[%d] (%s)" % (i, wanted))
+    return verdict, checks
+
+
+def _drift_entry(path, host, entry):
+    """The checked drift.json entry of one host, or SlurmError naming the key."""
+    if not isinstance(entry, dict):
+        _bad(path, ("hosts", host), entry, "a mapping")
+    if "drifted" not in entry or not (entry["drifted"] is None or isinstance(entry["drifted"], bool)):
+        _bad(path, ("hosts", host, "drifted"), entry.get("drifted"), "true, false or null")
+    for flag in ("unreachable", "error"):
+        if flag in entry and not isinstance(entry[flag], bool) and entry[flag] is not None:
+            _bad(path, ("hosts", host, flag), entry[flag], "true or false")
+    if not isinstance(entry.get("detail") or "", str):
+        _bad(path, ("hosts", host, "detail"), entry["detail"], "a string")
+    items = entry.get("items", [])
+    if not isinstance(items, list):
+        _bad(path, ("hosts", host, "items"), items, "a list")
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            _bad(path, ("hosts", host, "items", i), item, "a mapping")
+        if not isinstance(item.get("setting") or "", str):
+            _bad(path, ("hosts", host, "items", i, "setting"), item["setting"], "a string")
+    if entry["drifted"] is False and (items or entry.get("error") or entry.get("unreachable")):
+        _bad(path, ("hosts", host, "drifted"), False, "true or null: the entry lists drift, an error or unreachable")
+    return entry
+
+
+def _printable(ch):
+    code = ord(ch)
+    return "\\x%02x" % code if code < 0x100 else "\\u%04x" % code if code < 0x10000 else "\\U%08x" % code
+
+
+def _clean(text):
+    """One line of printable text: whitespace runs (line breaks, tabs) become one space, any
+    other control or unprintable character its \\xNN escape."""
+    return "".join(ch if ch.isprintable() else _printable(ch) for ch in " ".join(str(text).split()))
+
+
+def reason(prefix, text):
+    """A drain reason: ``<prefix> <text>``, one line of printable characters, at most REASON_MAX.
+
+    '=' becomes ':' so that no part of a reason reads as a Key=value field of scontrol's output
+    (`... Reason=gds: x Mode=y` would read back as `gds: x` and never equal itself).
+    """
+    out = "%s %s" % (prefix, _clean(text).replace("=", ":"))
+    return out if len(out) <= REASON_MAX else out[:REASON_MAX - 3] + "..."
+
+
+def is_ours(text, prefix):
+    """A reason this tool wrote: the prefix, a space, then text."""
+    return bool(text) and text.startswith(prefix + " ")
+
+
+def first_failing_check(entry):
+    """The check that decided a non-passing host's verdict (the first one with that verdict)."""
+    verdict = str(entry.get("verdict")).upper()
+    checks = entry.get("checks") or []
+    for wanted in ([verdict] if verdict in BAD_VERDICTS else []) + list(BAD_VERDICTS):
+        for check in checks:
+            if isinstance(check, dict) and str(check.get("verdict")).upper() == wanted:
+                name = str(check.get("name") or "unnamed check")
+                actual = check.get("actual")
+                # host: checks (play completed, reachable) say little without what happened
+                if name.startswith("host:") and actual not in (None, ""):
+                    return "%s: %s" % (name, actual if isinstance(actual, str) else json.dumps(actual, default=str))
+                return name
+    return "verdict %s" % verdict
+
+
+def load_run(run_dir, prefix="gds:"):
+    """{host: {status: bad|good|unknown, verdict, reason, mode}} from a run directory.
+
+    summary.json (commissioning) and drift.json (drift check) are both read when present; a
+    host bad in either is bad. UNREACHABLE hosts are unknown: Slurm sees a dead node itself.
+    Anything in either file that is not what gds_report writes is a SlurmError naming the file
+    and the key: an unreadable report must neither drain nor resume.
+    """
+    check_prefix(prefix)
+    summary_path = os.path.join(run_dir, "summary.json")
+    drift_path = os.path.join(run_dir, "drift.json")
+    if not os.path.isdir(run_dir):
+        raise SlurmError("run directory %s does not exist" % run_dir)
+    # exists, not isfile: a summary.json that is a directory is unreadable, not absent
+    found = [p for p in (summary_path, drift_path) if os.path.lexists(p)]
+    if not found:
+        raise SlurmError("run directory %s has neither summary.json nor drift.json" % run_dir)
+    out = {}
+    if summary_path in found:
+        for host, entry in _hosts_of(summary_path).items():
+            verdict, dummy = _summary_entry(summary_path, host, entry)
+            if verdict in BAD_VERDICTS and verdict != "UNREACHABLE":
+                out[host] = {"status": "bad", "verdict": verdict, "mode": "commission",
+                             "reason": reason(prefix, first_failing_check(entry))}
+            elif verdict in GOOD_VERDICTS:
+                out[host] = {"status": "good", "verdict": verdict, "reason": None, "mode": "commission"}
+            else:  # UNREACHABLE, SKIP
+                out[host] = {"status": "unknown", "verdict": verdict, "reason": None, "mode": "commission"}
+    if drift_path in found:
+        for host, entry in _hosts_of(drift_path).items():
+            entry = _drift_entry(drift_path, host, entry)
+            if entry.get("unreachable"):
+                mine = {"status": "unknown", "verdict": "UNREACHABLE", "reason": None}
+            elif entry["drifted"] is False:
+                mine = {"status": "good", "verdict": "PASS", "reason": None}
+            elif entry.get("error") or entry["drifted"] is None:
+                mine = {"status": "bad", "verdict": "ERROR",
+                        "reason": reason(prefix, "%s %s" % (DRIFT_TAG, entry.get("detail") or "not checked"))}
+            else:
+                items = entry.get("items") or [{}]
+                mine = {"status": "bad", "verdict": "DRIFTED",
+                        "reason": reason(prefix, "%s %s" % (DRIFT_TAG, items[0].get("setting") or "drifted"))}
+            mine["mode"] = "drift"
+            before = out.get(host)
+            # a host bad in either document is bad; good in both may clear any drain of ours
+            if before is None or before["status"] == "unknown" or (mine["status"] == "bad" and before["status"] != "bad"):
+                out[host] = mine
+            elif before["status"] == "good" and mine["status"] == "good":
+                before["mode"] = "both"
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Slurm's view of a node
+# --------------------------------------------------------------------------------------------
+_NODE_LINE = re.compile(r"^NodeName=(\S+)")
+_STATE = re.compile(r"(?:^|\s)State=(\S+)")
+# Reason=<text> [user@time], the last field of scontrol's one-line output in practice; stop at
+# the next Key= field otherwise
+_REASON = re.compile(r"(?:^|\s)Reason=(.*?)(?:\s+\[[^\[\]]*@[^\[\]]*\])?(?=\s+[A-Z][A-Za-z]*=|\s*$)")
+
+# Slurm's state names and flags as scontrol (IDLE+DRAIN), sinfo (drng, idle*) and the JSON
+# output (lower case) spell them, to one name each
+FLAG_ALIASES = {
+    "ALLOC": "ALLOCATED", "MIX": "MIXED", "COMP": "COMPLETING", "UNK": "UNKNOWN", "FUTR": "FUTURE",
+    "DRAINED": "DRAIN", "DRAINING": "DRAIN", "DRNG": "DRAIN", "FAILING": "FAIL", "FAILG": "FAIL",
+    "INVAL": "INVALID_REG", "INVALID": "INVALID_REG", "MAINT": "MAINTENANCE", "RESV": "RESERVED",
+    "PLND": "PLANNED", "NPC": "PERFCTRS", "NO_RESPOND": "NOT_RESPONDING", "POW_DN": "POWER_DOWN",
+    "POW_UP": "POWER_UP", "POWERED_OFF": "POWERED_DOWN", "REBOOT": "REBOOT_REQUESTED", "BOOT": "REBOOT_ISSUED",
+}
+# sinfo's suffixes: idle* is IDLE+NOT_RESPONDING, and so on
+FLAG_SUFFIXES = {"*": "NOT_RESPONDING", "~": "POWERED_DOWN", "#": "POWERING_UP", "%": "POWERING_DOWN",
+                 "!": "POWER_DOWN", "$": "MAINTENANCE", "@": "REBOOT_REQUESTED", "^": "REBOOT_ISSUED",
+                 "-": "PLANNED"}
+# states in which a node is someone else's business: never drained, resumed or re-reasoned
+HANDS_OFF = ("DOWN", "FAIL", "INVALID_REG", "ERROR", "FUTURE", "REBOOT_REQUESTED", "REBOOT_ISSUED")
+# every other state this tool knows; a flag outside both lists is a state it does not understand
+KNOWN = HANDS_OFF + ("IDLE", "ALLOCATED", "MIXED", "COMPLETING", "UNKNOWN", "DRAIN", "NOT_RESPONDING",
+                     "MAINTENANCE", "RESERVED", "CLOUD", "POWER_DOWN", "POWER_UP", "POWERED_DOWN",
+                     "POWERING_DOWN", "POWERING_UP", "PLANNED", "PERFCTRS", "DYNAMIC_FUTURE",
+                     "DYNAMIC_NORM", "BLOCKED", "POWER_DRAIN", "RES", "NET")
+
+
+def node_flags(state):
+    """['IDLE', 'DRAIN', ...] of a State= value (`DOWN*+DRAIN`, `mixed+drain`, `drng`) or a list."""
+    words = state if isinstance(state, (list, tuple)) else str(state or "").split("+")
+    flags = []
+    for word in words:
+        word, marks = str(word).strip().upper(), []
+        while word and word[-1] in FLAG_SUFFIXES:
+            marks.insert(0, FLAG_SUFFIXES[word[-1]])
+            word = word[:-1]
+        if word:
+            flags.append(FLAG_ALIASES.get(word, word))
+        flags.extend(marks)
+    return list(dict.fromkeys(flags))
+
+
+def untouchable(flags, text, prefix):
+    """Why a node must be left as it is whatever its host's verdict, or None.
+
+    DOWN, FAIL and the like belong to whoever set them (an admin, Slurm itself); a drain or a
+    reason without our prefix belongs to someone else; a state this tool cannot read means do
+    nothing.
+    """
+    if not flags:
+        return "no state read from Slurm"
+    unknown = [f for f in flags if f not in KNOWN]
+    if unknown:
+        return "state %s not understood" % "+".join(unknown)
+    held = [f for f in flags if f in HANDS_OFF]
+    if held:
+        return "node is %s (%s)" % ("+".join(held), text or "no reason")
+    if text and not is_ours(text, prefix):
+        return "drained by someone else" if "DRAIN" in flags else "reason set by someone else"
+    if "DRAIN" in flags and not text:
+        return "drained by someone else (no reason)"
+    return None
+
+
+def parse_nodes(text):
+    """{node: {flags: [IDLE, DRAIN, ...], reason}} from `scontrol -o show node`.
+
+    A node listed twice gets no flags: what scontrol said of it cannot be trusted.
+    """
+    nodes = {}
+    for line in text.splitlines():
+        match = _NODE_LINE.match(line.strip())
+        if not match:
+            continue
+        state = _STATE.search(line)
+        why = _REASON.search(line)
+        name = match.group(1)
+        info = {"flags": node_flags(state.group(1)) if state else [], "reason": why.group(1).strip() if why else None}
+        nodes[name] = dict(info, flags=[]) if name in nodes else info
+    return nodes
+
+
+def short_name(host):
+    return host.split(".")[0]
+
+
+def node_names(hosts, names=None, report=None):
+    """{host: Slurm node} for ``hosts``: ``names`` where given, else the short host name.
+
+    SlurmError when two hosts share a node (one host's FAIL and another's PASS would drain and
+    resume the same node) or when a host of ``report`` (default: every host) has a node name that
+    is not one plain node; other hosts with such a name are left out.
+    """
+    names = names or {}
+    out, seen = {}, {}
+    for host in sorted(hosts):
+        given = names.get(host)
+        node = given if given not in (None, "") else short_name(host)
+        if not isinstance(node, str) or not NODE_NAME.match(node):
+            if report is not None and host not in report:
+                continue
+            raise SlurmError("host %s: Slurm node name %s is not one plain node name (letters, digits, '.', '_', "
+                             "'-'; no hostlist); set gds_slurm_node_name; nothing changed" % (json.dumps(host), _show(node)))
+        if node in seen:
+            raise SlurmError("hosts %s and %s both map to Slurm node %s: give each its own gds_slurm_node_name; "
+                             "nothing changed" % (json.dumps(seen[node]), json.dumps(host), node))
+        seen[node] = host
+        out[host] = node
+    return out
+
+
+def plan(run, slurm_nodes, names=None, prefix="gds:", max_drain_percent=10.0, max_drain_min=1, hosts=None):
+    """What to do: {drain, reason, resume, kept, not_in_slurm, limit, candidates, tripped}.
+
+    ``names`` maps inventory hosts to Slurm node names (default the short host name); ``hosts``
+    limits the run's hosts considered (and joins the hosts whose node names must not collide).
+    The breaker counts the nodes this run would newly drain against
+    max(max_drain_min, floor(percent of the run's Slurm nodes)).
+    """
+    check_prefix(prefix)
+    wanted = [h for h in sorted(run) if hosts is None or h in hosts]
+    mapping = node_names(set(wanted) | set(hosts or ()), names, set(wanted))
+    out = {"drain": [], "reason": [], "resume": [], "kept": [], "not_in_slurm": []}
+    in_slurm = 0
+    for host in wanted:
+        info = run[host]
+        node = mapping[host]
+        current = slurm_nodes.get(node)
+        if current is None:
+            out["not_in_slurm"].append({"host": host, "node": node})
+            continue
+        in_slurm += 1
+        flags, text = current["flags"], current.get("reason")
+        drained = "DRAIN" in flags
+        item = {"host": host, "node": node, "verdict": info["verdict"], "slurm_state": "+".join(flags),
+                "slurm_reason": text}
+        if info["status"] == "bad":
+            item["reason"] = info["reason"]
+        blocked = untouchable(flags, text, prefix)
+        if blocked:
+            if info["status"] == "bad" or drained or text:
+                out["kept"].append(dict(item, why=blocked))
+        elif info["status"] == "bad":
+            if not drained:
+                out["drain"].append(item)
+            elif text != info["reason"]:
+                out["reason"].append(item)
+            else:
+                out["kept"].append(dict(item, why="already drained"))
+        elif info["status"] == "good" and drained:
+            # a drift check says nothing about a benchmark: it resumes only drift drains
+            if info["mode"] == "drift" and not text[len(prefix):].strip().startswith(DRIFT_TAG):
+                out["kept"].append(dict(item, why="drained by a commissioning run; a drift check does not clear it"))
+            else:
+                out["resume"].append(item)
+        elif drained:
+            out["kept"].append(dict(item, why="result unknown"))
+    limit = max(int(max_drain_min), int(in_slurm * float(max_drain_percent) / 100.0))
+    out.update(limit=limit, candidates=in_slurm, tripped=len(out["drain"]) > limit, nodes=mapping)
+    return out
+
+
+def drain_command(scontrol, item):
+    return [scontrol, "update", "NodeName=%s" % item["node"], "State=DRAIN", "Reason=%s" % item["reason"]]
+
+
+def resume_command(scontrol, item):
+    return [scontrol, "update", "NodeName=%s" % item["node"], "State=RESUME"]
+
+
+def commands(the_plan, scontrol="scontrol"):
+    """The scontrol command lines of a plan, drains first."""
+    return ([drain_command(scontrol, i) for i in the_plan["drain"] + the_plan["reason"]]
+            + [resume_command(scontrol, i) for i in the_plan["resume"]])
+
+
+def apply(the_plan, run_command, scontrol="scontrol"):
+    """Run the plan's commands; run_command(argv) -> (rc, stdout, stderr). [{argv, error}] of failures."""
+    failures = []
+    for argv in commands(the_plan, scontrol):
+        rc, out, err = run_command(argv)
+        if rc != 0:
+            failures.append({"command": " ".join(argv[1:]), "error": _clean(err or out or "exit %d" % rc)})
+    return failures
+
+
+def read_nodes(run_command, scontrol="scontrol"):
+    rc, out, err = run_command([scontrol, "-o", "show", "node"])
+    if rc != 0:
+        raise SlurmError("%s -o show node failed (exit %d): %s" % (scontrol, rc, _clean(err or out)))
+    return parse_nodes(out)
+
+
+def check_prefix(prefix):
+    """SlurmError unless ``prefix`` can mark this tool's drains (PREFIX)."""
+    if not isinstance(prefix, str) or not PREFIX.match(prefix):
+        raise SlurmError("reason_prefix %s must be 1 to 32 letters, digits or _.:/#@+- (no spaces, quotes or '='): "
+                         "it is how this tool knows its own drains" % _show(prefix))

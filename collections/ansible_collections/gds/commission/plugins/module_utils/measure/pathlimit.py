@@ -1,0 +1,202 @@
+# -*- coding: utf-8 -*-
+# Copyright: gds-commission contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The limit of a GPU/array path from the PCI model (``gds_topology``'s ``pcie_links``): what
+the PCIe links between the array's drives and the GPU can carry, so that a job's throughput is
+read as a fraction of it (a roofline).
+
+A link carries rate x width x encoding / 8 bytes a second: 8b/10b for Gen1/Gen2, 128b/130b for
+Gen3 to Gen5 (Gen5 x16 ~ 63 GB/s, Gen4 x4 ~ 7.9 GB/s), 242/256 for Gen6's FLIT mode. The data
+flows up from each drive to the switch (or root complex) it shares with the GPU, then down to the
+GPU; links that several drives share carry their sum. The root complex and the link between
+sockets (a PHB, NODE or SYS path) are not modelled: such a limit is an upper bound, and says so.
+"""
+from __future__ import annotations
+
+from ansible_collections.gds.commission.plugins.module_utils.hw.pci import gen_of_speed, speed_of_gen
+
+INF = float("inf")
+GIB = float(1 << 30)
+
+
+def encoding(gen):
+    """Payload share of the bits on the wire for PCIe generation ``gen``."""
+    if gen is None:
+        return None
+    if gen <= 2:
+        return 8 / 10.0
+    if gen <= 5:
+        return 128 / 130.0
+    return 242 / 256.0  # Gen6 FLIT mode
+
+
+def link_bytes_per_s(speed_gts, width):
+    """Bytes a second one direction of a link carries; None when speed or width is unknown."""
+    gen = gen_of_speed(speed_gts)
+    if not speed_gts or not width or gen is None:
+        return None
+    return speed_gts * 1e9 * width * encoding(gen) / 8
+
+
+def _faces_up(entry):
+    """An endpoint or a switch upstream port: its link goes to the port above it."""
+    return entry.get("kind") != "bridge" or entry.get("port") == "upstream"
+
+
+class PathModel(object):
+    """The links of one node, with a GPU's link speed as seen under load (NVML) where known: a
+    GPU trains its link down when idle, so the idle speed sysfs shows is not its limit."""
+
+    def __init__(self, pcie_links, gpu_load=None):
+        self.links = {e["bdf"]: e for e in pcie_links or [] if isinstance(e, dict) and e.get("bdf")}
+        self.gpu_load = gpu_load or {}
+
+    def chain(self, bdf):
+        """The device and every bridge above it up to its root port, nearest first."""
+        out = []
+        while bdf and bdf in self.links and bdf not in out:
+            out.append(bdf)
+            bdf = self.links[bdf].get("upstream")
+        return out
+
+    def _end(self, entry):
+        """(speed GT/s, width, note) of one end of a link."""
+        gpu = entry["bdf"] if entry.get("kind") == "gpu" else None
+        partner = self.links.get(entry.get("partner") or "")
+        if gpu is None and partner is not None and partner.get("kind") == "gpu":
+            gpu = partner["bdf"]
+        width = entry.get("current_width") or entry.get("expected_width")
+        if gpu is None:
+            return entry.get("current_speed_gts") or entry.get("expected_speed_gts"), width, None
+        seen = speed_of_gen((self.gpu_load.get(gpu) or {}).get("max_gen_seen"))
+        if seen:
+            return seen, width, "GPU link at Gen%s, the fastest NVML saw under load" % gen_of_speed(seen)
+        return entry.get("expected_speed_gts"), width, "GPU link at its expected speed (idle in sysfs)"
+
+    def link(self, bdf):
+        """The link from ``bdf`` (facing up) to the port above it: {bdf, gen, width, bytes_per_s, note}."""
+        entry = self.links[bdf]
+        ends = [self._end(entry)]
+        above = self.links.get(entry.get("upstream") or "")
+        if above is not None:
+            ends.append(self._end(above))
+        rates = [link_bytes_per_s(speed, width) for speed, width, dummy in ends]
+        if None in rates:
+            return {"bdf": bdf, "gen": None, "width": None, "bytes_per_s": None, "note": "link state unknown"}
+        slow = min(range(len(ends)), key=lambda i: rates[i])
+        return {"bdf": bdf, "gen": gen_of_speed(ends[slow][0]), "width": ends[slow][1],
+                "bytes_per_s": rates[slow], "note": ends[slow][2]}
+
+
+def _slowest(model, bdfs):
+    links = [model.link(b) for b in bdfs if _faces_up(model.links[b])]
+    if not links:
+        return None
+    if any(link["bytes_per_s"] is None for link in links):
+        return next(link for link in links if link["bytes_per_s"] is None)
+    return min(links, key=lambda link: link["bytes_per_s"])
+
+
+def _gb(value):
+    return None if value is None or value == INF else round(value / 1e9, 3)
+
+
+def _public(link):
+    return None if link is None else {"bdf": link["bdf"], "gen": link["gen"], "width": link["width"],
+                                      "gb_s": _gb(link["bytes_per_s"]), "note": link.get("note")}
+
+
+def path_limit(topology, gpu, drives, gpu_load=None, spec_bytes_per_s=None):
+    """The limit of the path from ``drives`` (disk names) to GPU ``gpu`` (index; None: host
+    memory, a CPU transfer type): {bytes_per_s, gib_s, gb_s, bound, gpu, drives, ...}, or
+    {unknown: why}. ``spec_bytes_per_s`` is the drives' summed spec, where the profile gives one."""
+    topology = topology or {}
+    if not topology.get("pcie_links"):
+        return {"unknown": "no PCIe links in the topology facts"}
+    model = PathModel(topology.get("pcie_links"), gpu_load)
+    by_name = {d.get("name"): d for d in topology.get("nvme") or [] if isinstance(d, dict)}
+    if not drives:
+        return {"unknown": "no drive known for this job"}
+    chains = {}
+    for name in drives:
+        bdf = (by_name.get(name) or {}).get("bdf")
+        chains[name] = model.chain(bdf)
+        if not chains[name]:
+            return {"unknown": "drive %s is not on the PCIe links of the topology (%s)"
+                    % (name, "not an NVMe drive of the facts" if bdf is None else bdf)}
+    gpu_chain, gpu_entry = [], None
+    if gpu is not None:
+        gpu_entry = next((g for g in topology.get("gpus") or [] if g.get("index") == gpu), None)
+        gpu_chain = model.chain((gpu_entry or {}).get("bdf"))
+        if not gpu_chain:
+            return {"unknown": "GPU %s is not on the PCIe links of the topology" % gpu}
+    # the lowest element the GPU shares with every drive; none: the root complex (not modelled)
+    common = [b for b in gpu_chain if all(b in c for c in chains.values())] if gpu_chain else []
+    top = common[0] if common else None
+    below = {name: chain[:chain.index(top)] if top else chain for name, chain in chains.items()}
+    gpu_below = gpu_chain[:gpu_chain.index(top)] if top else gpu_chain
+
+    # max flow up the drives' tree: a node passes on what its children bring, each child's
+    # link capping it; a drive brings its spec share (or anything)
+    share = spec_bytes_per_s / len(drives) if spec_bytes_per_s else INF
+    children, leaves = {}, {}
+    for name, chain in below.items():
+        leaves[chain[0]] = name
+        for lower, upper in zip(chain, chain[1:] + [None]):
+            children.setdefault(upper, set()).add(lower)
+    shared = []
+
+    def flow(node):
+        own = share if node in leaves else sum(flow(c) for c in children.get(node, ()))
+        if not _faces_up(model.links[node]):
+            return own  # a downstream or root port: its link is counted at the device below
+        link = model.link(node)
+        if link["bytes_per_s"] is None:
+            raise ValueError("%s: %s" % (node, link["note"]))
+        if link["bytes_per_s"] < own and len([n for n, c in below.items() if node in c]) > 1:
+            shared.append(link)
+        return min(own, link["bytes_per_s"])
+
+    try:
+        drive_side = sum(flow(c) for c in children.get(None, ()))
+    except ValueError as exc:
+        return {"unknown": "link state unknown at %s" % exc}
+    gpu_link = _slowest(model, gpu_below) if gpu_below else None
+    if gpu_link is not None and gpu_link["bytes_per_s"] is None:
+        return {"unknown": "link state unknown at %s" % gpu_link["bdf"]}
+    gpu_side = gpu_link["bytes_per_s"] if gpu_link else INF
+    slowest = {n: _slowest(model, below[n]) for n in drives}
+    per_drive = [{"name": n, "bdf": chains[n][0], "slowest": _public(slowest[n])} for n in drives]
+    drives_sum = sum(link["bytes_per_s"] for link in slowest.values()) if all(slowest.values()) else None
+    limit = min(drive_side, gpu_side)
+    if gpu_side < drive_side:
+        bound = "the GPU's link %s" % gpu_link["bdf"]
+    elif shared:
+        bound = "a link the drives share, %s" % min(shared, key=lambda s: s["bytes_per_s"])["bdf"]
+    elif spec_bytes_per_s and drive_side >= spec_bytes_per_s * 0.999:
+        bound = "the drives' spec"
+    else:
+        bound = "the drives' links"
+    if limit == INF:
+        return {"unknown": "no PCIe link between the drives and the %s" % ("GPU" if gpu is not None else "host")}
+    out = {"bytes_per_s": round(limit), "gb_s": _gb(limit), "gib_s": round(limit / GIB, 3), "bound": bound,
+           "drives": per_drive, "drives_gb_s": _gb(drives_sum), "spec_gb_s": _gb(spec_bytes_per_s),
+           "shared": [_public(s) for s in shared],
+           "gpu": {"index": gpu, "bdf": gpu_chain[0], "slowest": _public(gpu_link)} if gpu_chain else None}
+    if top is None or (model.links[top].get("port") == "root_port"):
+        out["note"] = ("the path crosses the root complex%s: it and the link between sockets are not "
+                       "modelled, the limit is an upper bound" % (" (host memory)" if gpu is None else ""))
+    return out
+
+
+def spec_bytes(spec, record):
+    """The drives' summed spec as bytes a second: ``spec`` {metric, value} in GiB/s or IOPS (at
+    the job's I/O size); None for another metric or without one."""
+    if not spec or not spec.get("value"):
+        return None
+    metric, value = spec.get("metric", "throughput_gib_s"), float(spec["value"])
+    if metric == "throughput_gib_s":
+        return value * GIB
+    if metric == "iops" and (record or {}).get("io_size_bytes"):
+        return value * float(record["io_size_bytes"])
+    return None

@@ -1,0 +1,208 @@
+# -*- coding: utf-8 -*-
+# Copyright: gds-commission contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""PCIe bytes each GPU received and sent during a benchmark job (what ``dcgmi dmon -e 1009,1010``
+and ``nvidia-smi dmon``'s rxpci/txpci show), and the check that names a GPU other than the job's
+that carried its data: cuFile's bounce buffers on a GPU near the drives (the GDS guide's DGX-2
+read from GPU 12, landing first on GPU 0).
+
+Two NVML sources, the better one first: the GPU's PCIe byte counters (field values
+NVML_FI_DEV_PCIE_COUNT_RX_BYTES / TX_BYTES, newer GPUs), read at the job's start and end; else
+nvmlDeviceGetPcieThroughput (KB/s over a 20 ms window) sampled by gds_devhealth's NvmlSampler
+and integrated over time, an estimate. Each GPU says which it used; neither is "unknown" with
+the reason.
+"""
+from __future__ import annotations
+
+from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
+from ansible_collections.gds.commission.plugins.module_utils.hw.nvml import nvml_value
+
+COUNTERS = "NVML PCIe byte counters (NVML_FI_DEV_PCIE_COUNT_RX_BYTES/TX_BYTES)"
+THROUGHPUT = "nvmlDeviceGetPcieThroughput (KB/s over 20 ms) sampled and integrated"
+# pynvml's values (nvml.h), for a pynvml too old to name them
+FIELD_TX, FIELD_RX = 197, 198
+UTIL_TX, UTIL_RX = 0, 1
+KB = 1024  # NVML's throughput unit
+
+
+class GpuTraffic(object):
+    """One GPU's PCIe bytes received (rx) and sent (tx) since ``start``."""
+
+    def __init__(self, pynvml, handle, now):
+        self.pynvml, self.handle = pynvml, handle
+        self.source, self.problem = None, None
+        self.rx = self.tx = 0.0
+        self.last, self.samples = now, 0
+        counters, why_counters = self.counters()
+        if counters is not None:
+            self.source, self.base = COUNTERS, counters
+            return
+        rates, why_rates = self.rates()
+        if rates is not None:
+            self.source = THROUGHPUT
+        else:
+            self.problem = "%s; %s" % (why_counters, why_rates)
+
+    def counters(self):
+        """((rx, tx) cumulative bytes, None) or (None, why the GPU has none)."""
+        fields = [getattr(self.pynvml, "NVML_FI_DEV_PCIE_COUNT_RX_BYTES", FIELD_RX),
+                  getattr(self.pynvml, "NVML_FI_DEV_PCIE_COUNT_TX_BYTES", FIELD_TX)]
+        values, problem = nvml_value(self.pynvml, ("nvmlDeviceGetFieldValues",), self.handle, fields)
+        if values is None:
+            return None, "PCIe byte counters: %s" % problem
+        out = []
+        for value in list(values)[:2]:
+            code = getattr(value, "nvmlReturn", None)
+            if code:  # each field answers on its own: NVML_ERROR_NOT_SUPPORTED (3) on older GPUs
+                return None, "PCIe byte counters: field %s: %s" % (
+                    getattr(value, "fieldId", "?"), "not supported" if code == 3 else "NVML error %s" % code)
+            out.append(int(value.value.ullVal))
+        if len(out) < 2:
+            return None, "PCIe byte counters: NVML returned %d of 2 fields" % len(out)
+        return tuple(out), None
+
+    def rates(self):
+        """((rx, tx) bytes a second, None) or (None, why)."""
+        out = []
+        for counter, default in (("NVML_PCIE_UTIL_RX_BYTES", UTIL_RX), ("NVML_PCIE_UTIL_TX_BYTES", UTIL_TX)):
+            value, problem = nvml_value(self.pynvml, ("nvmlDeviceGetPcieThroughput",), self.handle,
+                                        getattr(self.pynvml, counter, default))
+            if value is None:
+                return None, "PCIe throughput: %s" % problem
+            out.append(float(value) * KB)
+        return tuple(out), None
+
+    def sample(self, now):
+        """One throughput sample: the rate now stands for the time since the last sample."""
+        if self.source != THROUGHPUT:
+            return
+        rates, problem = self.rates()
+        if rates is None:
+            self.problem = problem
+        else:
+            span = max(0.0, now - self.last)
+            self.rx += rates[0] * span
+            self.tx += rates[1] * span
+            self.samples += 1
+        self.last = now
+
+    def totals(self, now):
+        """(rx, tx) bytes since the start, or None (with ``problem``) when unknown."""
+        if self.source == COUNTERS:
+            counters, problem = self.counters()
+            if counters is None:
+                self.problem = problem
+                return None
+            return [_grown(counters[i], self.base[i]) for i in (0, 1)]
+        if self.source == THROUGHPUT:
+            self.sample(now)
+            return [self.rx, self.tx]
+        return None
+
+
+def _grown(now, before):
+    return now - before if now >= before else now + (1 << 64) - before  # a 64-bit counter wrapped
+
+
+def job_traffic(before, after):
+    """[{index, bdf, rx_bytes, tx_bytes, source}] between two marks of the sampler
+    ({index: {bdf, totals, source, problem}}); a GPU without figures has ``unknown``."""
+    out = []
+    for index in sorted(after):
+        end, start = after[index], (before or {}).get(index) or {}
+        entry = {"index": index, "bdf": end.get("bdf"), "source": end.get("source")}
+        if end.get("totals") is None or start.get("totals") is None:
+            entry["unknown"] = end.get("problem") or start.get("problem") or "not sampled"
+        else:
+            entry["rx_bytes"] = int(round(end["totals"][0] - start["totals"][0]))
+            entry["tx_bytes"] = int(round(end["totals"][1] - start["totals"][1]))
+        out.append(entry)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The check
+# --------------------------------------------------------------------------------------------
+def _gb(value):
+    return "%.2f GB" % (value / 1e9) if value >= 1e7 else "%.1f MB" % (value / 1e6)
+
+
+def link_class(topology, gpu, drives):
+    """GPU ``gpu``'s link class to the drives, from the topology's matrix: "PIX to nvme2n1,
+    nvme3n1", or per drive where they differ; None when the matrix does not know."""
+    row = ((topology or {}).get("matrix") or {}).get("GPU%s" % gpu) or {}
+    classes = [(d, row.get(d)) for d in drives or () if row.get(d)]
+    if not classes:
+        return None
+    if len({c for dummy, c in classes}) == 1:
+        return "%s to %s" % (classes[0][1], ", ".join(d for d, dummy in classes))
+    return ", ".join("%s to %s" % (c, d) for d, c in classes)
+
+
+def _buffers(cufile, index):
+    row = next((r for r in cufile.get("gpus") or [] if r["index"] == index), {})
+    return "%s of %s pool buffers in use" % (row.get("pool_used"), row.get("pool_total"))
+
+
+def bounce_check(prefix, gpu, moved, io_type, gpus, topology, drives, th, unknown=None, cufile=None,
+                 expected_bounce=False):
+    """``bench: <job>: bounce``: the target GPU ``gpu`` should be the only one whose PCIe traffic
+    compares with the ``moved`` bytes of the job. Another GPU that received at least
+    ``bounce_share`` of them carried the data (cuFile's bounce buffers): WARN or FAIL per profile,
+    naming it, its PCI address and its link class to the drives. Without NVML's figures, cuFile's
+    own statistics (``cufile``, gds_stats) name the GPU whose bounce buffers it used. On the
+    planner's non-affine job (``expected_bounce``) a bounce is what it measures: PASS, named."""
+    name = prefix + "bounce"
+    share = th["bounce_share"]
+    expected = "only GPU%s receives >= %d%% of the bytes the job moved" % (gpu, round(share * 100))
+    found = "PASS" if expected_bounce else th["bounce_verdict"]
+    if expected_bounce:
+        expected += " (or a GPU near the drives: the non-affine pair)"
+    known = [g for g in gpus or [] if "unknown" not in g]
+    cufile = cufile if cufile and "unknown" not in cufile else None
+    bdfs = {g.get("index"): g.get("bdf") for g in (topology or {}).get("gpus") or [] if isinstance(g, dict)}
+    bdfs.update((g["index"], g.get("bdf")) for g in gpus or [] if g.get("bdf"))
+
+    def who(g):
+        where = link_class(topology, g["index"], drives)
+        return "GPU%s (%s%s)" % (g["index"], bdfs.get(g["index"]) or "PCI address unknown",
+                                 ", " + where if where else "")
+
+    if not known and cufile is not None:
+        held = [i for i in cufile["buffer_gpus"] if i != gpu]
+        notes = ["from cuFile's statistics (%s); NVML: %s" % (cufile["source"], unknown or "no figures")]
+        if held:
+            return check(name, found, expected, "; ".join(
+                "%s held cuFile's bounce buffers (%s)" % (who({"index": i}), _buffers(cufile, i)) for i in held),
+                "; ".join(notes))
+        return check(name, "PASS", expected, "cuFile used no other GPU's bounce buffers",
+                     "; ".join(["cuFile I/O on GPU %s" % ", ".join(str(i) for i in cufile["io_gpus"])] + notes))
+    if not known:
+        return check(name, "SKIP", expected, "unknown", unknown or "no GPU's PCIe traffic was read")
+    if not moved:
+        return check(name, "SKIP", expected, "unknown", "the job's record has no byte count")
+    sources = sorted({g["source"] for g in known if g.get("source")})
+    carriers = sorted((g for g in known if g["index"] != gpu and g["rx_bytes"] >= share * moved),
+                      key=lambda g: -g["rx_bytes"])
+    target = next((g for g in known if g["index"] == gpu), None)
+
+    notes = []
+    if target is not None:
+        mine = target["tx_bytes"] if io_type in ("write", "randwrite") else target["rx_bytes"]
+        notes.append("%s %s %s over PCIe, %d%% of the %s the job moved" % (
+            who(target), "sent" if io_type in ("write", "randwrite") else "received", _gb(mine),
+            round(100.0 * mine / moved), _gb(moved)))
+    notes += ["GPU%s rx %s tx %s" % (g["index"], _gb(g["rx_bytes"]), _gb(g["tx_bytes"]))
+              for g in sorted(known, key=lambda g: -(g["rx_bytes"] + g["tx_bytes"]))[:4]]
+    notes.append("from %s" % " and ".join(sources))
+    if cufile is not None and cufile["buffer_gpus"]:
+        notes.append("cuFile's bounce buffers on %s" % ", ".join(
+            "GPU%s (%s)" % (i, _buffers(cufile, i)) for i in cufile["buffer_gpus"]))
+    unknown_gpus = [g for g in gpus or [] if "unknown" in g]
+    if unknown_gpus:
+        notes.append("unknown: %s" % "; ".join("GPU%s %s" % (g["index"], g["unknown"]) for g in unknown_gpus))
+    if carriers:
+        actual = "; ".join("%s received %s, %d%% of the bytes the job moved" % (
+            who(g), _gb(g["rx_bytes"]), round(100.0 * g["rx_bytes"] / moved)) for g in carriers)
+        return check(name, found, expected, actual, "; ".join(notes))
+    return check(name, "PASS", expected, "no other GPU carried the data", "; ".join(notes))

@@ -1,0 +1,224 @@
+# -*- coding: utf-8 -*-
+# Copyright: gds-commission contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""PCIe ACS control of bridges, read and written through sysfs ``config`` files.
+
+The ACS state is read with the shared config-space walker (``gds_pci.acs_state``); this file
+only adds what changing it needs: the desired control value per state, the write through the
+``config`` file (what ``setpci -s BDF ECAP_ACS+0x6.w=0000`` does) with a read-back, and the two
+conditions that make a write unsafe or impossible: devices bound to vfio-pci (their isolation
+rests on ACS) and kernel lockdown (the kernel refuses config writes from user space).
+"""
+from __future__ import annotations
+
+import errno
+import os
+import struct
+
+from ansible_collections.gds.commission.plugins.module_utils.core.files import read_text
+from ansible_collections.gds.commission.plugins.module_utils.hw.pci import PORT_NAMES, acs_state, find_pcie_port_type, normalize_bdf
+
+# ACS Control bits (PCIe spec 7.7.8.3)
+ACS_BITS = (("SV", 0x01), ("TB", 0x02), ("RR", 0x04), ("CR", 0x08), ("UF", 0x10), ("EC", 0x20),
+            ("DT", 0x40))
+# What Linux enables by itself on a port that has them (pci_std_enable_acs): Source Validation,
+# Request and Completion Redirect, Upstream Forwarding.
+KERNEL_DEFAULT_CTRL = 0x01 | 0x04 | 0x08 | 0x10
+ACS_CTRL = 6  # ACS Control register: offset within the capability
+LOCKED_DOWN = ("integrity", "confidentiality")
+
+
+class AcsError(Exception):
+    """A bridge cannot be read, or a write was refused or did not stick (the message says which)."""
+
+
+def hexword(value):
+    return None if value is None else "0x%04x" % value
+
+
+def decode(ctrl):
+    """``0x001d`` -> ``SV RR CR UF``; ``0`` -> ``off``."""
+    if ctrl is None:
+        return "no ACS capability"
+    names = [name for name, bit in ACS_BITS if ctrl & bit]
+    return " ".join(names) if names else "off"
+
+
+def config_path(sysfs_root, bdf):
+    return os.path.join(sysfs_root, "bus", "pci", "devices", bdf, "config")
+
+
+def read_bridge(sysfs_root, bdf):
+    """{bdf, path, port_type, acs_offset, acs_cap, acs_ctrl} read from the bridge's config file.
+
+    Raises AcsError naming the path when the device is missing or its config space cannot be read
+    in full (a non-root reader gets 64 bytes: that must not look like "no ACS").
+    """
+    path = config_path(sysfs_root, bdf)
+    if not os.path.exists(os.path.dirname(path)):
+        raise AcsError("bridge %s: no such PCI device (%s is missing)" % (bdf, os.path.dirname(path)))
+    try:
+        with open(path, "rb") as handle:
+            config = handle.read(4096)
+    except OSError as exc:
+        raise AcsError("bridge %s: cannot read %s: %s" % (bdf, path, exc.strerror or exc))
+    state = acs_state(config, path)
+    if state["acs_unknown"]:
+        raise AcsError("bridge %s: ACS state unknown: %s (reading ACS needs root)" % (bdf, state["acs_unknown"]))
+    del state["acs_unknown"]
+    port = find_pcie_port_type(config)
+    return dict(state, bdf=bdf, path=path, port_type=PORT_NAMES.get(port) if port is not None else None)
+
+
+def bridges_in_scope(bridges, topology_bridges):
+    """The PCI addresses whose ACS is set, in order and each once: ``bridges`` (gds_pcie_acs_bridges,
+    normalized) when any are named, else every bridge of ``topology_bridges`` (gds_topology's
+    ``bridges``: those on the paths of the GPUs, data drives and RDMA NICs) that has an ACS
+    capability. A bridge whose ACS state could not be read stays in scope, so that reading it
+    fails naming the file rather than the bridge being left out unseen.
+
+    Raises AcsError naming a bridge that is no PCI address.
+    """
+    if not bridges:
+        return [b["bdf"] for b in topology_bridges or [] if b.get("acs_cap") is not None or b.get("acs_unknown")]
+    scope = []
+    for text in bridges:
+        bdf = normalize_bdf(text)
+        if bdf is None:
+            raise AcsError("bridges: %r is not a PCI address (DDDD:BB:DD.F)" % (text,))
+        if bdf not in scope:
+            scope.append(bdf)
+    return scope
+
+
+def vfio_devices(sysfs_root):
+    """BDFs bound to vfio-pci (entries of /sys/bus/pci/drivers/vfio-pci)."""
+    path = os.path.join(sysfs_root, "bus", "pci", "drivers", "vfio-pci")
+    try:
+        entries = os.listdir(path)
+    except OSError:
+        return []
+    return sorted(entry for entry in entries if normalize_bdf(entry) == entry)
+
+
+def lockdown_state(sysfs_root):
+    """Kernel lockdown mode from /sys/kernel/security/lockdown (``none [integrity] confidentiality``):
+    ``none``, ``integrity`` or ``confidentiality``; None when the kernel has no lockdown LSM."""
+    text = read_text(os.path.join(sysfs_root, "kernel", "security", "lockdown"))
+    if text is None:
+        return None
+    start, end = text.find("["), text.find("]")
+    if start < 0 or end < start:
+        return None
+    return text[start + 1:end].strip() or None
+
+
+def desired_ctrl(state, cap, ctrl):
+    """The ACS control a bridge should have: ``disabled`` 0; ``enabled`` what it has plus the
+    kernel's default bits it supports; ``query`` unchanged."""
+    if ctrl is None:
+        return None
+    if state == "disabled":
+        return 0
+    if state == "enabled":
+        return ctrl | (cap & KERNEL_DEFAULT_CTRL)
+    return ctrl
+
+
+def write_ctrl(path, offset, value, opener=open):
+    """Write ACS Control (2 bytes, little endian) at offset+6 of a config file; return the read-back.
+
+    Unbuffered, one aligned 2-byte write: the kernel turns it into one config-word write. OSError
+    (EPERM under lockdown, EIO, EROFS) propagates to the caller, which names the bridge.
+    """
+    with opener(path, "r+b", buffering=0) as handle:
+        handle.seek(offset + ACS_CTRL)
+        handle.write(struct.pack("<H", value))
+        handle.seek(offset + ACS_CTRL)
+        data = handle.read(2)
+    if len(data) != 2:
+        raise AcsError("%s: short read-back (%d bytes) at 0x%x" % (path, len(data), offset + ACS_CTRL))
+    return struct.unpack("<H", data)[0]
+
+
+def refusal_reason(exc, lockdown):
+    """Why the kernel refused a config write, for the failure message."""
+    what = exc.strerror or str(exc)
+    if exc.errno in (errno.EPERM, errno.EACCES):
+        if lockdown in LOCKED_DOWN:
+            return ("%s: kernel lockdown is '%s' (/sys/kernel/security/lockdown), which forbids PCI "
+                    "config writes from user space" % (what, lockdown))
+        return "%s: the kernel refused the config write (lockdown %s, or not root)" % (what, lockdown or "unknown")
+    if exc.errno == errno.EROFS:
+        return "%s: sysfs is mounted read-only (a container without write access?)" % what
+    return "%s: the kernel refused the config write (lockdown: %s)" % (what, lockdown or "unknown")
+
+
+class AcsPlan(object):
+    """The bridges in scope, their ACS control before, the value they should have, and the result."""
+
+    def __init__(self, sysfs_root, bridges, state):
+        self.sysfs_root = sysfs_root
+        self.state = state
+        self.entries = [read_bridge(sysfs_root, bdf) for bdf in bridges]
+        for entry in self.entries:
+            entry["before"] = entry["acs_ctrl"]
+            entry["want"] = desired_ctrl(state, entry["acs_cap"], entry["acs_ctrl"])
+            entry["after"] = entry["acs_ctrl"]
+
+    @property
+    def todo(self):
+        return [e for e in self.entries if e["want"] is not None and e["want"] != e["before"]]
+
+    @property
+    def without_acs(self):
+        return [e["bdf"] for e in self.entries if e["acs_offset"] is None]
+
+    def apply(self, lockdown=None, opener=open):
+        """Write every bridge that differs; read back; re-read the whole config to confirm.
+
+        Raises AcsError at the first refused or ignored write; bridges written before it keep their
+        new value and are reported by ``written``.
+        """
+        self.written = []
+        for entry in self.todo:
+            try:
+                got = write_ctrl(entry["path"], entry["acs_offset"], entry["want"], opener=opener)
+            except OSError as exc:
+                raise AcsError("bridge %s: writing ACS control %s at %s+0x%x failed: %s"
+                               % (entry["bdf"], hexword(entry["want"]), entry["path"],
+                                  entry["acs_offset"] + ACS_CTRL, refusal_reason(exc, lockdown)))
+            if got != entry["want"]:
+                raise AcsError("bridge %s: wrote ACS control %s, read back %s: the device or a hypervisor "
+                               "ignores the write" % (entry["bdf"], hexword(entry["want"]), hexword(got)))
+            again = read_bridge(self.sysfs_root, entry["bdf"])
+            entry["after"] = again["acs_ctrl"]
+            if entry["after"] != entry["want"]:
+                raise AcsError("bridge %s: ACS control reads %s after writing %s"
+                               % (entry["bdf"], hexword(entry["after"]), hexword(entry["want"])))
+            self.written.append(entry["bdf"])
+
+    def simulate(self):
+        """Check mode: what the bridges would read after apply()."""
+        for entry in self.todo:
+            entry["after"] = entry["want"]
+
+    # -- results ------------------------------------------------------------------------------
+    def bridges(self):
+        return [{"bdf": e["bdf"], "port_type": e["port_type"], "acs_offset": e["acs_offset"],
+                 "acs_cap": hexword(e["acs_cap"]), "before": hexword(e["before"]),
+                 "after": hexword(e["after"])} for e in self.entries]
+
+    def drift(self):
+        if self.state == "query":
+            return []
+        return [{"setting": "acs: %s ACS control" % e["bdf"], "expected": hexword(e["want"]),
+                 "actual": hexword(e["before"])} for e in self.todo]
+
+    def diff(self):
+        def text(key):
+            return "".join("%s ACS control %s (%s)\n" % (e["bdf"], hexword(e[key]), decode(e[key]))
+                           for e in self.entries if e["acs_offset"] is not None)
+        return {"before": text("before"), "after": text("after"),
+                "before_header": "ACS control (%s)" % self.sysfs_root,
+                "after_header": "ACS control (%s, state=%s)" % (self.sysfs_root, self.state)}

@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""What the watch of a benchmark job costs, and what it sees (bench/gpu_watch.sh runs this).
+
+The same gdsbench job runs ROUNDS times bare and ROUNDS times watched, alternating which goes
+first in each round. "Watched" is what gds_bench does around a job (plugins/module_utils/measure/watch.py):
+NVML sampling of every GPU (gds_devhealth's NvmlSampler: link state and PCIe traffic), diskstats
+before and after, gds_stats -p PID -l 3 beside a cuFile job. Prints GiB/s side by side with their
+ratio, the median overhead, and per watched run the GPU's PCIe receive bytes against the bytes
+the job read, the drive load, cuFile's placement and the path's limit. No ansible needed: the
+module_utils are imported as ansible.module_utils from the repository.
+
+  watch_overhead.py --gdsbench PATH --dir DATA [--gpu 0] [--xfer 0] [--rounds 4] [--seconds 5]
+                    [--threads 8] [--size 1G] [--io-size 1M] [--interval 0.5] [--gds-stats PATH]
+                    [--cufile-json PATH] [--out DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import types
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _module_utils():
+    """Our module_utils as ansible.module_utils.*, with or without ansible installed."""
+    try:
+        import ansible.module_utils as mu
+    except ImportError:
+        ansible = types.ModuleType("ansible")
+        ansible.__path__ = []
+        mu = types.ModuleType("ansible.module_utils")
+        mu.__path__ = []
+        ansible.module_utils = mu
+        sys.modules["ansible"], sys.modules["ansible.module_utils"] = ansible, mu
+    path = os.path.join(ROOT, "module_utils")
+    if path not in mu.__path__:
+        mu.__path__.append(path)
+
+
+_module_utils()
+from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover  # noqa: E402
+from ansible_collections.gds.commission.plugins.module_utils.measure.devhealth import HealthRun  # noqa: E402
+from ansible_collections.gds.commission.plugins.module_utils.hw.nvml import NvmlUnavailable, nvml_gpus  # noqa: E402
+from ansible_collections.gds.commission.plugins.module_utils.core.proc import run as proc_run  # noqa: E402
+from ansible_collections.gds.commission.plugins.module_utils.measure.watch import JobWatch, gds_stats_tool  # noqa: E402
+
+GIB = float(1 << 30)
+
+
+def topology():
+    """gds_topology's facts of this machine (the limit, the drives' PCI addresses), NVML's order."""
+    try:
+        bus_ids = [g["bdf"] for g in nvml_gpus()]
+    except NvmlUnavailable:
+        bus_ids = None
+    try:
+        return discover("/sys", "/proc", bus_ids)[0]
+    except Exception as exc:  # a machine the model cannot read: the limit is then unknown
+        print("topology not read: %s" % exc)
+        return {}
+
+
+def one_run(args, cmd, rec_path, watched, topo, stats):
+    """(record or None, watch entry, checks) of one gdsbench run."""
+    if os.path.exists(rec_path):
+        os.remove(rec_path)
+    job = {"name": "seq_read", "target": args.dir, "gpu": args.gpu, "xfer_type": args.xfer,
+           "io_type": "read", "drives_from_target": True}
+    health = watch = None
+    if watched:
+        health = HealthRun([], "/sys", [], "", {}, [args.gpu] if args.xfer in (0, 5, 6) else [],
+                           interval=args.interval, traffic=True)
+        health.begin()
+        watch = JobWatch({}, "/proc", "/sys", topo, health, stats[0], stats[1])
+        watch.begin(job)
+    res = proc_run(cmd + ["--json", rec_path], args.seconds + 120, started=watch.started if watch else None)
+    record = None
+    try:
+        with open(rec_path) as handle:
+            record = json.load(handle)
+    except (OSError, ValueError):
+        print("run failed: rc=%s %s %s" % (res.rc, res.error or "", (res.stderr or "").strip()[-400:]))
+    entry, checks = ({}, [])
+    if watched:
+        entry, checks = watch.end(job, record or {})
+        health.end()
+    return record, entry, checks
+
+
+def report_watch(record, entry, checks, gpu):
+    moved = record.get("bytes") or 0
+    for g in entry.get("gpus") or []:
+        if g.get("index") == gpu or g.get("rx_bytes", 0) >= 0.05 * max(moved, 1):
+            if "unknown" in g:
+                print("    GPU%s %s: PCIe traffic unknown: %s" % (g["index"], g.get("bdf"), g["unknown"]))
+            else:
+                print("    GPU%s %s: PCIe rx %d B, tx %d B; the job read %d B: rx/read %.3f (%s)" % (
+                    g["index"], g.get("bdf"), g["rx_bytes"], g["tx_bytes"], moved,
+                    g["rx_bytes"] / float(moved) if moved else float("nan"), g.get("source")))
+    if entry.get("gpus_unknown"):
+        print("    GPUs: unknown: %s" % entry["gpus_unknown"])
+    for d in entry.get("drives") or []:
+        print("    drive %s %s: read %s B (%.3f of the job's), %s r/s, r_await %s ms, util %s%%" % (
+            d.get("name"), d.get("bdf"), d.get("read_bytes"), (d.get("read_bytes") or 0) / float(moved or 1),
+            d.get("r_s"), d.get("r_await_ms"), d.get("util_pct")))
+    if entry.get("drives_unknown"):
+        print("    drives: unknown: %s" % entry["drives_unknown"])
+    print("    cuFile (gds_stats): %s" % json.dumps(entry.get("cufile"))[:600])
+    limit = entry.get("limit") or {}
+    print("    path limit: %s" % (limit.get("unknown") or "%s GB/s (%s), fraction %s" % (
+        limit.get("gb_s"), limit.get("bound"), entry.get("fraction"))))
+    for c in checks:
+        print("    %-5s %s: %s | %s" % (c["verdict"], c["name"], c.get("actual"), (c.get("detail") or "")[:300]))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gdsbench", required=True)
+    parser.add_argument("--dir", required=True, help="directory holding the files of an earlier write (gdsbench.N)")
+    parser.add_argument("--gpu", type=int, default=0)
+    parser.add_argument("--xfer", type=int, default=0)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--seconds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--size", default="1G")
+    parser.add_argument("--io-size", default="1M")
+    parser.add_argument("--interval", type=float, default=0.5, help="NVML sampling interval (gds_bench's nvml_interval)")
+    parser.add_argument("--gds-stats", default="/usr/local/cuda/gds/tools/gds_stats")
+    parser.add_argument("--cufile-json", default=os.environ.get("CUFILE_ENV_PATH_JSON") or "/etc/cufile.json")
+    parser.add_argument("--out", default=os.path.join(ROOT, "bench", "obj", "gpu_watch"))
+    args = parser.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # as gds_bench: -d N is NVML's GPU N
+    cmd = [args.gdsbench, "-D", args.dir, "-x", str(args.xfer), "-I", "0", "-w", str(args.threads),
+           "-s", args.size, "-i", args.io_size, "-T", str(args.seconds)]
+    if args.xfer in (0, 2, 4, 5, 6):
+        cmd += ["-d", str(args.gpu)]
+    topo = topology()
+    stats = gds_stats_tool(args.gds_stats, args.cufile_json)
+    print("job: %s" % " ".join(cmd))
+    print("gds_stats: %s%s" % (stats[0] or "not used", "; note: %s" % stats[1] if stats[1] else ""))
+    rows, runs = [], []
+    for rnd in range(1, args.rounds + 1):
+        order = (False, True) if rnd % 2 else (True, False)
+        row = {}
+        for watched in order:
+            rec_path = os.path.join(args.out, "r%d-%s.json" % (rnd, "watched" if watched else "bare"))
+            record, entry, checks = one_run(args, cmd, rec_path, watched, topo, stats)
+            row[watched] = (record or {}).get("throughput_gib_s")
+            runs.append({"round": rnd, "watched": watched, "record": record, "watch": entry, "checks": checks})
+            if watched and record:
+                print("round %d watched run:" % rnd)
+                report_watch(record, entry, checks, args.gpu)
+        rows.append(row)
+    print("\nround  bare GiB/s  watched GiB/s  watched/bare   (order alternates: odd rounds bare first)")
+    ratios = []
+    for rnd, row in enumerate(rows, 1):
+        bare, watched = row.get(False), row.get(True)
+        ratio = watched / bare if bare and watched else None
+        if ratio:
+            ratios.append(ratio)
+        print("%5d  %10s  %13s  %12s" % (rnd, "%.3f" % bare if bare else "-", "%.3f" % watched if watched else "-",
+                                         "%.4f" % ratio if ratio else "-"))
+    bares = [r[False] for r in rows if r.get(False)]
+    watcheds = [r[True] for r in rows if r.get(True)]
+    summary = {"rounds": len(rows), "ratios": ratios}
+    if ratios:
+        median = statistics.median(ratios)
+        spread = (max(bares) - min(bares)) / statistics.median(bares) if len(bares) > 1 else 0.0
+        summary.update(median_ratio=median, overhead_pct=round((1 - median) * 100, 2), bare_spread_pct=round(spread * 100, 2),
+                       bare_median=statistics.median(bares), watched_median=statistics.median(watcheds))
+        print("median: bare %.3f GiB/s, watched %.3f GiB/s, watched/bare %.4f: overhead %.2f %% "
+              "(bare runs spread %.2f %% between themselves); the issue asks < 1 %%: %s"
+              % (summary["bare_median"], summary["watched_median"], median, summary["overhead_pct"],
+                 summary["bare_spread_pct"], "met" if summary["overhead_pct"] < 1.0 else "NOT met"))
+    with open(os.path.join(args.out, "watch.json"), "w") as handle:
+        json.dump({"cmd": cmd, "summary": summary, "runs": runs}, handle, indent=1, default=str)
+    print("records: %s" % os.path.join(args.out, "watch.json"))
+    return 0 if ratios else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
