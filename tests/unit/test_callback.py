@@ -102,6 +102,20 @@ def test_drift_run_where_every_host_failed(cb, tmp_path):
     assert drift["hosts"]["a"]["drifted"] is None and "bad BDF" in drift["hosts"]["a"]["detail"]
 
 
+def test_roles_of_the_collection_keep_their_short_names_in_the_report(cb, tmp_path):
+    """Ansible names a collection role's task `gds.commission.<role> : <task>`, and the report play's
+    role gds.commission.gds_report: the report reads as before, with the role's short name."""
+    plays = [Play(["gds.commission.pcie_acs"]), Play(["gds.commission.gds_report"])]
+    cb.v2_playbook_on_start(Playbook("commission.yml", plays))
+    assert cb.report_mode == "commission"
+    cb.v2_runner_on_failed(Result("a", "gds.commission.pcie_acs : Disable ACS", {"msg": "bound to vfio-pci"}))
+    assert cb.state["hosts"]["a"]["failures"] == [{"task": "pcie_acs : Disable ACS", "msg": "bound to vfio-pci"}]
+    cb.v2_playbook_on_stats(Stats({"a": 1}))
+    summ = json.loads((tmp_path / "reports" / "run-1" / "summary.json").read_text())
+    broke = summ["hosts"]["a"]["checks"][-1]
+    assert broke["verdict"] == "ERROR" and "pcie_acs : Disable ACS" in broke["actual"] and "gds.commission" not in broke["actual"]
+
+
 def test_no_second_report_when_the_report_play_ran(cb, tmp_path):
     cb.v2_playbook_on_start(Playbook("commission.yml", COMMISSION))
     cb.v2_runner_on_ok(Result("a", "Write the report", {"changed": False}, action="gds_report"))

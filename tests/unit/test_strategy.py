@@ -1,6 +1,8 @@
 """Strategy gds_linear: linear's scheduling, with the Jinja plugins imported once in the controller
 instead of once in every worker process (plugins/strategy/gds_linear.py)."""
+import ast
 import os
+import subprocess
 import sys
 
 import yaml
@@ -56,3 +58,19 @@ def test_gds_linear_imports_the_filters_once_where_linear_imports_them_per_worke
     assert len(ours_pids) == 1, ours_pids
     # and the run is the same
     assert ours_shown == linear_shown and len(ours_shown) == 3 and all(msg == "0 2 4 n0,n1,n2" for msg in ours_shown)
+
+
+def test_gds_linear_loads_the_collections_own_filters_in_the_controller():
+    """loader.all() holds only the builtin and legacy-path filters; this collection's are loaded by
+    name, so the strategy asks for them itself (in a fresh process: the loader is global)."""
+    script = ("import os\n"
+              "from ansible.plugins.loader import filter_loader, init_plugin_loader\n"
+              "init_plugin_loader([%r])\n"
+              "from ansible_collections.gds.commission.plugins.strategy.gds_linear import load_jinja_plugins\n"
+              "load_jinja_plugins()\n"
+              "print(sorted(os.path.basename(p) for p in filter_loader._module_cache))\n" % os.path.join(ROOT, "collections"))
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg")))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    loaded = set(ast.literal_eval(proc.stdout.strip().splitlines()[-1]))
+    assert {os.path.basename(p) for p in os.listdir(os.path.join(COLLECTION, "plugins", "filter")) if p.endswith(".py")} <= loaded

@@ -309,8 +309,9 @@ class CallbackModule(CallbackBase):
         self.state["report_written"] = True
         self._save()
         bad = result.get("not_pass", result.get("drifted", []))
+        which = "drifted or not checked" if self.report_mode == "drift" else "not PASS"
         self._display.display("gds_commission: the report play did not run (no host left); wrote %s "
-                              "(%s: %s)" % (run_dir, "drifted or not checked" if self.report_mode == "drift" else "not PASS", ", ".join(bad) or "none"), stderr=True)
+                              "(%s: %s)" % (run_dir, which, ", ".join(bad) or "none"), stderr=True)
 
     def set_options(self, task_keys=None, var_options=None, direct=None):
         super(CallbackModule, self).set_options(task_keys=task_keys, var_options=var_options, direct=direct)

@@ -219,7 +219,7 @@ def main():
             alternative_priority=dict(type="int", default=1000),
             register_alternative=dict(type="bool", default=False),
             backup=dict(type="bool", default=True),
-            extra_keys=dict(type="list", elements="str", default=[]),
+            extra_keys=dict(type="list", elements="str", default=[], no_log=False),
             mode=dict(type="raw", default="0644"),
             gds_mode=dict(type="str", choices=["nvfs", "p2pdma", "compat"], default="nvfs"),
             raid_devices=dict(type="list", elements="str", default=[]),

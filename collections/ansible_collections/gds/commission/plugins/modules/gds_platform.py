@@ -140,7 +140,8 @@ ansible_facts:
           description: P2PDMA prerequisites (kernel >= 6.2, p2pdma_pgmap_ops in kallsyms, open driver) and the verdict.
           type: dict
         acs_cmdline:
-          description: Which ACS kernel parameters the running kernel understands (config_acs, disable_acs_redir), and whether it parses lists of several devices in them (device_lists, false on 6.11 to 6.13).
+          description: Which ACS kernel parameters the running kernel understands (config_acs, disable_acs_redir), and whether it
+            parses lists of several devices in them (device_lists, false on 6.11 to 6.13).
           type: dict
         udev:
           description: /run/udev readable, the udev entry of each data block device, and the devices missing one.

@@ -195,7 +195,8 @@ runs:
   type: list
   elements: dict
 tools:
-  description: "What the node has: C(perftest) ({test: path}), C(features) ({test: {out_json, use_cuda, use_cuda_bus_id, report_gbits}}), C(numactl), C(osu), C(osu_cuda), C(mpirun)."
+  description: "What the node has: C(perftest) ({test: path}), C(features) ({test: {out_json, use_cuda, use_cuda_bus_id,
+    report_gbits}}), C(numactl), C(osu), C(osu_cuda), C(mpirun)."
   returned: when probed
   type: dict
 """

@@ -171,6 +171,12 @@ from ansible_collections.gds.commission.plugins.module_utils.hw.pci import Topol
 from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import ProcfsError
 
 
+def _failed(result, **changes):
+    """What a failure returns: the result so far with the failure's own values."""
+    result.update(changes)
+    return result
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -214,14 +220,14 @@ def main():
             msg="refusing to change ACS on %s: devices are bound to vfio-pci (%s); without ACS they lose "
                 "the isolation their passthrough relies on. Unbind them, or set allow_with_vfio: true"
                 % (", ".join(todo), ", ".join(result["vfio_devices"])),
-            **dict(result, bridges=plan.bridges(), changed=False))
+            **_failed(result, bridges=plan.bridges(), changed=False))
     if todo and result["lockdown"] in LOCKED_DOWN:
         module.fail_json(
             msg="cannot change ACS on %s: kernel lockdown is '%s' (%s/kernel/security/lockdown), so the "
                 "kernel refuses PCI config writes from user space. Disable ACS in the firmware setup, or "
                 "through the kernel command line (pci=config_acs=, Linux 6.11+), or boot without lockdown"
                 % (", ".join(todo), result["lockdown"], sysfs_root),
-            **dict(result, bridges=plan.bridges(), changed=False))
+            **_failed(result, bridges=plan.bridges(), changed=False))
 
     if module.check_mode:
         plan.simulate()
@@ -229,8 +235,8 @@ def main():
         try:
             plan.apply(lockdown=result["lockdown"])
         except AcsError as exc:
-            module.fail_json(msg=str(exc), **dict(result, bridges=plan.bridges(), written=plan.written,
-                                                  changed=bool(plan.written)))
+            module.fail_json(msg=str(exc), **_failed(result, bridges=plan.bridges(), written=plan.written,
+                                                     changed=bool(plan.written)))
         result["written"] = plan.written
     result.update(bridges=plan.bridges(), diff=plan.diff())
     if plan.without_acs:

@@ -16,6 +16,7 @@ import json
 import math
 import os
 import re
+import secrets
 import shutil
 import statistics
 import tempfile
@@ -347,7 +348,10 @@ def bar_chart(checks, width=640):
         y = 8 + i * row_h
         bounds = [v for v in (check.get("low"), check.get("high"), check["actual"]) if _figure(v)]
         scale_max = max(bounds) * 1.25 or 1.0
-        x_of = lambda v: label_w + bar_w * max(0.0, min(1.0, float(v) / scale_max))  # noqa: E731
+
+        def x_of(v, scale_max=scale_max):
+            return label_w + bar_w * max(0.0, min(1.0, float(v) / scale_max))
+
         color = COLORS.get(check["verdict"], "#000")
         label = check["name"][len("bench: "):] if check["name"].startswith("bench: ") else check["name"]
         label = label if len(label) <= 46 else "\u2026" + label[-45:]
@@ -459,7 +463,8 @@ th{background:#eceff1} .badge{color:#fff;border-radius:3px;padding:1px 6px;font-
 .counts span{margin-right:10px} .chart .lbl{font-size:11px;text-anchor:end;fill:#37474f} .chart .val{font-size:11px;fill:#212121}
 .chart .note{font-size:10px;fill:#757575} td.detail{color:#555;max-width:420px}
 h4{font-size:13px;margin:10px 0 4px} .filters{margin:6px 0;font-size:13px} .filters label{margin-right:12px}
-a.up{font-size:12px;font-weight:400;margin-left:8px} td.problem{max-width:460px;color:#555} tr.slow td{background:#ffebee;font-weight:600} p.slow{color:#c62828;font-weight:600;margin:4px 0}
+a.up{font-size:12px;font-weight:400;margin-left:8px} td.problem{max-width:460px;color:#555}
+tr.slow td{background:#ffebee;font-weight:600} p.slow{color:#c62828;font-weight:600;margin:4px 0}
 """
 
 
@@ -1080,7 +1085,7 @@ def write_run(reports_dir, run_id, files):
         shutil.rmtree(latest)  # an old layout's real directory: a link cannot replace it
     # a name of our own (runs may finish at once), then one rename over the link: atomic
     while True:
-        tmp_link = tempfile.mktemp(prefix=".latest.", suffix=".tmp", dir=reports_dir)
+        tmp_link = os.path.join(reports_dir, ".latest.%s.tmp" % secrets.token_hex(6))
         try:
             os.symlink(run_id, tmp_link)  # fails, never follows, when the name is taken
             break

@@ -371,7 +371,7 @@ def nvme_smart(name, sysfs_root="/sys", cli="nvme"):
     if binary:
         cmd = [binary, "smart-log", "/dev/" + name, "-o", "json"]
         try:
-            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30, check=False)
             text = decode(proc.stdout)
             data = json.loads(text) if proc.returncode == 0 else None
             if proc.returncode != 0:

@@ -439,7 +439,7 @@ def plan(topology, settings):
                 rows.append(row)
         for port in sorted(nic.get("ports") or [], key=lambda p: int(p.get("port") or 0)):
             down = None
-            if str(port.get("state") or "").upper().split(":")[-1].strip() not in ("ACTIVE", "4"):
+            if str(port.get("state") or "").upper().rsplit(":", maxsplit=1)[-1].strip() not in ("ACTIVE", "4"):
                 down = "port %s of %s is %s (%s): not measured" % (
                     port.get("port"), nic["name"], port.get("state") or "in an unknown state",
                     port.get("phys_state") or "physical state unknown")

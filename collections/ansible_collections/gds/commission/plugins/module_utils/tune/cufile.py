@@ -241,9 +241,9 @@ def _is_section(spec):
     return isinstance(spec, dict) and "type" not in spec and "list" not in spec and "map" not in spec
 
 
-def _known_paths(schema=SCHEMA, prefix=""):
+def _known_paths(schema=None, prefix=""):
     paths = []
-    for key, spec in schema.items():
+    for key, spec in (SCHEMA if schema is None else schema).items():
         if key.startswith("__"):
             continue
         path = prefix + key

@@ -41,6 +41,8 @@ gdsv_init() {
 	exec > >(tee -a "$LOG") 2>&1
 }
 
+# the log shows ls's own listing (or its error) of what is installed; nothing parses it
+# shellcheck disable=SC2012
 gdsv_environment() {
 	say "environment ($(date -u +%FT%TZ))"
 	uname -a
