@@ -14,6 +14,8 @@ DEBS_BASE := python3-venv gcc make libc6-dev fio mdadm pciutils e2fsprogs
 DEBS_BROWSER := chromium
 # promtool (in Debian's prometheus) validates the textfile metrics; node_exporter serves them in a test
 DEBS_METRICS := prometheus prometheus-node-exporter
+# ansible-test sanity's shellcheck test (make lint)
+DEBS_LINT := shellcheck
 DEBS_VM := qemu-system-x86 qemu-utils debootstrap openssh-client e2fsprogs
 # a real slurmctld/slurmd for the gds_slurm tests (tests/unit/test_slurm.py)
 DEBS_SLURM := slurm-wlm munge
@@ -61,7 +63,10 @@ unit: setup bench/gdsbench
 lint: setup
 	$(BIN)/ansible-lint --profile production -q
 	for m in $(COLLECTION)/plugins/modules/*.py; do $(BIN)/ansible-doc -t module gds.commission.$$(basename $$m .py) >/dev/null || exit 1; done
-	# ansible-test's own linters in their own virtual environments (pip downloads them the first time)
+	# ansible-test's own linters in their own virtual environments (pip downloads them the first time;
+	# its pip bootstrap comes from a host outside the package index: a stand-in where that is unreachable)
+	@scripts/ensure-debs.sh $(DEBS_LINT)
+	$(BIN)/python scripts/ansible-test-bootstrap.py
 	cd $(COLLECTION) && $(CURDIR)/$(BIN)/ansible-test sanity --venv --requirements --python $$($(CURDIR)/$(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 	$(BIN)/ansible-galaxy collection build $(COLLECTION) --output-path build/collection --force
 

@@ -2,7 +2,7 @@
 import os
 import sys
 
-from conftest import COLLECTION, ROOT
+from conftest import COLLECTION
 
 sys.path.insert(0, os.path.join(COLLECTION, "plugins", "filter"))
 from gds_bench_plan import gds_bench_plan  # noqa: E402

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from conftest import COLLECTION, ROOT
+from conftest import COLLECTION
 
 spec = importlib.util.spec_from_file_location(
     "gds_commission_callback", os.path.join(COLLECTION, "plugins", "callback", "gds_commission.py"))

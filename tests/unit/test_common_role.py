@@ -6,11 +6,11 @@ import sys
 import pytest
 import simtree
 import yaml
-from conftest import COLLECTION, ROOT, run_playbook_json, task_results
+from conftest import COLLECTION, run_playbook_json, task_results
 
 
 def tune_roles():
-    with open(os.path.join(ROOT, "playbooks", "tune.yml")) as handle:
+    with open(os.path.join(COLLECTION, "playbooks", "tune.yml")) as handle:
         return yaml.safe_load(handle)[0]["vars"]["__gds_tune_roles"]
 
 
@@ -24,7 +24,7 @@ def test_each_checked_role_starts_with_the_shared_preamble_naming_itself(role):
     tasks = role_tasks(role)
     preamble = [t for t in tasks if "ansible.builtin.import_role" in t]
     assert len(preamble) == 1, "%s: no gds_common preamble in tasks/main.yml" % role
-    assert preamble[0]["ansible.builtin.import_role"] == {"name": "gds_common", "tasks_from": "validate_role"}
+    assert preamble[0]["ansible.builtin.import_role"] == {"name": "gds.commission.gds_common", "tasks_from": "validate_role"}
     assert preamble[0]["vars"] == {"gds_common_role": role}
     # first, or right after the check that gds_facts ran: before the role reads or changes anything
     assert tasks.index(preamble[0]) <= 1 and all("ansible.builtin.assert" in t for t in tasks[:tasks.index(preamble[0])])
@@ -77,8 +77,8 @@ def test_a_role_run_alone_checks_its_variables_and_not_after_the_tune_playbook_d
         if res.get("failed") and host not in failed:
             failed[host] = (name, str(res.get("msg")))
     # run alone: the role's own validate fails the bad value before the role does anything
-    assert failed["netfs-alone"][0] == "gds_netfs : Check gds_netfs_gpu_map", failed
-    assert failed["cufile-alone"][0] == "cufile : Check gds_cufile_extra_keys" and "properties..x" in failed["cufile-alone"][1]
+    assert failed["netfs-alone"][0] == "gds.commission.gds_netfs : Check gds_netfs_gpu_map", failed
+    assert failed["cufile-alone"][0] == "gds.commission.cufile : Check gds_cufile_extra_keys" and "properties..x" in failed["cufile-alone"][1]
     assert preamble["reboot-alone"] == ("Check the role variables of gds_reboot", False) and "reboot-alone" not in failed
     # checked by the tune playbook's first play (gds_checked_roles): skipped
     assert preamble["netfs-checked"] == ("Check the role variables of gds_netfs", True)

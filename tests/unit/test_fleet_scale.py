@@ -248,9 +248,9 @@ def test_commission_reads_the_facts_once_and_again_only_what_tuning_changed(tmp_
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable, "gds_live": False}}}))
     # commission.yml without the benchmark itself (it needs the compiled gdsbench): tune.yml, then
     # bench.yml's play with its facts and network mount roles as bench.yml sets them
-    with open(os.path.join(ROOT, "playbooks", "bench.yml")) as handle:
+    with open(os.path.join(COLLECTION, "playbooks", "bench.yml")) as handle:
         bench = yaml.safe_load(handle)[0]
-    bench["roles"] = [r for r in bench["roles"] if r["role"] != "gds_bench"]
+    bench["roles"] = [r for r in bench["roles"] if r["role"] != "gds.commission.gds_bench"]
     (tmp_path / "play.yml").write_text(yaml.safe_dump([
         {"name": "Tune", "ansible.builtin.import_playbook": os.path.join(COLLECTION, "playbooks", "tune.yml")},
         bench, SHOW_TOPOLOGY]))

@@ -5,7 +5,7 @@ import os
 import stat
 import sys
 
-from conftest import COLLECTION, ROOT, run_module
+from conftest import COLLECTION, run_module
 
 sys.path.insert(0, os.path.join(COLLECTION, "plugins", "filter"))
 from gds_bench_plan import gds_bench_plan  # noqa: E402

@@ -3,11 +3,10 @@ IOMMU, driver, udev and topology checks, the gds_facts_expect and ExecStart path
 the filter plugin the roles call them through."""
 import copy
 import os
-import sys
 
 import pytest
 import simtree
-from conftest import COLLECTION, ROOT
+from conftest import COLLECTION
 
 from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import (

@@ -3,7 +3,7 @@ import importlib.util
 import json
 import os
 
-from conftest import COLLECTION, ROOT
+from conftest import COLLECTION
 from simtree import file_hashes
 
 _SPEC = importlib.util.spec_from_file_location(

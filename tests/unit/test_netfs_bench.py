@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import COLLECTION, ROOT
+from conftest import COLLECTION
 from test_netfs_mounts import guide_topology
 
 sys.path.insert(0, os.path.join(COLLECTION, "plugins", "filter"))

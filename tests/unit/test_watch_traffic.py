@@ -81,8 +81,9 @@ class FakeNvml(object):
                 value.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
                 continue
             value.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+            # the counters wrap at 32 bits, as an H200's do
             value.value.ullVal = ctypes.c_ulonglong(
-                self.bytes[handle][0 if field == pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES else 1]).value
+                self.bytes[handle][0 if field == pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES else 1] % 2 ** 32).value
         return values
 
     def nvmlDeviceGetPcieThroughput(self, handle, counter):
@@ -90,10 +91,18 @@ class FakeNvml(object):
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return self.rate_kb[handle][0 if counter == pynvml.NVML_PCIE_UTIL_TX_BYTES else 1]
 
-    def move(self, dcgmi):
-        for index, (tx, rx) in dcgmi.items():
-            self.bytes[index][0] += tx
-            self.bytes[index][1] += rx
+    def move(self, dcgmi, sampler=None, steps=16):
+        """The GPUs move ``dcgmi``'s bytes in ``steps`` equal parts, ``sampler`` reading the
+        counters after each (as its thread does every few milliseconds)."""
+        for _ in range(steps):
+            for index, (tx, rx) in dcgmi.items():
+                self.bytes[index][0] += tx // steps
+                self.bytes[index][1] += rx // steps
+            if sampler is not None:
+                sampler.sample()
+        for index, (tx, rx) in dcgmi.items():  # what integer division left
+            self.bytes[index][0] += tx % steps
+            self.bytes[index][1] += rx % steps
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +134,7 @@ def one_job(fake, topology, gpu, moved, during, tmp, th=None, clock=None, **extr
 
 def test_guide_gpu12_read_bounces_through_gpu0(dgx2, tmp_path):
     fake = FakeNvml()
-    entry, checks = one_job(fake, dgx2, 12, GPU12_BYTES, lambda h: fake.move(DCGMI_GPU12), tmp_path)
+    entry, checks = one_job(fake, dgx2, 12, GPU12_BYTES, lambda h: fake.move(DCGMI_GPU12, h.sampler), tmp_path)
     by_index = {g["index"]: g for g in entry["gpus"]}
     assert len(by_index) == 16 and by_index[0]["source"] == COUNTERS
     assert (by_index[0]["tx_bytes"], by_index[0]["rx_bytes"]) == DCGMI_GPU12[0]
@@ -140,20 +149,53 @@ def test_guide_gpu12_read_bounces_through_gpu0(dgx2, tmp_path):
 
 def test_guide_gpu10_random_reads_fail_when_the_profile_says_so(dgx2, tmp_path):
     fake = FakeNvml()
-    _, checks = one_job(fake, dgx2, 10, GPU10_BYTES, lambda h: fake.move(DCGMI_GPU10), tmp_path,
+    _, checks = one_job(fake, dgx2, 10, GPU10_BYTES, lambda h: fake.move(DCGMI_GPU10, h.sampler), tmp_path,
                         th={"bounce_verdict": "FAIL"})
     bounce = checks["bench: nvme23 read: bounce"]
     assert bounce["verdict"] == "FAIL" and bounce["actual"].startswith("GPU0 (0000:34:00.0, PXB to nvme2n1, nvme3n1)")
     assert "108% of the bytes" in bounce["actual"]
-    _, checks = one_job(fake, dgx2, 10, GPU10_BYTES, lambda h: fake.move(DCGMI_GPU10), tmp_path,
+    _, checks = one_job(fake, dgx2, 10, GPU10_BYTES, lambda h: fake.move(DCGMI_GPU10, h.sampler), tmp_path,
                         th={"bounce_share": 1.5})
     assert checks["bench: nvme23 read: bounce"]["verdict"] == "PASS"
     # the planner's non-affine job measures exactly this detour: named, and PASS whatever the profile
-    _, checks = one_job(fake, dgx2, 10, GPU10_BYTES, lambda h: fake.move(DCGMI_GPU10), tmp_path,
+    _, checks = one_job(fake, dgx2, 10, GPU10_BYTES, lambda h: fake.move(DCGMI_GPU10, h.sampler), tmp_path,
                         th={"bounce_verdict": "FAIL"}, expect_bounce=True)
     bounce = checks["bench: nvme23 read: bounce"]
     assert bounce["verdict"] == "PASS" and bounce["actual"].startswith("GPU0 (0000:34:00.0, PXB")
     assert "non-affine pair" in bounce["expected"]
+
+
+def test_counters_that_wrap_between_two_reads_are_unknown_not_wrong(dgx2, tmp_path, clock):
+    """The counters wrap at 32 bits: GPU 12 reading 5.2 GB read only at the job's start and end
+    (no read between them for a whole second) could have wrapped any number of times."""
+    fake = FakeNvml()
+    clock.now = 10.0
+
+    def sparse(health):
+        clock.now += 1.0
+        fake.move(DCGMI_GPU12)
+
+    entry, checks = one_job(fake, dgx2, 12, GPU12_BYTES, sparse, tmp_path, clock=clock)
+    gpu12 = next(g for g in entry["gpus"] if g["index"] == 12)
+    assert "rx_bytes" not in gpu12 and "a 32-bit wrap may be lost" in gpu12["unknown"]
+    assert "up to 1000 ms" in gpu12["unknown"]
+    assert checks["bench: nvme23 read: bounce"]["verdict"] == "SKIP"
+
+
+def test_counters_read_often_add_up_across_their_wraps(dgx2, tmp_path, clock):
+    """Read every 10 ms, the same 5.2 GB (the counter wraps once) add up to the byte."""
+    fake = FakeNvml()
+    clock.now = 10.0
+
+    def often(health):
+        for _ in range(64):
+            clock.now += 0.01
+            fake.move({i: (tx // 64, rx // 64) for i, (tx, rx) in DCGMI_GPU12.items()}, health.sampler, steps=1)
+
+    entry, checks = one_job(fake, dgx2, 12, GPU12_BYTES, often, tmp_path, clock=clock)
+    gpu12 = next(g for g in entry["gpus"] if g["index"] == 12)
+    assert gpu12["rx_bytes"] == DCGMI_GPU12[12][1] // 64 * 64 > 2 ** 32
+    assert checks["bench: nvme23 read: bounce"]["verdict"] == "WARN"
 
 
 def test_affine_read_integrated_from_throughput_samples(dgx2, tmp_path, clock):

@@ -23,7 +23,7 @@ from ansible_collections.gds.commission.plugins.module_utils.core.files import d
 from ansible_collections.gds.commission.plugins.module_utils.hw.health import aer_checks, link_checks, read_aer
 from ansible_collections.gds.commission.plugins.module_utils.hw.nvml import nvml_value, why as _why
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import normalize_bdf
-from ansible_collections.gds.commission.plugins.module_utils.measure.pcie_traffic import GpuTraffic
+from ansible_collections.gds.commission.plugins.module_utils.measure.pcie_traffic import COUNTER_TICK, COUNTERS, GpuTraffic
 
 # nvmlClocksEventReason* bits (nvml.h); the names are what profiles list
 CLOCK_EVENT_REASONS = (
@@ -183,8 +183,20 @@ class NvmlSampler(object):
         return True
 
     def _run(self):
-        while not self._stop.wait(self.interval):
-            self.sample()
+        # PCIe byte counters are read every COUNTER_TICK (they wrap at 32 bits, pcie_traffic.py);
+        # links, clock events and throughput every ``interval``
+        counting = [g for g in self.gpus if g.traffic is not None and g.traffic.source == COUNTERS]
+        tick = min(self.interval, COUNTER_TICK) if counting else self.interval
+        due = time.monotonic() + self.interval
+        while not self._stop.wait(tick):
+            now = time.monotonic()
+            if now >= due:
+                self.sample()
+                due = now + self.interval
+            elif counting:
+                with self._lock:
+                    for gpu in counting:
+                        gpu.traffic.sample(time.monotonic())
 
     def sample(self):
         with self._lock:
@@ -222,7 +234,8 @@ class NvmlSampler(object):
                 if gpu.traffic is not None:
                     totals = gpu.traffic.totals(now)
                     out[gpu.index] = {"bdf": gpu.bdf, "totals": totals, "source": gpu.traffic.source,
-                                      "problem": gpu.traffic.problem}
+                                      "problem": gpu.traffic.problem, "late": gpu.traffic.late,
+                                      "worst_gap": gpu.traffic.worst_gap}
             return out
 
     def stop(self):

@@ -7,10 +7,15 @@ that carried its data: cuFile's bounce buffers on a GPU near the drives (the GDS
 read from GPU 12, landing first on GPU 0).
 
 Two NVML sources, the better one first: the GPU's PCIe byte counters (field values
-NVML_FI_DEV_PCIE_COUNT_RX_BYTES / TX_BYTES, newer GPUs), read at the job's start and end; else
-nvmlDeviceGetPcieThroughput (KB/s over a 20 ms window) sampled by gds_devhealth's NvmlSampler
-and integrated over time, an estimate. Each GPU says which it used; neither is "unknown" with
-the reason.
+NVML_FI_DEV_PCIE_COUNT_RX_BYTES / TX_BYTES, newer GPUs); else nvmlDeviceGetPcieThroughput (KB/s
+over a 20 ms window) sampled by measure/devhealth.py's NvmlSampler and integrated over time, an
+estimate. Each GPU says which it used; neither is "unknown" with the reason.
+
+The counters wrap at 32 bits (nvml.h: "Value can be wrapped"; on an H200 with driver 580 the
+difference of two reads 20 s apart was off by whole multiples of 2**32): at 63 GB/s (Gen5 x16)
+that is every 68 ms. So the sampler reads them every COUNTER_TICK seconds and adds each
+difference modulo 2**32; a job during which two reads were further apart than a wrap takes at the
+fastest x16 link (WRAP_GAP) could have lost a whole wrap, and its figures are unknown.
 """
 from __future__ import annotations
 
@@ -23,6 +28,11 @@ THROUGHPUT = "nvmlDeviceGetPcieThroughput (KB/s over 20 ms) sampled and integrat
 FIELD_TX, FIELD_RX = 197, 198
 UTIL_TX, UTIL_RX = 0, 1
 KB = 1024  # NVML's throughput unit
+COUNTER_WRAP = 1 << 32
+COUNTER_TICK = 0.01  # seconds between counter reads (the sampler thread)
+# the longest gap between two counter reads that cannot hide a whole wrap: 2**32 bytes at a
+# PCIe Gen6 x16 link's 121 GB/s a direction (35 ms)
+WRAP_GAP = COUNTER_WRAP / 121e9
 
 
 class GpuTraffic(object):
@@ -33,9 +43,11 @@ class GpuTraffic(object):
         self.source, self.problem = None, None
         self.rx = self.tx = 0.0
         self.last, self.samples = now, 0
+        self.late = 0  # counter reads further apart than WRAP_GAP (a wrap may be lost)
+        self.worst_gap = 0.0
         counters, why_counters = self.counters()
         if counters is not None:
-            self.source, self.base = COUNTERS, counters
+            self.source, self.previous = COUNTERS, counters
             return
         rates, why_rates = self.rates()
         if rates is not None:
@@ -73,7 +85,11 @@ class GpuTraffic(object):
         return tuple(out), None
 
     def sample(self, now):
-        """One throughput sample: the rate now stands for the time since the last sample."""
+        """One sample: the counters' growth since the last read (modulo their 32-bit wrap), or
+        the throughput now standing for the time since the last sample."""
+        if self.source == COUNTERS:
+            self.read_counters(now)
+            return
         if self.source != THROUGHPUT:
             return
         rates, problem = self.rates()
@@ -86,22 +102,29 @@ class GpuTraffic(object):
             self.samples += 1
         self.last = now
 
+    def read_counters(self, now):
+        counters, problem = self.counters()
+        if counters is None:
+            self.problem = problem
+            return False
+        gap = now - self.last
+        if gap > WRAP_GAP:
+            self.late += 1
+            self.worst_gap = max(self.worst_gap, gap)
+        self.rx += (counters[0] - self.previous[0]) % COUNTER_WRAP
+        self.tx += (counters[1] - self.previous[1]) % COUNTER_WRAP
+        self.previous, self.last = counters, now
+        self.samples += 1
+        return True
+
     def totals(self, now):
         """(rx, tx) bytes since the start, or None (with ``problem``) when unknown."""
         if self.source == COUNTERS:
-            counters, problem = self.counters()
-            if counters is None:
-                self.problem = problem
-                return None
-            return [_grown(counters[i], self.base[i]) for i in (0, 1)]
+            return [self.rx, self.tx] if self.read_counters(now) else None
         if self.source == THROUGHPUT:
             self.sample(now)
             return [self.rx, self.tx]
         return None
-
-
-def _grown(now, before):
-    return now - before if now >= before else now + (1 << 64) - before  # a 64-bit counter wrapped
 
 
 def job_traffic(before, after):
@@ -113,6 +136,10 @@ def job_traffic(before, after):
         entry = {"index": index, "bdf": end.get("bdf"), "source": end.get("source")}
         if end.get("totals") is None or start.get("totals") is None:
             entry["unknown"] = end.get("problem") or start.get("problem") or "not sampled"
+        elif (end.get("late") or 0) > (start.get("late") or 0):
+            entry["unknown"] = ("PCIe byte counters read %d time(s) more than %d ms apart (up to %d ms): "
+                                "a 32-bit wrap may be lost" % (end["late"] - (start.get("late") or 0),
+                                                               round(WRAP_GAP * 1000), round(end.get("worst_gap", 0) * 1000)))
         else:
             entry["rx_bytes"] = int(round(end["totals"][0] - start["totals"][0]))
             entry["tx_bytes"] = int(round(end["totals"][1] - start["totals"][1]))

@@ -3,11 +3,11 @@
 
 The same gdsbench job runs ROUNDS times bare and ROUNDS times watched, alternating which goes
 first in each round. "Watched" is what gds_bench does around a job (plugins/module_utils/measure/watch.py):
-NVML sampling of every GPU (gds_devhealth's NvmlSampler: link state and PCIe traffic), diskstats
+NVML sampling of every GPU (measure/devhealth.py's NvmlSampler: link state and PCIe traffic), diskstats
 before and after, gds_stats -p PID -l 3 beside a cuFile job. Prints GiB/s side by side with their
 ratio, the median overhead, and per watched run the GPU's PCIe receive bytes against the bytes
 the job read, the drive load, cuFile's placement and the path's limit. No ansible needed: the
-module_utils are imported as ansible.module_utils from the repository.
+collection's module_utils are imported from the ansible_collections tree this file is in.
 
   watch_overhead.py --gdsbench PATH --dir DATA [--gpu 0] [--xfer 0] [--rounds 4] [--seconds 5]
                     [--threads 8] [--size 1G] [--io-size 1M] [--interval 0.5] [--gds-stats PATH]
@@ -20,33 +20,28 @@ import json
 import os
 import statistics
 import sys
-import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _module_utils():
-    """Our module_utils as ansible.module_utils.*, with or without ansible installed."""
-    try:
-        import ansible.module_utils as mu
-    except ImportError:
-        ansible = types.ModuleType("ansible")
-        ansible.__path__ = []
-        mu = types.ModuleType("ansible.module_utils")
-        mu.__path__ = []
-        ansible.module_utils = mu
-        sys.modules["ansible"], sys.modules["ansible.module_utils"] = ansible, mu
-    path = os.path.join(ROOT, "module_utils")
-    if path not in mu.__path__:
-        mu.__path__.append(path)
+def _collections_root():
+    """The directory above ansible_collections/: this file is the gds_bench role's
+    (roles/gds_bench/files/bench/), in the repository or in an installed collection."""
+    here = os.path.dirname(os.path.realpath(__file__))
+    while os.path.basename(here) != "ansible_collections":
+        if os.path.dirname(here) == here:
+            sys.exit("watch_overhead.py: not inside an ansible_collections tree: %s" % __file__)
+        here = os.path.dirname(here)
+    return os.path.dirname(here)
 
 
-_module_utils()
-from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover  # noqa: E402
-from ansible_collections.gds.commission.plugins.module_utils.measure.devhealth import HealthRun  # noqa: E402
-from ansible_collections.gds.commission.plugins.module_utils.hw.nvml import NvmlUnavailable, nvml_gpus  # noqa: E402
-from ansible_collections.gds.commission.plugins.module_utils.core.proc import run as proc_run  # noqa: E402
-from ansible_collections.gds.commission.plugins.module_utils.measure.watch import JobWatch, gds_stats_tool  # noqa: E402
+# the collection's module_utils by their collection names (none of them needs ansible-core)
+sys.path.insert(0, _collections_root())
+from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
+from ansible_collections.gds.commission.plugins.module_utils.measure.devhealth import HealthRun
+from ansible_collections.gds.commission.plugins.module_utils.hw.nvml import NvmlUnavailable, nvml_gpus
+from ansible_collections.gds.commission.plugins.module_utils.core.proc import run as proc_run
+from ansible_collections.gds.commission.plugins.module_utils.measure.watch import JobWatch, gds_stats_tool
 
 GIB = float(1 << 30)
 
