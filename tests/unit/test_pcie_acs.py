@@ -12,9 +12,10 @@ import pytest
 import simtree
 
 from ansible_collections.gds.commission.plugins.module_utils.tune.acs import (
-    KERNEL_DEFAULT_CTRL, AcsError, AcsPlan, bridges_in_scope, decode, desired_ctrl, lockdown_state,
-    read_bridge, refusal_reason, vfio_devices, write_ctrl,
+    KERNEL_DEFAULT_CTRL, AcsError, AcsPlan, bridges_in_scope, decode, desired_ctrl,
+    read_bridge, refusal_reason, write_ctrl,
 )
+from ansible_collections.gds.commission.plugins.module_utils.hw.platform import lockdown_state, vfio_devices
 from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -8,21 +8,11 @@ dictionary so far: quadratic in the number of hosts (with topologies of about 10
 """
 from __future__ import annotations
 
-import os
 import re
 
 from ansible.errors import AnsibleFilterError
 
-try:
-    from ansible_collections.gds.commission.plugins.module_utils.fleet import report as _report
-except ImportError:
-    # filters run on the controller, where the project's plugins/module_utils/ is not on
-    # ansible.module_utils; gds_report imports its siblings from there, so the directory joins
-    # that package (as plugins/callback/gds_commission.py does)
-    import ansible.module_utils
-    ansible.module_utils.__path__.append(
-        os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "module_utils")))
-    from ansible_collections.gds.commission.plugins.module_utils.fleet import report as _report
+from ansible_collections.gds.commission.plugins.module_utils.fleet import report as _report
 
 
 def gds_report_hosts(hosts, hostvars, check_vars):

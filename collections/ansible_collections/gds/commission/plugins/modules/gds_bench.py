@@ -238,7 +238,7 @@ import os
 import time
 
 from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule  # results valid UTF-8
-from ansible_collections.gds.commission.plugins.module_utils.core.checks import udev_record_check
+from ansible_collections.gds.commission.plugins.module_utils.core.checks import check, udev_record_check
 from ansible_collections.gds.commission.plugins.module_utils.measure.devhealth import HealthConfigError, HealthRun
 from ansible_collections.gds.commission.plugins.module_utils.core.proc import run as proc_run
 from ansible_collections.gds.commission.plugins.module_utils.measure.watch import JobWatch, WatchConfigError, gds_stats_tool, watches_gpus
@@ -397,7 +397,7 @@ def compare_check(job, result, records):
     mine, theirs = lookup_metric(result["record"], metric), lookup_metric(other or {}, metric)
     value = mine / theirs if mine is not None and theirs else None
     check = evaluate(compare.get("as", "ratio"), compare["threshold"], value)
-    check["detail"] = (check["detail"] + "; " if check["detail"] else "") + \
+    check["detail"] = (check["detail"] + "; " if check.get("detail") else "") + \
         "%s %s / %s %s" % (job["name"], metric, compare.get("job"), metric)
     check["name"] = "bench: %s: %s" % (job["name"], compare.get("as", "ratio"))
     return check
@@ -462,9 +462,8 @@ def run_all(params, check_mode, env, health=None, watch=None):
             if other in records or other not in [r["name"] for r in results]:
                 result["checks"].append(compare_check(job, result, records))
             else:  # the other job broke or was skipped: no ratio to judge
-                result["checks"].append({"name": "bench: %s: %s" % (job["name"], job["compare"].get("as", "ratio")),
-                                         "verdict": "SKIP", "expected": None, "actual": None,
-                                         "detail": "not judged: job %s did not complete" % other})
+                result["checks"].append(check("bench: %s: %s" % (job["name"], job["compare"].get("as", "ratio")),
+                                              "SKIP", None, None, "not judged: job %s did not complete" % other))
     finally:
         if health is not None:
             health.end()  # after the last job, before the files go
@@ -499,9 +498,8 @@ def main():
     params = module.params
 
     def broken(msg, **extra):
-        check = {"name": "bench: run", "verdict": "ERROR", "expected": "the jobs run", "actual": "not run",
-                 "detail": msg}
-        module.fail_json(msg=msg, checks=[check], results=[], removed=[], **extra)
+        module.fail_json(msg=msg, checks=[check("bench: run", "ERROR", "the jobs run", "not run", msg)],
+                         results=[], removed=[], **extra)
 
     env = dict(os.environ)
     # CUDA's default order is fastest first; PCI order makes -d N the GPU NVML and the topology call N

@@ -164,8 +164,9 @@ written:
 
 from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule  # results valid UTF-8
 from ansible_collections.gds.commission.plugins.module_utils.tune.acs import (
-    LOCKED_DOWN, AcsError, AcsPlan, bridges_in_scope, lockdown_state, vfio_devices,
+    LOCKED_DOWN, AcsError, AcsPlan, bridges_in_scope,
 )
+from ansible_collections.gds.commission.plugins.module_utils.hw.platform import lockdown_state, vfio_devices
 from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import TopologyError
 from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import ProcfsError

@@ -20,8 +20,8 @@ import platform
 import re
 
 from ansible_collections.gds.commission.plugins.module_utils.core.files import is_live_root, listdir, read_text
-from ansible_collections.gds.commission.plugins.module_utils.tune.acs import lockdown_state, vfio_devices
 from ansible_collections.gds.commission.plugins.module_utils.hw.nvml import NvmlUnavailable, nvml_gpus
+from ansible_collections.gds.commission.plugins.module_utils.hw.pci import normalize_bdf
 from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import ProcfsError, base_disk, read_mdstat
 
 P2PDMA_KERNEL = (6, 2)          # GDS P2P mode: upstream P2PDMA with the pgmap ops it needs
@@ -39,6 +39,29 @@ MODULE_NAMES = ("nvidia", "nvidia_fs", "nvidia_peermem", "nv_peer_mem", "nvme_co
 
 _read = read_text
 _listdir = listdir
+
+
+# Node state the ACS writer refuses to act under (tune/acs.py); read with the rest of the platform
+def vfio_devices(sysfs_root):
+    """BDFs bound to vfio-pci (entries of /sys/bus/pci/drivers/vfio-pci)."""
+    path = os.path.join(sysfs_root, "bus", "pci", "drivers", "vfio-pci")
+    try:
+        entries = os.listdir(path)
+    except OSError:
+        return []
+    return sorted(entry for entry in entries if normalize_bdf(entry) == entry)
+
+
+def lockdown_state(sysfs_root):
+    """Kernel lockdown mode from /sys/kernel/security/lockdown (``none [integrity] confidentiality``):
+    ``none``, ``integrity`` or ``confidentiality``; None when the kernel has no lockdown LSM."""
+    text = read_text(os.path.join(sysfs_root, "kernel", "security", "lockdown"))
+    if text is None:
+        return None
+    start, end = text.find("["), text.find("]")
+    if start < 0 or end < start:
+        return None
+    return text[start + 1:end].strip() or None
 
 
 def version_tuple(release):

@@ -14,11 +14,11 @@ import glob
 import json
 import os
 import shutil
-import subprocess
 import threading
 import time
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
+from ansible_collections.gds.commission.plugins.module_utils.core.proc import run as proc_run
 from ansible_collections.gds.commission.plugins.module_utils.core.files import decode, read_text
 from ansible_collections.gds.commission.plugins.module_utils.hw.health import aer_checks, link_checks, read_aer
 from ansible_collections.gds.commission.plugins.module_utils.hw.nvml import nvml_value, why as _why
@@ -383,24 +383,24 @@ def nvme_smart(name, sysfs_root="/sys", cli="nvme"):
     binary = find_cli(cli)
     if binary:
         cmd = [binary, "smart-log", "/dev/" + name, "-o", "json"]
+        proc = proc_run(cmd, 30)
         try:
-            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30, check=False)
-            text = decode(proc.stdout)
-            data = json.loads(text) if proc.returncode == 0 else None
-            if proc.returncode != 0:
-                out["problem"] = "%s exited %d: %s" % (" ".join(cmd), proc.returncode, decode(proc.stderr).strip()[-300:])
-            elif not isinstance(data, dict):
-                out["problem"] = "%s printed no JSON object" % " ".join(cmd)
+            if proc.error or proc.timed_out:
+                out["problem"] = "%s: %s" % (" ".join(cmd), proc.error or "no answer in 30 s")
+            elif proc.rc != 0:
+                out["problem"] = "%s exited %d: %s" % (" ".join(cmd), proc.rc, proc.stderr.strip()[-300:])
             else:
-                out["source"] = "nvme-cli"
-                out["critical_warning"] = _number(data.get("critical_warning"))
-                out["media_errors"] = _number(data.get("media_errors"))
-                used = data.get("percent_used")  # older nvme-cli: percentage_used
-                out["percentage_used"] = _number(used if used is not None else data.get("percentage_used"))
-                kelvin = _number(data.get("temperature"))
-                out["temperature_c"] = kelvin - KELVIN if kelvin else None
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            out["problem"] = "%s: %s" % (" ".join(cmd), exc)
+                data = json.loads(proc.stdout)
+                if not isinstance(data, dict):
+                    out["problem"] = "%s printed no JSON object" % " ".join(cmd)
+                else:
+                    out["source"] = "nvme-cli"
+                    out["critical_warning"] = _number(data.get("critical_warning"))
+                    out["media_errors"] = _number(data.get("media_errors"))
+                    used = data.get("percent_used")  # older nvme-cli: percentage_used
+                    out["percentage_used"] = _number(used if used is not None else data.get("percentage_used"))
+                    kelvin = _number(data.get("temperature"))
+                    out["temperature_c"] = kelvin - KELVIN if kelvin else None
         except ValueError as exc:
             out["problem"] = "%s printed bad JSON: %s" % (" ".join(cmd), exc)
     elif cli:

@@ -67,23 +67,19 @@ def evaluate(metric, spec, value, prefix=""):
     expected = " and ".join(part for part in (
         ">= %g %s" % (_fmt(low), unit) if low is not None else "",
         "<= %g %s" % (_fmt(high), unit) if high is not None else "") if part).replace("  ", " ").strip()
-    check = {"name": prefix + metric, "expected": expected, "actual": None, "unit": unit,
-             "reference": ref, "low": low, "high": high}
+    limits = dict(unit=unit, reference=ref, low=low, high=high)
     if value is None:
-        check.update(verdict="ERROR", detail="the benchmark record has no %s" % metric)
-        return check
-    check["actual"] = _fmt(value)
+        return _check(prefix + metric, "ERROR", expected, None, "the benchmark record has no %s" % metric, **limits)
+    verdict, detail = "PASS", None
     if low is not None and value < low:
-        check.update(verdict="FAIL", detail="%g %s is below %g" % (_fmt(value), unit, _fmt(low)))
+        verdict, detail = "FAIL", "%g %s is below %g" % (_fmt(value), unit, _fmt(low))
     elif high is not None and value > high:
-        check.update(verdict="FAIL", detail="%g %s is above %g" % (_fmt(value), unit, _fmt(high)))
+        verdict, detail = "FAIL", "%g %s is above %g" % (_fmt(value), unit, _fmt(high))
     elif low is not None and value < low * (1 + WARN_MARGIN):
-        check.update(verdict="WARN", detail="within %d%% of the lower bound %g" % (WARN_MARGIN * 100, _fmt(low)))
+        verdict, detail = "WARN", "within %d%% of the lower bound %g" % (WARN_MARGIN * 100, _fmt(low))
     elif high is not None and value > high * (1 - WARN_MARGIN):
-        check.update(verdict="WARN", detail="within %d%% of the upper bound %g" % (WARN_MARGIN * 100, _fmt(high)))
-    else:
-        check.update(verdict="PASS", detail="")
-    return check
+        verdict, detail = "WARN", "within %d%% of the upper bound %g" % (WARN_MARGIN * 100, _fmt(high))
+    return _check(prefix + metric, verdict, expected, _fmt(value), detail, **limits)
 
 
 def evaluate_all(record, thresholds, prefix=""):
@@ -108,8 +104,8 @@ def path_check(record, xfer_type, expected_mode, prefix=""):
     elif isinstance(evidence, dict):
         evidence = "; ".join("%s=%s" % item for item in sorted(evidence.items()))
     verdict = "PASS" if mode == expected_mode else ("ERROR" if mode is None else "FAIL")
-    return {"name": prefix + "io path", "verdict": verdict, "expected": expected_mode,
-            "actual": mode, "detail": evidence or ("the record has no path" if mode is None else "")}
+    return _check(prefix + "io path", verdict, expected_mode, mode,
+                  evidence or ("the record has no path" if mode is None else None))
 
 
 # --------------------------------------------------------------------------------------------

@@ -15,7 +15,6 @@ import errno
 import os
 import struct
 
-from ansible_collections.gds.commission.plugins.module_utils.core.files import read_text
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import PORT_NAMES, acs_state, find_pcie_port_type, normalize_bdf
 
 # ACS Control bits (PCIe spec 7.7.8.3)
@@ -89,28 +88,6 @@ def bridges_in_scope(bridges, topology_bridges):
         if bdf not in scope:
             scope.append(bdf)
     return scope
-
-
-def vfio_devices(sysfs_root):
-    """BDFs bound to vfio-pci (entries of /sys/bus/pci/drivers/vfio-pci)."""
-    path = os.path.join(sysfs_root, "bus", "pci", "drivers", "vfio-pci")
-    try:
-        entries = os.listdir(path)
-    except OSError:
-        return []
-    return sorted(entry for entry in entries if normalize_bdf(entry) == entry)
-
-
-def lockdown_state(sysfs_root):
-    """Kernel lockdown mode from /sys/kernel/security/lockdown (``none [integrity] confidentiality``):
-    ``none``, ``integrity`` or ``confidentiality``; None when the kernel has no lockdown LSM."""
-    text = read_text(os.path.join(sysfs_root, "kernel", "security", "lockdown"))
-    if text is None:
-        return None
-    start, end = text.find("["), text.find("]")
-    if start < 0 or end < start:
-        return None
-    return text[start + 1:end].strip() or None
 
 
 def desired_ctrl(state, cap, ctrl):

@@ -33,7 +33,8 @@ from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import Pr
 # fstype -> the cufile.json ``fs`` section that configures it
 NETFS_TYPES = {"nfs": "nfs", "nfs4": "nfs", "lustre": "lustre", "beegfs": "beegfs",
                "gpfs": "gpfs", "wekafs": "weka"}
-VERDICTS = ("PASS", "WARN", "FAIL")
+# the verdicts an option such as gds_netfs_tcp_verdict may name
+OPTION_VERDICTS = ("PASS", "WARN", "FAIL")
 # Lustre LNet network types that run over RDMA (o2iblnd, kfilnd); tcp is socklnd.
 _LNET_RDMA = ("o2ib", "kfi", "gni")
 # The guide's naming: /mnt/nfs/<client interface>/data/<server interface number>
@@ -616,8 +617,8 @@ def mount_checks(mounts, topology, gpu_map=None, expect_rdma=False, tcp_verdict=
     """The ``netfs: `` checks of the mounts (SKIP when there is none)."""
     for name, value in (("tcp_verdict", tcp_verdict), ("far_verdict", far_verdict),
                         ("io_size_verdict", io_size_verdict)):
-        if value not in VERDICTS:
-            raise NetfsError("%s must be one of %s, got %r" % (name, ", ".join(VERDICTS), value))
+        if value not in OPTION_VERDICTS:
+            raise NetfsError("%s must be one of %s, got %r" % (name, ", ".join(OPTION_VERDICTS), value))
     _require(isinstance(near_classes, (list, tuple)), "near_classes", "a list of link classes",
              near_classes)
     for cls in near_classes:
