@@ -99,7 +99,7 @@ class FakeNvml(object):
                 self.bytes[index][0] += tx // steps
                 self.bytes[index][1] += rx // steps
             if sampler is not None:
-                sampler.sample()
+                sampler.count()
         for index, (tx, rx) in dcgmi.items():  # what integer division left
             self.bytes[index][0] += tx % steps
             self.bytes[index][1] += rx % steps

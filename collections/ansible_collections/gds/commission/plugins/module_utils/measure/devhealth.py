@@ -23,7 +23,7 @@ from ansible_collections.gds.commission.plugins.module_utils.core.files import d
 from ansible_collections.gds.commission.plugins.module_utils.hw.health import aer_checks, link_checks, read_aer
 from ansible_collections.gds.commission.plugins.module_utils.hw.nvml import nvml_value, why as _why
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import normalize_bdf
-from ansible_collections.gds.commission.plugins.module_utils.measure.pcie_traffic import COUNTER_TICK, COUNTERS, GpuTraffic
+from ansible_collections.gds.commission.plugins.module_utils.measure.pcie_traffic import COUNTER_TICK, COUNTERS, GpuTraffic, link_bytes
 
 # nvmlClocksEventReason* bits (nvml.h); the names are what profiles list
 CLOCK_EVENT_REASONS = (
@@ -139,6 +139,8 @@ class NvmlSampler(object):
         self._stop = threading.Event()
         self._thread = None
         self._lock = threading.Lock()
+        self._count_lock = threading.Lock()
+        self._counter_thread = None
         self._init = False
 
     def start(self):
@@ -174,29 +176,45 @@ class NvmlSampler(object):
                 if why and attr in ("max_gen", "max_width"):
                     gpu.unknown.append(why)
             if self.traffic:
-                gpu.traffic = GpuTraffic(self.pynvml, handle, time.monotonic())
+                gpu.traffic = GpuTraffic(self.pynvml, handle, time.monotonic(), self._link_rate(handle))
             self.gpus.append(gpu)
         self.sample()  # the idle state before the first job
         self._thread = threading.Thread(target=self._run, name="nvml-sampler")
         self._thread.daemon = True
         self._thread.start()
+        counting = [g for g in self.gpus if g.traffic is not None and g.traffic.source == COUNTERS]
+        if counting:
+            self._counter_thread = threading.Thread(target=self._count, args=(counting,), name="nvml-counters")
+            self._counter_thread.daemon = True
+            self._counter_thread.start()
         return True
 
+    def _link_rate(self, handle):
+        """The fastest the GPU's PCIe link can carry a direction (bytes a second), from NVML's
+        maximum generation and width of the link and of the GPU; None when NVML does not say."""
+        rates = []
+        for gen_names, width_names in ((MAX_GEN, MAX_WIDTH), (GPU_MAX_GEN, GPU_MAX_WIDTH)):
+            gen, dummy = nvml_value(self.pynvml, gen_names, handle)
+            width, dummy = nvml_value(self.pynvml, width_names, handle)
+            rates.append(link_bytes(gen, width))
+        return max((r for r in rates if r), default=None)
+
     def _run(self):
-        # PCIe byte counters are read every COUNTER_TICK (they wrap at 32 bits, pcie_traffic.py);
-        # links, clock events and throughput every ``interval``
-        counting = [g for g in self.gpus if g.traffic is not None and g.traffic.source == COUNTERS]
-        tick = min(self.interval, COUNTER_TICK) if counting else self.interval
-        due = time.monotonic() + self.interval
-        while not self._stop.wait(tick):
-            now = time.monotonic()
-            if now >= due:
-                self.sample()
-                due = now + self.interval
-            elif counting:
-                with self._lock:
-                    for gpu in counting:
-                        gpu.traffic.sample(time.monotonic())
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def _count(self, counting):
+        """The PCIe byte counters of ``counting`` every COUNTER_TICK: they wrap at 32 bits
+        (pcie_traffic.py), so a thread of their own, never held up by the link queries."""
+        while not self._stop.wait(COUNTER_TICK):
+            self.count(counting)
+
+    def count(self, gpus=None):
+        """One read of the PCIe byte counters (of ``gpus``, default every GPU that has them)."""
+        with self._count_lock:
+            for gpu in gpus if gpus is not None else self.gpus:
+                if gpu.traffic is not None and gpu.traffic.source == COUNTERS:
+                    gpu.traffic.read_counters(time.monotonic())
 
     def sample(self):
         with self._lock:
@@ -227,7 +245,7 @@ class NvmlSampler(object):
     def mark(self):
         """{index: {bdf, totals: [rx, tx] bytes so far or None, source, problem}} of every GPU
         whose traffic is followed: one job's traffic is the difference of two marks."""
-        with self._lock:
+        with self._lock, self._count_lock:
             now = time.monotonic()
             out = {}
             for gpu in self.gpus:
@@ -235,14 +253,15 @@ class NvmlSampler(object):
                     totals = gpu.traffic.totals(now)
                     out[gpu.index] = {"bdf": gpu.bdf, "totals": totals, "source": gpu.traffic.source,
                                       "problem": gpu.traffic.problem, "late": gpu.traffic.late,
-                                      "worst_gap": gpu.traffic.worst_gap}
+                                      "worst_gap": gpu.traffic.worst_gap, "safe_gap": gpu.traffic.safe_gap}
             return out
 
     def stop(self):
         """Stop sampling (NVML stays up for the health reads; ``close`` shuts it down)."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(max(5.0, 4 * self.interval))
+        for thread in (self._thread, self._counter_thread):
+            if thread is not None:
+                thread.join(max(5.0, 4 * self.interval))
 
     def close(self):
         if self._init:

@@ -11,11 +11,12 @@ NVML_FI_DEV_PCIE_COUNT_RX_BYTES / TX_BYTES, newer GPUs); else nvmlDeviceGetPcieT
 over a 20 ms window) sampled by measure/devhealth.py's NvmlSampler and integrated over time, an
 estimate. Each GPU says which it used; neither is "unknown" with the reason.
 
-The counters wrap at 32 bits (nvml.h: "Value can be wrapped"; on an H200 with driver 580 the
-difference of two reads 20 s apart was off by whole multiples of 2**32): at 63 GB/s (Gen5 x16)
-that is every 68 ms. So the sampler reads them every COUNTER_TICK seconds and adds each
-difference modulo 2**32; a job during which two reads were further apart than a wrap takes at the
-fastest x16 link (WRAP_GAP) could have lost a whole wrap, and its figures are unknown.
+The counters wrap at 32 bits (nvml.h: "Value can be wrapped"; on an H200 with driver 580 their
+raw values stay below 2**32 and two reads 20 s apart differed by less than one wrap): at 63 GB/s
+(Gen5 x16) that is every 68 ms. So the sampler reads them every COUNTER_TICK seconds in a thread
+of their own (NVML's link queries take tens of milliseconds there) and adds each difference
+modulo 2**32; a job during which two reads were further apart than a wrap takes at the GPU's
+fastest link rate (``safe_gap``) could have lost a whole wrap, and its figures are unknown.
 """
 from __future__ import annotations
 
@@ -29,21 +30,31 @@ FIELD_TX, FIELD_RX = 197, 198
 UTIL_TX, UTIL_RX = 0, 1
 KB = 1024  # NVML's throughput unit
 COUNTER_WRAP = 1 << 32
-COUNTER_TICK = 0.01  # seconds between counter reads (the sampler thread)
-# the longest gap between two counter reads that cannot hide a whole wrap: 2**32 bytes at a
-# PCIe Gen6 x16 link's 121 GB/s a direction (35 ms)
-WRAP_GAP = COUNTER_WRAP / 121e9
+COUNTER_TICK = 0.01  # seconds between counter reads (the counting thread)
+# bytes a second one lane carries a direction, per PCIe generation (after 8b/10b, 128b/130b, FLIT)
+LANE_BYTES = {1: 0.25e9, 2: 0.5e9, 3: 0.985e9, 4: 1.969e9, 5: 3.938e9, 6: 7.563e9}
+FASTEST_LINK = LANE_BYTES[6] * 16  # when NVML does not say the GPU's link
+
+
+def link_bytes(gen, width):
+    """The link's bytes a second a direction, or None for what the table does not know."""
+    try:
+        return LANE_BYTES[int(gen)] * int(width)
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 class GpuTraffic(object):
     """One GPU's PCIe bytes received (rx) and sent (tx) since ``start``."""
 
-    def __init__(self, pynvml, handle, now):
+    def __init__(self, pynvml, handle, now, link_rate=None):
         self.pynvml, self.handle = pynvml, handle
+        # the longest gap between two counter reads that cannot hide a whole wrap
+        self.safe_gap = COUNTER_WRAP / (link_rate or FASTEST_LINK)
         self.source, self.problem = None, None
         self.rx = self.tx = 0.0
         self.last, self.samples = now, 0
-        self.late = 0  # counter reads further apart than WRAP_GAP (a wrap may be lost)
+        self.late = 0  # counter reads further apart than safe_gap (a wrap may be lost)
         self.worst_gap = 0.0
         counters, why_counters = self.counters()
         if counters is not None:
@@ -85,11 +96,8 @@ class GpuTraffic(object):
         return tuple(out), None
 
     def sample(self, now):
-        """One sample: the counters' growth since the last read (modulo their 32-bit wrap), or
-        the throughput now standing for the time since the last sample."""
-        if self.source == COUNTERS:
-            self.read_counters(now)
-            return
+        """One throughput sample: the rate now stands for the time since the last sample (the
+        counters are read by ``read_counters``, more often)."""
         if self.source != THROUGHPUT:
             return
         rates, problem = self.rates()
@@ -108,7 +116,7 @@ class GpuTraffic(object):
             self.problem = problem
             return False
         gap = now - self.last
-        if gap > WRAP_GAP:
+        if gap > self.safe_gap:
             self.late += 1
             self.worst_gap = max(self.worst_gap, gap)
         self.rx += (counters[0] - self.previous[0]) % COUNTER_WRAP
@@ -139,7 +147,8 @@ def job_traffic(before, after):
         elif (end.get("late") or 0) > (start.get("late") or 0):
             entry["unknown"] = ("PCIe byte counters read %d time(s) more than %d ms apart (up to %d ms): "
                                 "a 32-bit wrap may be lost" % (end["late"] - (start.get("late") or 0),
-                                                               round(WRAP_GAP * 1000), round(end.get("worst_gap", 0) * 1000)))
+                                                               round(end.get("safe_gap", 0) * 1000),
+                                                               round(end.get("worst_gap", 0) * 1000)))
         else:
             entry["rx_bytes"] = int(round(end["totals"][0] - start["totals"][0]))
             entry["tx_bytes"] = int(round(end["totals"][1] - start["totals"][1]))

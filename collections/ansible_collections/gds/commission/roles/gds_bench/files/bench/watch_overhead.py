@@ -168,10 +168,16 @@ def main(argv=None):
         spread = (max(bares) - min(bares)) / statistics.median(bares) if len(bares) > 1 else 0.0
         summary.update(median_ratio=median, overhead_pct=round((1 - median) * 100, 2), bare_spread_pct=round(spread * 100, 2),
                        bare_median=statistics.median(bares), watched_median=statistics.median(watcheds))
+        # a difference smaller than the bare runs' own spread is noise, not a measured overhead
+        if summary["bare_spread_pct"] >= 1.0:
+            verdict = "not resolved: the bare runs alone spread more than 1 %"
+        else:
+            verdict = "met" if summary["overhead_pct"] < 1.0 else "NOT met"
+        summary["verdict"] = verdict
         print("median: bare %.3f GiB/s, watched %.3f GiB/s, watched/bare %.4f: overhead %.2f %% "
-              "(bare runs spread %.2f %% between themselves); the issue asks < 1 %%: %s"
+              "(bare runs spread %.2f %% between themselves); the target is < 1 %%: %s"
               % (summary["bare_median"], summary["watched_median"], median, summary["overhead_pct"],
-                 summary["bare_spread_pct"], "met" if summary["overhead_pct"] < 1.0 else "NOT met"))
+                 summary["bare_spread_pct"], verdict))
     with open(os.path.join(args.out, "watch.json"), "w") as handle:
         json.dump({"cmd": cmd, "summary": summary, "runs": runs}, handle, indent=1, default=str)
     print("records: %s" % os.path.join(args.out, "watch.json"))
