@@ -296,7 +296,7 @@ class CallbackModule(CallbackBase):
         now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
         try:
             writer = self.writer or report_writer()
-            # the same map of inputs as the report play's filter (gds_report.host_inputs)
+            # the same map of inputs as the report play's filter (fleet/report.host_inputs)
             data = dict((host, writer.host_inputs(dict(sorted(entry["vars"].items())), entry["facts"], self.check_vars))
                         for host, entry in self.collected.items())
             files, result = writer.build_report(self.state["run_id"], self.state["started"], now, self.report_mode,

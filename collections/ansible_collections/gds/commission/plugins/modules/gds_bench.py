@@ -412,7 +412,7 @@ def gpu_indices(jobs):
 def run_all(params, check_mode, env, health=None, watch=None):
     """Run the jobs in order; returns (results, error messages, removed paths).
 
-    ``watch`` (gds_watch.JobWatch) reads the drives and GPUs right before and after each job."""
+    ``watch`` (measure/watch.JobWatch) reads the drives and GPUs right before and after each job."""
     results, records, errors, skips = [], {}, [], []
     workspace, halted = Workspace(), None
     if health is not None:

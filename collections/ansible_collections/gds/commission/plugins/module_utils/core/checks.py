@@ -50,6 +50,28 @@ def check(name, verdict, expected, actual, detail=None, **extra):
     return out
 
 
+
+def profile_thresholds(given, defaults, kind, error, check_value):
+    """A profile's thresholds over ``defaults``: ``given`` must be a dict of known keys, each
+    value passing ``check_value(key, value)`` (which returns why not, or None). ``error`` (an
+    exception class) names the ``kind`` of threshold, the key and the value at fault."""
+    given = given or {}
+    if not isinstance(given, dict):
+        raise error("%s thresholds must be a dict, got %r" % (kind, given))
+    out = dict(defaults)
+    for key, value in given.items():
+        if key not in defaults:
+            raise error("%s threshold %r is unknown (known: %s)" % (kind, key, ", ".join(sorted(defaults))))
+        why = check_value(key, value)
+        if why:
+            raise error("%s threshold %s must be %s; got %r" % (kind, key, why, value))
+        out[key] = value
+    return out
+
+
+def non_negative_number(value):
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and value >= 0
+
 # --------------------------------------------------------------------------------------------
 # Verdicts per area. Each function takes the facts and results it judges as plain data (the
 # gds_topology / gds_platform facts, a module's return value, the role's settings) and returns

@@ -3,15 +3,15 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The boundary of every gds-commission module: what it returns is valid UTF-8.
 
-Node data is bytes (a mount point, a sysfs attribute, a command's output); gds_files decodes it
+Node data is bytes (a mount point, a sysfs attribute, a command's output); core/files.py decodes it
 with ``surrogateescape`` so nothing raises while it is read. ansible-core, though, refuses a
 result holding a lone surrogate ("Refusing to deserialize an invalid UTF8 string value") and
 fails the whole task without naming a file. GdsModule, an AnsibleModule, escapes them on the way
-out (``\\xNN``, gds_files.json_safe), says in a warning which files and fields held them and,
+out (``\\xNN``, core/files.json_safe), says in a warning which files and fields held them and,
 given ``check_area``, adds the WARN check ``<area>: node data is valid UTF-8`` to ``checks``.
 
-A module imports it as ``from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as
-AnsibleModule``: the one line that puts it at the module's boundary.
+A module imports it as ``AnsibleModule`` (``from ...module_utils.core.module import GdsModule as
+AnsibleModule``): the one line that puts it at the module's boundary.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gds-commission contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The one runner of the benchmarks' processes (gds_bench's gdsbench, gds_perftest's perftest
+"""The one runner of the benchmarks' processes (gds_bench's gdsbench, measure/perftest.py's perftest
 servers and clients, mpirun): each command in its own process group with a timeout, and the
 whole group killed when it runs out, so nothing it forked outlives it. In the spirit of
 community.general's plugins/module_utils/cmd_runner.py, without its argument formatting: the callers

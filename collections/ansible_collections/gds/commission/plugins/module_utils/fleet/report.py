@@ -84,7 +84,7 @@ CHECK_KEYS = ("low", "high", "unit", "reference", "bdf", "under_load")
 def _value(value):
     """A check's value as it is, but an integer too long to print (over 10000 bits) as text.
     Figures no float can hold stay numbers: where one is needed they are skipped (_figure,
-    gds_metrics.format_value)."""
+    fleet/metrics.format_value)."""
     return printable(value) if isinstance(value, int) and value.bit_length() > 10000 else value
 
 
@@ -158,7 +158,7 @@ def junit(summary_doc):
     """A testsuite per host, a testcase per check (WARN passes with a note, SKIP is skipped).
 
     ElementTree escapes markup (& < > and quotes); what XML 1.0 cannot hold at all (control
-    characters, bytes that were not UTF-8) is written as its escape first (gds_files.printable)."""
+    characters, bytes that were not UTF-8) is written as its escape first (core/files.printable)."""
     x = printable
     suites = ET.Element("testsuites", name=x("gds-commission %s" % summary_doc["run_id"]))
     for host, doc in sorted(summary_doc["hosts"].items()):
@@ -227,7 +227,7 @@ def describe_degraded(link, role, width_only=False):
 
 
 def _link_checks(checks):
-    """{bdf: the check that judges its link} from the checks' ``bdf`` (gds_health.link_checks);
+    """{bdf: the check that judges its link} from the checks' ``bdf`` (hw/health.link_checks);
     a GPU's check under load (``under_load``) wins over its idle one."""
     out = {}
     for check in checks:
@@ -240,7 +240,7 @@ def _link_checks(checks):
 def pcie_links(topology, checks):
     """gds_topology's pcie_links for HOST.json and the report: each link with its `role`, the
     affinity `groups` whose devices sit below or on it, `verdict`/`detail` of its check (the one
-    judge of a link: gds_health.link_checks; SKIP for a link no check judged) and `slow` (which
+    judge of a link: hw/health.link_checks; SKIP for a link no check judged) and `slow` (which
     end is slow, for a FAIL, or null)."""
     topology = topology if isinstance(topology, dict) else {}
     raw = [link for link in topology.get("pcie_links") or [] if isinstance(link, dict) and link.get("bdf")]
@@ -524,7 +524,7 @@ def render_html(summary_doc, docs, title="GDS commissioning report"):
     return "".join(out)
 
 
-# The fleet table's columns and order: the worst first (gds_checks.SEVERITY; a host is never SKIP).
+# The fleet table's columns and order: the worst first (core/checks.SEVERITY; a host is never SKIP).
 FLEET_ORDER = {verdict: place for place, verdict in enumerate(v for v in reversed(SEVERITY) if v != "SKIP")}
 
 
@@ -1164,7 +1164,7 @@ JSON_DEPTH = 64
 
 
 def json_ready(value, depth=0):
-    """``value`` as strict JSON can hold it: lone surrogates escaped (gds_files.printable; JSON
+    """``value`` as strict JSON can hold it: lone surrogates escaped (core/files.printable; JSON
     escapes control characters itself), NaN and infinities as the strings "NaN", "Infinity",
     "-Infinity", keys as text, integers too long to print as text, and nothing nested deeper than
     JSON_DEPTH (a note in its place)."""

@@ -4,7 +4,7 @@
 """Hardware health verdicts: PCIe link training, AER error counters, the link baseline.
 
 Everything here is read-only towards the hardware. The link facts come from the one PCI model
-(``gds_affinity.pcie_links``); the AER counters are read by ``gds_pci.aer_counters``. The only
+(``hw/affinity.pcie_links``); the AER counters are read by ``hw/pci.aer_counters``. The only
 file written is the link baseline (``link_baseline``), and never in check mode.
 """
 from __future__ import annotations

@@ -41,7 +41,7 @@ class ProcfsError(Exception):
 
 def _unescape_char(match):
     code = int(match.group(1), 8)
-    # a byte above 0x7f as gds_files.decode would have kept it (surrogateescape)
+    # a byte above 0x7f as core/files.decode would have kept it (surrogateescape)
     return chr(code) if code < 0x80 else chr(0xDC00 + code)
 
 

@@ -2,7 +2,7 @@
 # Copyright: gds-commission contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Device health around a benchmark run: NVML sampling of the GPUs' PCIe links and clock event
-reasons while the jobs run (and of every GPU's PCIe traffic, for gds_watch), GPU memory health (ECC, retired pages, remapped rows), NVMe SMART
+reasons while the jobs run (and of every GPU's PCIe traffic, for measure/watch.py), GPU memory health (ECC, retired pages, remapped rows), NVMe SMART
 health (nvme-cli's smart-log, else sysfs), and PCIe AER counters before and after.
 
 Everything here only reads. An NVML call a GPU does not support (NVMLError_NotSupported, as
@@ -17,7 +17,7 @@ import shutil
 import threading
 import time
 
-from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
+from ansible_collections.gds.commission.plugins.module_utils.core.checks import check, non_negative_number, profile_thresholds
 from ansible_collections.gds.commission.plugins.module_utils.core.proc import run as proc_run
 from ansible_collections.gds.commission.plugins.module_utils.core.files import decode, read_text
 from ansible_collections.gds.commission.plugins.module_utils.hw.health import aer_checks, link_checks, read_aer
@@ -56,24 +56,14 @@ class HealthConfigError(ValueError):
 
 def health_thresholds(given):
     """The profile's thresholds over the defaults; HealthConfigError names the bad key."""
-    given = given or {}
-    if not isinstance(given, dict):
-        raise HealthConfigError("health thresholds must be a dict, got %r" % (given,))
-    out = dict(DEFAULT_THRESHOLDS)
-    for key, value in given.items():
-        if key not in DEFAULT_THRESHOLDS:
-            raise HealthConfigError("health threshold %r is unknown (known: %s)" % (key, ", ".join(sorted(DEFAULT_THRESHOLDS))))
+    def why(key, value):
         if key.startswith("gpu_throttle_"):
-            if not isinstance(value, list) or any(v not in REASON_NAMES for v in value):
-                raise HealthConfigError("health threshold %s must be a list of %s; got %r"
-                                        % (key, ", ".join(REASON_NAMES), value))
-        elif key == "gpu_remapped_rows_pending":
-            if not isinstance(value, bool):
-                raise HealthConfigError("health threshold %s must be true or false; got %r" % (key, value))
-        elif isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise HealthConfigError("health threshold %s must be a non-negative number; got %r" % (key, value))
-        out[key] = value
-    return out
+            ok = isinstance(value, list) and all(v in REASON_NAMES for v in value)
+            return None if ok else "a list of %s" % ", ".join(REASON_NAMES)
+        if key == "gpu_remapped_rows_pending":
+            return None if isinstance(value, bool) else "true or false"
+        return None if non_negative_number(value) else "a non-negative number"
+    return profile_thresholds(given, DEFAULT_THRESHOLDS, "health", HealthConfigError, why)
 
 
 def reason_names(mask):
@@ -484,7 +474,7 @@ class HealthRun(object):
         self.gpu_indices = sorted(set(gpu_indices or []))
         self.interval = interval
         self.pynvml = pynvml
-        self.traffic = traffic  # follow every GPU's PCIe bytes (gds_watch reads them per job)
+        self.traffic = traffic  # follow every GPU's PCIe bytes (measure/watch.py reads them per job)
         self.sampler = None
         self.nvml_problem = None
         self.aer_before = self.aer_after = {}
@@ -528,7 +518,7 @@ class HealthRun(object):
         return self.sampler.gpu_load() if self.sampler is not None else {}
 
     def traffic_mark(self):
-        """(every GPU's PCIe bytes so far, None) for gds_watch, or (None, why there are none).
+        """(every GPU's PCIe bytes so far, None) for measure/watch.py, or (None, why there are none).
         Never raises: a broken pynvml is an unknown, not a failed benchmark."""
         if self.sampler is None:
             return None, self.nvml_problem or "NVML was not started"

@@ -507,7 +507,7 @@ def osu_command(binary, row, settings, hosts, numactl_path=None):
 
 
 # --------------------------------------------------------------------------------------------
-# Processes (gds_proc: each in its own process group, killed as a whole)
+# Processes (core/proc.py: each in its own process group, killed as a whole)
 # --------------------------------------------------------------------------------------------
 def run_process(cmd, timeout, env=None):
     """(rc, stdout, stderr, failure): ``failure`` says why it did not exit cleanly."""

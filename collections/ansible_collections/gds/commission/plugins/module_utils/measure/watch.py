@@ -2,9 +2,9 @@
 # Copyright: gds-commission contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Watch the bytes of each benchmark job, as the GDS guide does with iostat, nvidia-smi dmon,
-dcgmi dmon and gds_stats: the load of every drive of the job's array (gds_diskload), the PCIe
-traffic of every GPU (gds_pcie_traffic, sampled by gds_devhealth's NvmlSampler), cuFile's own
-per-GPU placement (gds_cufile_stats) and the limit of the path (gds_pathlimit).
+dcgmi dmon and gds_stats: the load of every drive of the job's array (measure/diskload.py), the PCIe
+traffic of every GPU (measure/pcie_traffic.py, sampled by measure/devhealth.py's NvmlSampler), cuFile's own
+per-GPU placement (measure/cufile_stats.py) and the limit of the path (measure/pathlimit.py).
 
 ``JobWatch.begin(job)`` right before a job and ``end(job, record)`` right after it: nothing runs
 inside the benchmark's process, and what cannot be read is "unknown" with the reason, never a
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
+from ansible_collections.gds.commission.plugins.module_utils.core.checks import check, non_negative_number, profile_thresholds
 from ansible_collections.gds.commission.plugins.module_utils.measure.cufile_stats import GdsStatsWatcher, stats_level_note
 from ansible_collections.gds.commission.plugins.module_utils.measure.devhealth import find_cli
 from ansible_collections.gds.commission.plugins.module_utils.measure.diskload import DriveWatch, drive_load_check
@@ -27,7 +27,7 @@ from ansible_collections.gds.commission.plugins.module_utils.measure.thresholds 
 GPU_XFER_TYPES = (0, 2, 4, 5, 6)
 CUFILE_XFER_TYPES = (0, 5, 6)  # through libcufile: gds_stats has its statistics
 
-VERDICTS = ("WARN", "FAIL")
+OPTION_VERDICTS = ("WARN", "FAIL")  # what a *_verdict threshold may name
 DEFAULT_THRESHOLDS = {
     "drive_skew_tolerance": 0.25,   # a member's bytes off its peers' mean by more than this share
     "drive_await_tolerance": 1.0,   # a member's mean service time above its peers' by more than this share
@@ -44,22 +44,13 @@ class WatchConfigError(ValueError):
 
 def watch_thresholds(given):
     """The profile's thresholds over the defaults; WatchConfigError names the bad key."""
-    given = given or {}
-    if not isinstance(given, dict):
-        raise WatchConfigError("watch thresholds must be a dict, got %r" % (given,))
-    out = dict(DEFAULT_THRESHOLDS)
-    for key, value in given.items():
-        if key not in DEFAULT_THRESHOLDS:
-            raise WatchConfigError("watch threshold %r is unknown (known: %s)" % (key, ", ".join(sorted(DEFAULT_THRESHOLDS))))
+    def why(key, value):
         if key.endswith("_verdict"):
-            if value not in VERDICTS:
-                raise WatchConfigError("watch threshold %s must be one of %s; got %r" % (key, ", ".join(VERDICTS), value))
-        elif value is None and DEFAULT_THRESHOLDS[key] is None:
-            pass  # an optional threshold left off
-        elif isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise WatchConfigError("watch threshold %s must be a non-negative number; got %r" % (key, value))
-        out[key] = value
-    return out
+            return None if value in OPTION_VERDICTS else "one of %s" % ", ".join(OPTION_VERDICTS)
+        if value is None and DEFAULT_THRESHOLDS[key] is None:
+            return None  # an optional threshold left off
+        return None if non_negative_number(value) else "a non-negative number"
+    return profile_thresholds(given, DEFAULT_THRESHOLDS, "watch", WatchConfigError, why)
 
 
 def _bdf_in_path(path):
@@ -112,7 +103,7 @@ class JobWatch(object):
         # gds_stats: the resolved binary, or (None and in the note) why cuFile's view is unknown
         self.gds_stats, self.gds_stats_note, self.gds_stats_interval = gds_stats, gds_stats_note, gds_stats_interval
         self.topology = topology or {}
-        self.health = health  # gds_devhealth.HealthRun: the GPUs' links as NVML saw them under load
+        self.health = health  # measure/devhealth.HealthRun: the GPUs' links as NVML saw them under load
         self.drives = DriveWatch(procfs_root, sysfs_root)
 
     def begin(self, job):

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """PCIe ACS control of bridges, read and written through sysfs ``config`` files.
 
-The ACS state is read with the shared config-space walker (``gds_pci.acs_state``); this file
+The ACS state is read with the shared config-space walker (``hw/pci.acs_state``); this file
 only adds what changing it needs: the desired control value per state, the write through the
 ``config`` file (what ``setpci -s BDF ECAP_ACS+0x6.w=0000`` does) with a read-back, and the two
 conditions that make a write unsafe or impossible: devices bound to vfio-pci (their isolation

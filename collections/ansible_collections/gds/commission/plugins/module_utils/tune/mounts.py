@@ -4,7 +4,7 @@
 """Network file system mounts for GDS: what each one is, which NIC it leaves through, and the
 checks.
 
-The mount table comes from gds_procfs (mountinfo, its super options carry an NFS mount's
+The mount table comes from hw/procfs (mountinfo, its super options carry an NFS mount's
 ``proto``, ``rsize``, ``addr``...). The server address is routed as the kernel would: ``ip -j
 route get`` on a live node (it knows policy routing and gives the source address), else the
 longest-prefix match in /proc/net/route or /proc/net/ipv6_route (the main table). A node's own

@@ -6,7 +6,7 @@
 Everything here is a pure function of plain data (the ``gds_topology`` facts, parsed
 /proc/mdstat and /proc/mounts, optional ``mdadm --detail --export`` and ``wipefs`` probes), so
 that the planning can be tested on the guide's systems without a kernel.
-``gds_raid_host.RaidHost`` reads the inputs on the node, calls :func:`plan`, runs :func:`command`
+``tune/raid_host.RaidHost`` reads the inputs on the node, calls :func:`plan`, runs :func:`command`
 for each action it executes and turns the outcome into report checks (:func:`raid_checks`).
 
 Names and paths that come from variables are validated before anything is planned
@@ -284,7 +284,7 @@ def existing_arrays(mdstat, mounts, details=None, aliases=None, disk_mounts=None
     ``members`` are whole disks (``nvme1n1p2`` counts as ``nvme1n1``); ``mounts`` are the mount
     points of the array itself (any partition, any alias in ``aliases`` such as /dev/md/raid1)
     plus those of other layers on its member disks (``disk_mounts``, from
-    gds_procfs.mounted_disks). ``details`` maps md name -> parsed ``mdadm --detail --export``.
+    hw/procfs.mounted_disks). ``details`` maps md name -> parsed ``mdadm --detail --export``.
     """
     details = details or {}
     aliases = aliases or {}

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The md RAID regrouping on one node: what ``plugins/modules/gds_raid.py`` runs.
 
-:class:`RaidHost` reads what the planning needs (procfs through ``gds_procfs``, block device
+:class:`RaidHost` reads what the planning needs (procfs through ``hw/procfs``, block device
 holders from sysfs, and on a live node read-only probes: ``mdadm --detail --export``, ``blkid``,
 ``wipefs`` without ``--all``), plans with ``gds_raid``, applies the plan (mdadm, wipefs, mkfs.ext4,
 mdadm.conf, initramfs), and returns the module result with the drift items and report checks.
