@@ -2,10 +2,12 @@
 import importlib.util
 import json
 import os
+import sys
 
 import pytest
+import yaml
 
-from conftest import COLLECTION
+from conftest import COLLECTION, run_playbook_json
 
 spec = importlib.util.spec_from_file_location(
     "gds_commission_callback", os.path.join(COLLECTION, "plugins", "callback", "gds_commission.py"))
@@ -185,10 +187,6 @@ def test_fallback_report_reads_hosts_as_the_report_play_would(tmp_path):
     """Every host stopped before the report play (any_errors_fatal): the callback's own report
     reads the same inputs as the report play's filter (gds_rdma_bench_results included) and judges
     with the report play's required areas and check variables (here from the inventory)."""
-    import sys
-
-    import yaml
-    from conftest import run_playbook_json
     inventory = {"all": {"hosts": {"bad": {}, "good": {}}, "vars": {
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable, "gds_report_metrics_dir": "",
         "gds_report_required_areas": ["rdma"],
