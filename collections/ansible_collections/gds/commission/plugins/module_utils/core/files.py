@@ -162,13 +162,14 @@ def resolve(path):
 
 def write_atomic(path, text, mode=0o644):
     """Write ``text`` to a temporary file in the same directory, then rename it over ``path``:
-    a reader sees the old file or the new one, never half of one."""
+    a reader sees the old file or the new one, never half of one. UTF-8 whatever the locale, and
+    bytes read as surrogates (``decode``) written back as the bytes they were."""
     directory = os.path.dirname(path) or "."
     if not os.path.isdir(directory):
         os.makedirs(directory, 0o755)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=directory)
     try:
-        with os.fdopen(fd, "w") as handle:
+        with os.fdopen(fd, "w", encoding=ENCODING, errors=ERRORS) as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
