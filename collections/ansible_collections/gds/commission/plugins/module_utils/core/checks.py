@@ -50,7 +50,6 @@ def check(name, verdict, expected, actual, detail=None, **extra):
     return out
 
 
-
 def profile_thresholds(given, defaults, kind, error, check_value):
     """A profile's thresholds over ``defaults``: ``given`` must be a dict of known keys, each
     value passing ``check_value(key, value)`` (which returns why not, or None). ``error`` (an
@@ -71,6 +70,7 @@ def profile_thresholds(given, defaults, kind, error, check_value):
 
 def non_negative_number(value):
     return not isinstance(value, bool) and isinstance(value, (int, float)) and value >= 0
+
 
 # --------------------------------------------------------------------------------------------
 # Verdicts per area. Each function takes the facts and results it judges as plain data (the
