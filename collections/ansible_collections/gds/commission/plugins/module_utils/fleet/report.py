@@ -26,6 +26,7 @@ import xml.etree.ElementTree as ET
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import FAILING, SEVERITY, VERDICTS, host_verdict
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check as make_check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import backup_copy, natural_key, printable, write_atomic
+from ansible_collections.gds.commission.plugins.module_utils.hw.health import KIND_ROLES, PORT_ROLES
 from ansible_collections.gds.commission.plugins.module_utils.fleet.metrics import COMMISSION_FILE, DRIFT_FILE, area_of, commission_metrics, drift_metrics
 
 COLORS = {"PASS": "#2e7d32", "WARN": "#ef8f00", "FAIL": "#c62828", "SKIP": "#757575",
@@ -188,9 +189,8 @@ def junit(summary_doc):
 # --------------------------------------------------------------------------------------------
 # PCIe links (gds_topology's pcie_links, judged by the `pcie: link <bdf>` checks)
 # --------------------------------------------------------------------------------------------
-# Where a bridge sits, from its PCIe port type (the link's `port`, else gds_topology's bridges).
-PORT_ROLES = {"root_port": "root port", "upstream": "switch upstream port", "downstream": "switch downstream port"}
-KIND_ROLES = {"gpu": "GPU", "nvme": "NVMe controller", "nic": "NIC"}
+# Where a bridge sits, from its PCIe port type (the link's `port`, else gds_topology's bridges):
+# hw/health's words for the same link entries (PORT_ROLES, KIND_ROLES).
 
 
 def _link_state(width, speed):
