@@ -486,10 +486,14 @@ def test_watch_overhead_runs_bare_and_watched_on_this_disk(tmp_path):
                           capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "round  bare GiB/s  watched GiB/s  watched/bare" in proc.stdout
-    assert re.search(r"median: bare [\d.]+ GiB/s, watched [\d.]+ GiB/s, watched/bare [\d.]+: overhead", proc.stdout)
+    assert re.search(r"median: bare [\d.]+ GiB/s, watched [\d.]+ GiB/s, watched/bare [\d.]+ \(95 % interval "
+                     r"[\d.]+-[\d.]+\): overhead", proc.stdout)
+    assert re.search(r"CPU \(median of the watched runs\): the watch took [\d.]+ % of one core", proc.stdout)
     doc = json.load(open(tmp_path / "out" / "watch.json"))
     watched = [r for r in doc["runs"] if r["watched"]]
     assert len(watched) == 2 and len(doc["summary"]["ratios"]) == 2
+    assert doc["summary"]["verdict"].startswith(("met", "NOT met", "not resolved"))
+    assert all(r["record"]["cpu"]["wall_s"] > 0 for r in doc["runs"])
     for run in watched:
         names = [c["name"] for c in run["checks"]]
         assert names[0] == "bench: seq_read: drive load" and "bench: seq_read: bounce" not in names  # no GPU

@@ -10,7 +10,7 @@ import pytest
 from ansible_collections.gds.commission.plugins.module_utils.measure import devhealth as gds_devhealth
 from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
 from ansible_collections.gds.commission.plugins.module_utils.measure.devhealth import HealthRun
-from ansible_collections.gds.commission.plugins.module_utils.measure.pcie_traffic import COUNTERS, THROUGHPUT, link_class
+from ansible_collections.gds.commission.plugins.module_utils.measure.pcie_traffic import COUNTERS, GPM, THROUGHPUT, link_class
 from ansible_collections.gds.commission.plugins.module_utils.measure.watch import JobWatch
 from conftest import run_module
 
@@ -35,15 +35,24 @@ class Clock(object):
 
     def __init__(self):
         self.now = 0.0
+        self.during = None
 
     def monotonic(self):
         return self.now
+
+    def sleep(self, seconds):
+        """``seconds`` pass in 10 ms steps, ``during`` called after each (the counter thread)."""
+        for _ in range(int(round(seconds / 0.01))):
+            self.now += 0.01
+            if self.during is not None:
+                self.during()
 
 
 class FakeNvml(object):
     """pynvml's API for the DGX-2's 16 GPUs: byte counters (field values, as pynvml returns them:
     c_nvmlFieldValue_t with nvmlReturn and value.ullVal) when ``counters``, else only
-    nvmlDeviceGetPcieThroughput (KB/s)."""
+    nvmlDeviceGetPcieThroughput (KB/s); GPM on the GPUs in ``gpm`` (their samples hold the bytes
+    and ``clock``'s time when taken; the metrics are MiB/s between two samples, as NVML's)."""
     NVML_FI_DEV_PCIE_COUNT_TX_BYTES = pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES
     NVML_FI_DEV_PCIE_COUNT_RX_BYTES = pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES
     NVML_PCIE_UTIL_TX_BYTES = pynvml.NVML_PCIE_UTIL_TX_BYTES
@@ -53,10 +62,44 @@ class FakeNvml(object):
         def __init__(self, **kw):
             self.__dict__.update(kw)
 
-    def __init__(self, counters=True, throughput=True):
-        self.counters, self.throughput = counters, throughput
+    NVML_GPM_METRIC_PCIE_TX_PER_SEC = pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC
+    NVML_GPM_METRIC_PCIE_RX_PER_SEC = pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC
+
+    class c_nvmlGpmMetricsGet_t(object):
+        def __init__(self):
+            self.metrics = [FakeNvml._Obj(metricId=0, nvmlReturn=0, value=0.0) for _ in range(4)]
+
+    def __init__(self, counters=True, throughput=True, gpm=(), clock=None):
+        self.counters, self.throughput, self.gpm, self.clock = counters, throughput, set(gpm), clock
         self.bytes = {i: [10 ** 12, 2 * 10 ** 12] for i in range(16)}  # [tx, rx] since the driver loaded
         self.rate_kb = {i: (0, 0) for i in range(16)}                   # (tx, rx) KB/s now
+        self.live_samples = set()
+        self.gpm_error = None
+
+    def nvmlGpmQueryDeviceSupport(self, handle):
+        return self._Obj(isSupportedDevice=int(handle in self.gpm))
+
+    def nvmlGpmSampleAlloc(self):
+        sample = self._Obj(handle=None)
+        self.live_samples.add(id(sample))
+        return sample
+
+    def nvmlGpmSampleFree(self, sample):
+        self.live_samples.remove(id(sample))
+
+    def nvmlGpmSampleGet(self, handle, sample):
+        sample.handle, sample.bytes, sample.time = handle, list(self.bytes[handle]), self.clock.now
+        return sample
+
+    def nvmlGpmMetricsGet(self, query):
+        if self.gpm_error is not None:
+            raise pynvml.NVMLError(self.gpm_error)
+        first, second = query.sample1, query.sample2
+        span = second.time - first.time
+        for metric in query.metrics[:query.numMetrics]:
+            which = 0 if metric.metricId == pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC else 1
+            metric.value = (second.bytes[which] - first.bytes[which]) / span / 2 ** 20
+        return query
 
     def nvmlInit(self):
         pass
@@ -297,3 +340,72 @@ def test_module_names_the_bounce_gpu(tmp_path, monkeypatch):
     assert bounce["verdict"] == "WARN" and bounce["actual"].startswith("GPU1 (0000:19:00.0, PIX to nvme0n1) received 4.10 GB")
     gpus = result["results"][0]["watch"]["gpus"]
     assert [(g["index"], g["rx_bytes"], g["source"]) for g in gpus] == [(0, 4000000000, COUNTERS), (1, 4100000000, COUNTERS)]
+
+
+def test_gpm_counts_across_any_gap_and_frees_its_samples(dgx2, tmp_path, clock):
+    """GPM (Hopper and newer) first: the same second of GPU 12 reading with no read between the
+    job's start and end (the byte counters would be unknown) comes out exact, the bounce named, no
+    10 ms counter thread running, every GPM sample given back. GPU 0 has no GPM here: it falls
+    back to its byte counters, read often enough."""
+    fake = FakeNvml(gpm=set(range(1, 16)), clock=clock)
+    clock.now = 10.0
+
+    def run(health):
+        for _ in range(64):
+            clock.now += 1 / 64.0
+            fake.move({i: (tx // 64, rx // 64) for i, (tx, rx) in DCGMI_GPU12.items()}, health.sampler, steps=1)
+
+    health_seen = {}
+
+    def during(health):
+        health_seen["counting"] = health.sampler._counter_thread is not None
+        clock.during = health.sampler.count  # the counter thread reads GPU 0 while a mark waits for GPM
+        run(health)
+
+    entry, checks = one_job(fake, dgx2, 12, GPU12_BYTES, during, tmp_path, clock=clock)
+    by_index = {g["index"]: g for g in entry["gpus"]}
+    assert by_index[12]["source"] == GPM and by_index[0]["source"] == COUNTERS
+    assert abs(by_index[12]["rx_bytes"] - DCGMI_GPU12[12][1] // 64 * 64) <= 1
+    assert abs(by_index[0]["rx_bytes"] - DCGMI_GPU12[0][1] // 64 * 64) <= 1
+    assert checks["bench: nvme23 read: bounce"]["verdict"] == "WARN"
+    assert checks["bench: nvme23 read: bounce"]["actual"].startswith("GPU0 (0000:34:00.0")
+    assert "from %s and %s" % (GPM, COUNTERS) in checks["bench: nvme23 read: bounce"]["detail"]
+    assert health_seen["counting"]  # GPU 0's counters need their thread
+    assert fake.live_samples == set()
+
+    # every GPU with GPM: one sample at each end of a whole second, and no counter thread
+    fake = FakeNvml(gpm=range(16), clock=clock)
+
+    def sparse(health):
+        health_seen["counting"] = health.sampler._counter_thread is not None
+        clock.now += 1.0
+        fake.move(DCGMI_GPU12)
+
+    entry, checks = one_job(fake, dgx2, 12, GPU12_BYTES, sparse, tmp_path, clock=clock)
+    gpu12 = next(g for g in entry["gpus"] if g["index"] == 12)
+    assert abs(gpu12["rx_bytes"] - DCGMI_GPU12[12][1]) <= 1 and gpu12["source"] == GPM
+    assert not health_seen["counting"] and fake.live_samples == set()
+    assert checks["bench: nvme23 read: bounce"]["verdict"] == "WARN"
+
+
+def test_gpm_failing_during_the_job_is_unknown_with_the_reason(dgx2, tmp_path, clock):
+    fake = FakeNvml(gpm=range(16), clock=clock)
+    clock.now = 10.0
+
+    def fails(health):
+        clock.now += 1.0
+        fake.move(DCGMI_GPU12)
+        fake.gpm_error = pynvml.NVML_ERROR_GPU_IS_LOST
+
+    entry, checks = one_job(fake, dgx2, 12, GPU12_BYTES, fails, tmp_path, clock=clock)
+    gpu12 = next(g for g in entry["gpus"] if g["index"] == 12)
+    assert "rx_bytes" not in gpu12 and gpu12["unknown"].startswith("GPM: nvmlGpmMetricsGet: ")
+    assert "GPU is lost" in gpu12["unknown"]
+    assert checks["bench: nvme23 read: bounce"]["verdict"] == "SKIP"
+    assert fake.live_samples == set()
+
+
+def test_no_source_names_all_three_reasons(dgx2, tmp_path):
+    fake = FakeNvml(counters=False, throughput=False, gpm=())
+    entry, _ = one_job(fake, dgx2, 2, 10 ** 9, lambda h: None, tmp_path)
+    assert entry["gpus"][0]["unknown"].startswith("GPM: not supported on this GPU; PCIe byte counters: field 198")

@@ -116,7 +116,8 @@ options:
   nvml_interval:
     description:
       - Seconds between NVML samples of each GPU used by a GPU-direct job, and of every GPU's PCIe
-        throughput where the GPU has no PCIe byte counters.
+        traffic (GPM samples, never closer than 0.15 s; or PCIe throughput where the GPU has
+        neither GPM nor PCIe byte counters).
     type: float
     default: 0.5
   gds_stats:

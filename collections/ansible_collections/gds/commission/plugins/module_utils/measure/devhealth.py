@@ -23,7 +23,7 @@ from ansible_collections.gds.commission.plugins.module_utils.core.files import d
 from ansible_collections.gds.commission.plugins.module_utils.hw.health import aer_checks, link_checks, read_aer
 from ansible_collections.gds.commission.plugins.module_utils.hw.nvml import nvml_value, why as _why
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import normalize_bdf
-from ansible_collections.gds.commission.plugins.module_utils.measure.pcie_traffic import COUNTER_TICK, COUNTERS, GpuTraffic, link_bytes
+from ansible_collections.gds.commission.plugins.module_utils.measure.pcie_traffic import COUNTER_TICK, COUNTERS, GPM, GPM_REFRESH, GpuTraffic, link_bytes
 
 # nvmlClocksEventReason* bits (nvml.h); the names are what profiles list
 CLOCK_EVENT_REASONS = (
@@ -117,8 +117,9 @@ class NvmlSampler(object):
     """Samples each GPU's current PCIe generation/width and clock event reasons every
     ``interval`` seconds in a thread while the benchmark runs; keeps the maxima and the union of
     the reasons. With ``traffic`` it also follows the PCIe bytes of every GPU of the node (not
-    only those the jobs use: a bounce GPU is another one), read per job through ``mark``. NVML
-    stays initialised from ``start`` to ``stop``."""
+    only those the jobs use: a bounce GPU is another one), read per job through ``mark``: GPM
+    samples in the same thread, or byte counters in a thread of their own (pcie_traffic.py).
+    NVML stays initialised from ``start`` to ``close``."""
 
     def __init__(self, pynvml, indices, interval=0.5, traffic=False):
         self.pynvml, self.indices, self.interval = pynvml, sorted(set(indices)), interval
@@ -166,7 +167,7 @@ class NvmlSampler(object):
                 if why and attr in ("max_gen", "max_width"):
                     gpu.unknown.append(why)
             if self.traffic:
-                gpu.traffic = GpuTraffic(self.pynvml, handle, time.monotonic(), self._link_rate(handle))
+                gpu.traffic = GpuTraffic(self.pynvml, handle, time.monotonic(), self._link_rate(handle), time.monotonic)
             self.gpus.append(gpu)
         self.sample()  # the idle state before the first job
         self._thread = threading.Thread(target=self._run, name="nvml-sampler")
@@ -235,6 +236,8 @@ class NvmlSampler(object):
     def mark(self):
         """{index: {bdf, totals: [rx, tx] bytes so far or None, source, problem}} of every GPU
         whose traffic is followed: one job's traffic is the difference of two marks."""
+        if any(g.traffic is not None and g.traffic.source == GPM for g in self.gpus):
+            time.sleep(GPM_REFRESH)  # GPM's counters catch up with the job that just ended
         with self._lock, self._count_lock:
             now = time.monotonic()
             out = {}
@@ -255,6 +258,9 @@ class NvmlSampler(object):
 
     def close(self):
         if self._init:
+            for gpu in self.gpus:
+                if gpu.traffic is not None:
+                    gpu.traffic.close()
             try:
                 self.pynvml.nvmlShutdown()
             except Exception:

@@ -6,29 +6,42 @@ and ``nvidia-smi dmon``'s rxpci/txpci show), and the check that names a GPU othe
 that carried its data: cuFile's bounce buffers on a GPU near the drives (the GDS guide's DGX-2
 read from GPU 12, landing first on GPU 0).
 
-Two NVML sources, the better one first: the GPU's PCIe byte counters (field values
-NVML_FI_DEV_PCIE_COUNT_RX_BYTES / TX_BYTES, newer GPUs); else nvmlDeviceGetPcieThroughput (KB/s
-over a 20 ms window) sampled by measure/devhealth.py's NvmlSampler and integrated over time, an
-estimate. Each GPU says which it used; neither is "unknown" with the reason.
+Three NVML sources, the best first; each GPU says which it used, and with none its figures are
+"unknown" with the reasons:
 
-The counters wrap at 32 bits (nvml.h: "Value can be wrapped"; on an H200 with driver 580 their
-raw values stay below 2**32 and two reads 20 s apart differed by less than one wrap): at 63 GB/s
-(Gen5 x16) that is every 68 ms. So the sampler reads them every COUNTER_TICK seconds in a thread
-of their own (NVML's link queries take tens of milliseconds there) and adds each difference
-modulo 2**32; a job during which two reads were further apart than a wrap takes at the GPU's
-fastest link rate (``safe_gap``) could have lost a whole wrap, and its figures are unknown.
+1. GPU Performance Monitoring (GPM, Hopper and newer): a GPM sample at each job mark and every
+   sampler interval, and the PCIE_RX/TX_PER_SEC metrics (MiB/s) NVML computes between two samples,
+   times their distance. NVML refreshes GPM's counters about every 100 ms and wants samples at
+   least that far apart (its GPM documentation), so a sample comes no sooner than GPM_REFRESH
+   after the previous one, and a job mark waits GPM_REFRESH first (its last bytes counted, not
+   left to the next job). Nothing wraps between samples: on an H200 one interval of 5.6 s across
+   297 GB agreed with the byte counters read every 10 ms within 0.4 % (bench/nvml_pcie_probe.py,
+   bench/RESULTS.md section 12), and a sample costs about 0.2 ms.
+2. The GPU's PCIe byte counters (field values NVML_FI_DEV_PCIE_COUNT_RX_BYTES / TX_BYTES). They
+   wrap at 32 bits (nvml.h: "Value can be wrapped"; an H200's raw values stay below 2**32): at
+   63 GB/s (Gen5 x16) that is every 68 ms. So the sampler reads them every COUNTER_TICK seconds in a
+   thread of their own and adds each difference modulo 2**32; a job during which two reads were
+   further apart than a wrap takes at the GPU's fastest link rate (``safe_gap``) could have lost a
+   whole wrap, and its figures are unknown. A single read can itself take up to ~95 ms on an H200
+   under load, which is why GPM comes first.
+3. nvmlDeviceGetPcieThroughput (KB/s over a 20 ms window) sampled by measure/devhealth.py's
+   NvmlSampler and integrated over time: an estimate (1.03-1.19 x the counters on the H200).
 """
 from __future__ import annotations
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
 from ansible_collections.gds.commission.plugins.module_utils.hw.nvml import nvml_value
 
+GPM = "NVML GPM PCIe metrics (PCIE_RX/TX_PER_SEC between samples)"
 COUNTERS = "NVML PCIe byte counters (NVML_FI_DEV_PCIE_COUNT_RX_BYTES/TX_BYTES)"
 THROUGHPUT = "nvmlDeviceGetPcieThroughput (KB/s over 20 ms) sampled and integrated"
 # pynvml's values (nvml.h), for a pynvml too old to name them
 FIELD_TX, FIELD_RX = 197, 198
 UTIL_TX, UTIL_RX = 0, 1
+GPM_TX_PER_SEC, GPM_RX_PER_SEC = 20, 21
 KB = 1024  # NVML's throughput unit
+MIB = 1 << 20  # GPM's PCIe unit
+GPM_REFRESH = 0.15  # seconds: NVML refreshes GPM's counters every ~100 ms
 COUNTER_WRAP = 1 << 32
 COUNTER_TICK = 0.01  # seconds between counter reads (the counting thread)
 # bytes a second one lane carries a direction, per PCIe generation (after 8b/10b, 128b/130b, FLIT)
@@ -45,10 +58,11 @@ def link_bytes(gen, width):
 
 
 class GpuTraffic(object):
-    """One GPU's PCIe bytes received (rx) and sent (tx) since ``start``."""
+    """One GPU's PCIe bytes received (rx) and sent (tx) since ``start``. ``clock`` is the
+    sampler's monotonic clock (GPM samples are timed where they are taken)."""
 
-    def __init__(self, pynvml, handle, now, link_rate=None):
-        self.pynvml, self.handle = pynvml, handle
+    def __init__(self, pynvml, handle, now, link_rate=None, clock=None):
+        self.pynvml, self.handle, self.clock = pynvml, handle, clock
         # the longest gap between two counter reads that cannot hide a whole wrap
         self.safe_gap = COUNTER_WRAP / (link_rate or FASTEST_LINK)
         self.source, self.problem = None, None
@@ -56,6 +70,11 @@ class GpuTraffic(object):
         self.last, self.samples = now, 0
         self.late = 0  # counter reads further apart than safe_gap (a wrap may be lost)
         self.worst_gap = 0.0
+        self.gpm_previous = None  # (time, GPM sample) of the last GPM sample
+        why_gpm = self.gpm_start(now)
+        if why_gpm is None:
+            self.source = GPM
+            return
         counters, why_counters = self.counters()
         if counters is not None:
             self.source, self.previous = COUNTERS, counters
@@ -64,8 +83,91 @@ class GpuTraffic(object):
         if rates is not None:
             self.source = THROUGHPUT
         else:
-            self.problem = "%s; %s" % (why_counters, why_rates)
+            self.problem = "%s; %s; %s" % (why_gpm, why_counters, why_rates)
 
+    # -- GPM ------------------------------------------------------------------------------------
+    def gpm_start(self, now):
+        """None when GPM samples this GPU (the first sample taken), else why not."""
+        support, why = nvml_value(self.pynvml, ("nvmlGpmQueryDeviceSupport",), self.handle)
+        if support is None:
+            return "GPM: %s" % why
+        if not getattr(support, "isSupportedDevice", 0):
+            return "GPM: not supported on this GPU"
+        sample, why = self.gpm_sample(now)
+        if sample is None:
+            return why
+        self.gpm_previous = sample
+        return None
+
+    def gpm_sample(self, now):
+        """((time, sample), None) or (None, why); the time is the middle of the read."""
+        sample, why = nvml_value(self.pynvml, ("nvmlGpmSampleAlloc",))
+        if sample is None:
+            return None, "GPM: %s" % why
+        before = self.clock() if self.clock else now
+        done, why = nvml_value(self.pynvml, ("nvmlGpmSampleGet",), self.handle, sample)
+        if done is None:
+            self.gpm_free(sample)
+            return None, "GPM: %s" % why
+        after = self.clock() if self.clock else now
+        return ((before + after) / 2.0, sample), None
+
+    def gpm_free(self, sample):
+        nvml_value(self.pynvml, ("nvmlGpmSampleFree",), sample)
+
+    def gpm_rates(self, first, second):
+        """((rx, tx) bytes a second between two GPM samples, None) or (None, why)."""
+        query = self.pynvml.c_nvmlGpmMetricsGet_t()
+        query.version = getattr(self.pynvml, "NVML_GPM_METRICS_GET_VERSION", 1)
+        query.numMetrics = 2
+        query.sample1, query.sample2 = first, second
+        query.metrics[0].metricId = getattr(self.pynvml, "NVML_GPM_METRIC_PCIE_RX_PER_SEC", GPM_RX_PER_SEC)
+        query.metrics[1].metricId = getattr(self.pynvml, "NVML_GPM_METRIC_PCIE_TX_PER_SEC", GPM_TX_PER_SEC)
+        done, why = nvml_value(self.pynvml, ("nvmlGpmMetricsGet",), query)
+        if done is None:
+            return None, "GPM: %s" % why
+        out = []
+        for metric in list(query.metrics)[:2]:
+            if metric.nvmlReturn:
+                return None, "GPM: metric %s: NVML error %s" % (metric.metricId, metric.nvmlReturn)
+            out.append(float(metric.value) * MIB)
+        return tuple(out), None
+
+    def gpm_add(self, now):
+        """A new GPM sample; the bytes since the previous one added. False (with ``problem``)
+        when GPM failed: the GPU's figures are unknown from then on."""
+        if self.gpm_previous is None:
+            return False
+        if (self.clock() if self.clock else now) - self.gpm_previous[0] < GPM_REFRESH:
+            return True  # too soon for a new sample: the totals as of the last one
+        sample, why = self.gpm_sample(now)
+        if sample is None:
+            self.problem = why
+            return False
+        (start, first), (end, second) = self.gpm_previous, sample
+        rates, why = self.gpm_rates(first, second)
+        self.gpm_free(first)
+        self.gpm_previous = sample
+        if rates is None:
+            self.problem = why
+            self.gpm_close()
+            return False
+        span = max(0.0, end - start)
+        self.rx += rates[0] * span
+        self.tx += rates[1] * span
+        self.samples += 1
+        return True
+
+    def gpm_close(self):
+        if self.gpm_previous is not None:
+            self.gpm_free(self.gpm_previous[1])
+            self.gpm_previous = None
+
+    def close(self):
+        """Give NVML back what this GPU's GPM samples hold."""
+        self.gpm_close()
+
+    # -- counters and throughput ------------------------------------------------------------------
     def counters(self):
         """((rx, tx) cumulative bytes, None) or (None, why the GPU has none)."""
         fields = [getattr(self.pynvml, "NVML_FI_DEV_PCIE_COUNT_RX_BYTES", FIELD_RX),
@@ -96,8 +198,11 @@ class GpuTraffic(object):
         return tuple(out), None
 
     def sample(self, now):
-        """One throughput sample: the rate now stands for the time since the last sample (the
-        counters are read by ``read_counters``, more often)."""
+        """One GPM or throughput sample: a throughput rate now stands for the time since the last
+        sample (the counters are read by ``read_counters``, more often)."""
+        if self.source == GPM:
+            self.gpm_add(now)
+            return
         if self.source != THROUGHPUT:
             return
         rates, problem = self.rates()
@@ -127,6 +232,8 @@ class GpuTraffic(object):
 
     def totals(self, now):
         """(rx, tx) bytes since the start, or None (with ``problem``) when unknown."""
+        if self.source == GPM:
+            return [self.rx, self.tx] if self.gpm_add(now) else None
         if self.source == COUNTERS:
             return [self.rx, self.tx] if self.read_counters(now) else None
         if self.source == THROUGHPUT:

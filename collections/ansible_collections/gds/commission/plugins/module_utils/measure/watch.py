@@ -26,6 +26,7 @@ from ansible_collections.gds.commission.plugins.module_utils.measure.thresholds 
 # the transfer types whose data lands in GPU memory (gdsio numbering): their path ends at the GPU
 GPU_XFER_TYPES = (0, 2, 4, 5, 6)
 CUFILE_XFER_TYPES = (0, 5, 6)  # through libcufile: gds_stats has its statistics
+BUFFERED_XFER_TYPES = (4,)  # CPU_CACHED_GPU: buffered pread, the page cache may serve it all
 
 OPTION_VERDICTS = ("WARN", "FAIL")  # what a *_verdict threshold may name
 DEFAULT_THRESHOLDS = {
@@ -148,7 +149,8 @@ class JobWatch(object):
             watch["array"] = load["array"]
         if "unknown" in load:
             watch["drives_unknown"] = load["unknown"]
-        checks = [drive_load_check(prefix, load, job.get("io_type", "read"), bdf_of, self.th)]
+        checks = [drive_load_check(prefix, load, job.get("io_type", "read"), bdf_of, self.th,
+                                   int(job.get("xfer_type", 0)) in BUFFERED_XFER_TYPES)]
         drives = names or list(job.get("members") or [])
         gpu = job_gpu(job)
         if gpu is not None:
