@@ -6,6 +6,8 @@
     vmctl.py reboot --run-dir DIR [--wait S]         clean shutdown, boot what the guest's grub.cfg names
     vmctl.py status --run-dir DIR                    JSON: running, pid, port
     vmctl.py ssh    --run-dir DIR [-- CMD...]        root shell / command in the guest
+    vmctl.py throttle --run-dir DIR SERIAL [--bps-rd N] [--iops-rd N] ... | --off
+                                                     QEMU I/O throttling of one NVMe drive (a slow drive)
     vmctl.py topology                                 the PCIe layout, as JSON
 
 The guest boots from a copy-on-write overlay of the cached base image (scripts/vm/build-image.sh)
@@ -218,8 +220,16 @@ def qmp_path(run_dir: Path) -> Path:
     return Path("/tmp") / f"gds-vm-{digest}.qmp"
 
 
-def qmp(run_dir: Path, *commands: str, timeout: float = 5.0) -> list[dict]:
-    """Send QMP commands; return their replies (events skipped)."""
+def qmp_message(command: str | tuple[str, dict]) -> dict:
+    """One QMP command: a name, or (name, arguments)."""
+    if isinstance(command, str):
+        return {"execute": command}
+    name, arguments = command
+    return {"execute": name, "arguments": dict(arguments)}
+
+
+def qmp(run_dir: Path, *commands: str | tuple[str, dict], timeout: float = 5.0) -> list[dict]:
+    """Send QMP commands (names, or (name, arguments)); return their replies (events skipped)."""
     replies = []
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout)
@@ -227,7 +237,7 @@ def qmp(run_dir: Path, *commands: str, timeout: float = 5.0) -> list[dict]:
         f = s.makefile("rw")
         json.loads(f.readline())  # greeting
         for cmd in ("qmp_capabilities", *commands):
-            f.write(json.dumps({"execute": cmd}) + "\n")
+            f.write(json.dumps(qmp_message(cmd)) + "\n")
             f.flush()
             while True:
                 line = f.readline()
@@ -544,7 +554,76 @@ def cmd_ssh(a: argparse.Namespace) -> None:
     os.execvp(cmd[0], cmd)
 
 
-def main() -> None:
+# block_set_io_throttle's limits (QEMU 7.2 requires all six; 0 = unlimited). A throttled request
+# waits inside QEMU, after the guest's block layer has started its clock: the guest's diskstats
+# show the longer service time (await) of a slow drive, which a throttle in the guest would not.
+THROTTLE_LIMITS = ("bps", "bps_rd", "bps_wr", "iops", "iops_rd", "iops_wr")
+
+
+def drive_qdev(blocks: list[dict], serial: str) -> str:
+    """The QOM path of the NVMe device whose backend is drv-SERIAL, from query-block's reply.
+
+    block_set_io_throttle wants the guest device (`id`); its `device` (the backend's name) is
+    deprecated in QEMU 7.2, and vmctl gives the nvme devices no id, so QEMU names them by path."""
+    for block in blocks:
+        if block.get("device") == f"drv-{serial}":
+            if not block.get("qdev"):
+                die(f"drive drv-{serial} is attached to no device")
+            return block["qdev"]
+    die(f"no drive drv-{serial} in QEMU (drives: {', '.join(sorted(b.get('device', '?') for b in blocks))})")
+    return ""
+
+
+def throttle_arguments(qdev: str, limits: dict) -> dict:
+    """block_set_io_throttle's arguments: the limits given, every other one 0 (off)."""
+    unknown = set(limits) - set(THROTTLE_LIMITS)
+    if unknown:
+        raise ValueError(f"unknown throttle limit(s): {', '.join(sorted(unknown))}")
+    args = {"id": qdev}
+    for key in THROTTLE_LIMITS:
+        value = int(limits.get(key) or 0)
+        if value < 0:
+            raise ValueError(f"{key} must be >= 0, got {value}")
+        args[key] = value
+    return args
+
+
+def qmp_return(reply: dict, what: str):
+    if "error" in reply:
+        die(f"QMP {what}: {reply['error'].get('class')}: {reply['error'].get('desc')}")
+    return reply.get("return")
+
+
+def cmd_throttle(a: argparse.Namespace) -> None:
+    run_dir = Path(a.run_dir).resolve()
+    if not pid_alive(read_pid(run_dir)):
+        die("the guest is not running")
+    limits = {} if a.off else {k: getattr(a, k) for k in THROTTLE_LIMITS if getattr(a, k)}
+    if not a.off and not limits:
+        die("give at least one limit (--bps-rd N, --iops-rd N, ...) or --off")
+    replies = qmp(run_dir, "query-block")
+    if len(replies) != 2:
+        die(f"QMP closed early: {replies}")
+    qdev = drive_qdev(qmp_return(replies[-1], "query-block") or [], a.serial)
+    replies = qmp(run_dir, ("block_set_io_throttle", throttle_arguments(qdev, limits)), "query-block")
+    if len(replies) != 3:
+        die(f"QMP closed early: {replies}")
+    qmp_return(replies[-2], "block_set_io_throttle")
+    # what QEMU has in effect now, read back
+    block = next(b for b in qmp_return(replies[-1], "query-block") if b.get("device") == f"drv-{a.serial}")
+    in_effect = {k: block.get("inserted", {}).get(k) for k in THROTTLE_LIMITS}
+    log(f"drv-{a.serial} ({qdev}): " + (", ".join(f"{k}={v}" for k, v in in_effect.items() if v) or "unthrottled"))
+    print(json.dumps({"serial": a.serial, "drive": f"drv-{a.serial}", "qdev": qdev, "limits": in_effect}))
+
+
+def _limit(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a limit is >= 0, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="action", required=True)
     s = sub.add_parser("start")
@@ -577,9 +656,24 @@ def main() -> None:
     s.add_argument("--run-dir", required=True)
     s.add_argument("cmd", nargs=argparse.REMAINDER)
     s.set_defaults(func=cmd_ssh)
+    s = sub.add_parser("throttle", help="QEMU I/O throttling of one NVMe drive, to make it slow")
+    s.add_argument("--run-dir", required=True)
+    s.add_argument("serial", help="the drive's serial, e.g. gds-sw1-b")
+    for key in THROTTLE_LIMITS:
+        s.add_argument("--" + key.replace("_", "-"), dest=key, type=_limit, default=0,
+                       help=("bytes" if key.startswith("bps") else "requests") + " per second; 0: unlimited")
+    s.add_argument("--off", action="store_true", help="remove every limit of the drive")
+    s.set_defaults(func=cmd_throttle)
     s = sub.add_parser("topology")
     s.set_defaults(func=lambda a: print(json.dumps(topology(), indent=1)))
-    a = ap.parse_args()
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = build_parser()
+    a = ap.parse_args(argv)
+    if getattr(a, "off", False) and any(getattr(a, k) for k in THROTTLE_LIMITS):
+        ap.error("--off takes no limits")
     if getattr(a, "cmd", None) and a.cmd[:1] == ["--"]:
         a.cmd = a.cmd[1:]
     a.func(a)
