@@ -47,6 +47,7 @@ from ansible_collections.gds.commission.plugins.module_utils.core.proc import ru
 from ansible_collections.gds.commission.plugins.module_utils.measure.watch import JobWatch, gds_stats_tool
 
 GIB = float(1 << 30)
+MIN_ROUNDS = 6  # fewer paired rounds give no meaningful interval of their median
 
 
 def topology():
@@ -197,7 +198,9 @@ def main(argv=None):
                        bare_median=statistics.median(bares), watched_median=statistics.median(watcheds),
                        ratio_interval_95=[round(low, 4), round(high, 4)])
         # judged on the paired ratios' 95 % interval, not on one median: noise is not a result
-        if low >= 0.99:
+        if len(ratios) < MIN_ROUNDS:
+            verdict = "not resolved: %d rounds are too few for an interval (%d or more)" % (len(ratios), MIN_ROUNDS)
+        elif low >= 0.99:
             verdict = "met (the whole 95 % interval is under 1 % overhead)"
         elif high < 0.99:
             verdict = "NOT met (the whole 95 % interval is over 1 % overhead)"
