@@ -119,6 +119,7 @@ def test_watch_chart_draws_limit_gpus_and_drives():
     # the two GPUs that moved the job's bytes; the 14 that moved under 1 % are summed up in a line
     assert re.findall(r'class="bar gpu-rx" data-gpu="(\d+)"', svg) == ["0", "12"]
     assert "14 other GPUs moved less than 1%" in svg and "rx 5.24 GB, tx 4.71 GB" in svg
+    assert "GPU bytes from" in svg and "NVML PCIe byte counters" in svg  # which NVML source counted
     assert re.findall(r'class="bar drive" data-drive="([^"]+)"', svg) == ["nvme2n1", "nvme3n1"]
     assert "3.89 GiB/s = 53% of 7.877 GB/s (the drives&#x27; links)" in svg and "util 100.0%" in svg
     widths = {g: float(w) for g, w in re.findall(r'class="bar gpu-rx" data-gpu="(\d+)" x="\d+" y="\d+" width="([\d.]+)"', svg)}
@@ -134,6 +135,7 @@ def test_watch_chart_says_what_is_unknown_and_skips_what_is_no_figure():
                         "gpus_unknown": None, "limit": {"unknown": "drive vda is not on the PCIe links"}, "fraction": None}}
     svg = watch_chart(result)
     assert "unknown: drive vda is not on the PCIe links" in svg and "unknown: no drive known" in svg
+    assert "GPU0: not supported" in svg
     assert "<rect" not in svg
     hostile = {"name": "j", "record": {"bytes": float("nan")}, "watch": {
         "gpus": [{"index": 0, "rx_bytes": -5, "tx_bytes": 10 ** 400}, "x"], "drives": "nope", "limit": [1],

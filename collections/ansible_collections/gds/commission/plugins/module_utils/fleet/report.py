@@ -411,6 +411,14 @@ def watch_chart(result, width=860):
         rows.append(("note", "", None, None, "%d other GPUs moved less than 1%%" % (len(gpus) - len(shown)), {}))
     elif watch.get("gpus_unknown"):
         rows.append(("note", "GPUs", None, None, "unknown: %s" % watch["gpus_unknown"], {}))
+    sources = sorted({g["source"] for g in gpus if isinstance(g.get("source"), str)})
+    if sources:  # which NVML counted: GPM, the byte counters, or an estimate from sampled throughput
+        rows.append(("note", "GPU bytes from", None, None, "; ".join(sources), {}))
+    unknown = [g for g in _dicts(watch.get("gpus")) if g.get("unknown")]
+    if unknown:
+        rows.append(("note", "GPUs unknown", None, None, "; ".join(
+            "GPU%s: %s" % (g.get("index"), g["unknown"]) for g in unknown[:2])
+            + ("; %d more" % (len(unknown) - 2) if len(unknown) > 2 else ""), {}))
     for drive in drives:
         total = drive["read_bytes"] + drive["write_bytes"]
         util = drive.get("util_pct")

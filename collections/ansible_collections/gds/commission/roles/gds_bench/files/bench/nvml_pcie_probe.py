@@ -219,7 +219,7 @@ def main():
 
     def copy():
         r = subprocess.run([sys.executable, __file__, "--copy-child", "--gpu", str(a.gpu), "--seconds", str(a.seconds)],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, check=False)
         if r.returncode:
             raise SystemExit("copy load failed: %s" % r.stderr[-500:])
         return json.loads(r.stdout.strip().splitlines()[-1])["bytes"]
@@ -228,7 +228,7 @@ def main():
         rec = "/tmp/nvml_probe_gds.json"
         env = dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID")
         r = subprocess.run([a.gdsbench, "-D", a.dir, "-d", str(a.gpu), "-x", "0", "-I", "0", "-w", "8", "-s", "1G",
-                            "-i", "1M", "-T", str(int(a.seconds)), "--json", rec], capture_output=True, text=True, env=env)
+                            "-i", "1M", "-T", str(int(a.seconds)), "--json", rec], capture_output=True, text=True, env=env, check=False)
         if r.returncode:
             raise SystemExit("gdsbench failed: %s" % r.stderr[-500:])
         with open(rec) as f:

@@ -98,7 +98,7 @@ def one_run(args, cmd, rec_path, watched, topo, stats):
 def median_interval(values, level=0.95, draws=4000, seed=25):
     """A bootstrap interval of the median of ``values`` (deterministic: a fixed seed)."""
     rng = random.Random(seed)
-    medians = sorted(statistics.median(rng.choice(values) for _ in values) for _ in range(draws))
+    medians = sorted(statistics.median([rng.choice(values) for dummy in values]) for dummy in range(draws))
     cut = int((1 - level) / 2 * draws)
     return medians[cut], medians[-cut - 1]
 
