@@ -68,6 +68,11 @@ def profile_thresholds(given, defaults, kind, error, check_value):
     return out
 
 
+def gb_text(value):
+    """Bytes as a check's text or a chart's label says them: GB from 10 MB up, else MB."""
+    return "%.2f GB" % (value / 1e9) if value >= 1e7 else "%.1f MB" % (value / 1e6)
+
+
 def non_negative_number(value):
     return not isinstance(value, bool) and isinstance(value, (int, float)) and value >= 0
 

@@ -23,7 +23,7 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 
-from ansible_collections.gds.commission.plugins.module_utils.core.checks import FAILING, SEVERITY, VERDICTS, host_verdict
+from ansible_collections.gds.commission.plugins.module_utils.core.checks import FAILING, SEVERITY, VERDICTS, gb_text, host_verdict
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check as make_check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import backup_copy, natural_key, printable, write_atomic
 from ansible_collections.gds.commission.plugins.module_utils.hw.health import KIND_ROLES, PORT_ROLES
@@ -372,10 +372,6 @@ def bar_chart(checks, width=640):
     return "".join(parts)
 
 
-def _bytes(value):
-    return "%.2f GB" % (value / 1e9) if value >= 1e7 else "%.1f MB" % (value / 1e6)
-
-
 def _dicts(value):
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
@@ -406,7 +402,7 @@ def watch_chart(result, width=860):
     for gpu in shown:
         label = "GPU%s %s" % (gpu.get("index"), gpu.get("bdf") or "")
         rows.append(("gpu", label, gpu["rx_bytes"] / top, gpu["tx_bytes"] / top,
-                     "rx %s, tx %s" % (_bytes(gpu["rx_bytes"]), _bytes(gpu["tx_bytes"])), {"data-gpu": gpu.get("index")}))
+                     "rx %s, tx %s" % (gb_text(gpu["rx_bytes"]), gb_text(gpu["tx_bytes"])), {"data-gpu": gpu.get("index")}))
     if len(shown) < len(gpus):
         rows.append(("note", "", None, None, "%d other GPUs moved less than 1%%" % (len(gpus) - len(shown)), {}))
     elif watch.get("gpus_unknown"):
@@ -423,7 +419,7 @@ def watch_chart(result, width=860):
         total = drive["read_bytes"] + drive["write_bytes"]
         util = drive.get("util_pct")
         rows.append(("drive", "%s %s" % (drive.get("name"), drive.get("bdf") or ""), total / top, None,
-                     "%s%s" % (_bytes(total), ", util %s%%" % util if _figure(util) else ""), {"data-drive": drive.get("name")}))
+                     "%s%s" % (gb_text(total), ", util %s%%" % util if _figure(util) else ""), {"data-drive": drive.get("name")}))
     if watch.get("drives_unknown"):
         rows.append(("note", "drives", None, None, "unknown: %s" % watch["drives_unknown"], {}))
     cufile = watch.get("cufile") if isinstance(watch.get("cufile"), dict) else {}

@@ -16,7 +16,7 @@ from ansible_collections.gds.commission.plugins.module_utils.core.checks import 
 from ansible_collections.gds.commission.plugins.module_utils.core.files import listdir, natural_key, read_text, resolve
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import (
     CLASS_3D, CLASS_VGA, LINK_CLASSES, NVIDIA_VENDOR, PORT_DOWNSTREAM, PORT_NAMES, PORT_ROOT, PciTree,
-    bdf_key, class_rank, is_root_bus, normalize_bdf,
+    bdf_key, class_rank, is_root_bus, normalize_bdf, pci_function_in_path,
 )
 from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import ProcfsError, system_disks
 
@@ -234,16 +234,6 @@ def _netdev_port(netdev_dir):
     return max(numbers) + 1
 
 
-def _pci_of_path(tree, path):
-    """The nearest PCI function at or above a sysfs directory (a virtio netdev sits below its
-    virtio device, which sits below the PCI function), or None."""
-    parts = path.split(os.sep)
-    for part in reversed(parts):
-        if part in tree.devices:
-            return part
-    return None
-
-
 def lower_netdevs(sysfs_root, netdev, seen=None):
     """The netdevs below a bond, team or VLAN (``/sys/class/net/DEV/lower_*`` links), down to
     the ones with nothing below; ``[netdev]`` itself when it has none."""
@@ -278,7 +268,7 @@ def netdev_pci(tree, netdev):
         return None
     for name in dict.fromkeys([netdev] + lower_netdevs(tree.sysfs_root, netdev)):
         real, problem = resolve(os.path.join(tree.sysfs_root, "class", "net", name))
-        found = _pci_of_path(tree, real) if problem is None else None
+        found = pci_function_in_path(real, tree.devices) if problem is None else None
         if found is not None:
             return found
     return None

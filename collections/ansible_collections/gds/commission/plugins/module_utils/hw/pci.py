@@ -119,6 +119,37 @@ def speed_of_gen(gen):
     return dict((g, rate) for rate, g in SPEED_GENS).get(gen)
 
 
+def encoding(gen):
+    """Payload share of the bits on the wire for PCIe generation ``gen``: 8b/10b for Gen1/Gen2,
+    128b/130b for Gen3 to Gen5, 242/256 for Gen6's FLIT mode."""
+    if gen is None:
+        return None
+    if gen <= 2:
+        return 8 / 10.0
+    if gen <= 5:
+        return 128 / 130.0
+    return 242 / 256.0
+
+
+def link_bytes_per_s(speed_gts, width):
+    """Bytes a second one direction of a link carries (Gen5 x16 ~ 63 GB/s, Gen4 x4 ~ 7.9 GB/s);
+    None when speed or width is unknown."""
+    gen = gen_of_speed(speed_gts)
+    if not speed_gts or not width or gen is None:
+        return None
+    return speed_gts * 1e9 * width * encoding(gen) / 8
+
+
+def pci_function_in_path(path, known=None):
+    """The nearest PCI function at or above a sysfs device directory (a virtio disk or netdev
+    sits below its virtio device, which sits below the PCI function): an element of ``known``
+    (the model's devices) when given, else any element that is a BDF; None when there is none."""
+    def is_function(part):
+        return part in known if known is not None else normalize_bdf(part) == part
+
+    return next((part for part in reversed(path.split(os.sep)) if is_function(part)), None)
+
+
 def read_link_file(dev_path, name):
     """(value, problem) of one link attribute: a float for the speeds, an int for the widths.
 

@@ -71,17 +71,14 @@ def parse_gds_stats(text):
 
 def merge(snapshots):
     """One per-GPU view summed over the benchmark's processes (each has its own cuFile)."""
-    gpus, pool = {}, {}
+    summed = {"gpus": {}, "pool": {}}
     for snap in snapshots:
-        for index, entry in snap["gpus"].items():
-            into = gpus.setdefault(index, dict.fromkeys(entry, 0))
-            for key, value in entry.items():
-                into[key] += value
-        for index, entry in snap["pool"].items():
-            into = pool.setdefault(index, dict.fromkeys(entry, 0))
-            for key, value in entry.items():
-                into[key] += value
-    return gpus, pool
+        for section, into_section in summed.items():
+            for index, entry in snap[section].items():
+                into = into_section.setdefault(index, dict.fromkeys(entry, 0))
+                for key, value in entry.items():
+                    into[key] += value
+    return summed["gpus"], summed["pool"]
 
 
 def placement(snapshots, source):

@@ -22,8 +22,8 @@ from ansible_collections.gds.commission.plugins.module_utils.core.proc import ru
 from ansible_collections.gds.commission.plugins.module_utils.core.files import decode, read_text
 from ansible_collections.gds.commission.plugins.module_utils.hw.health import aer_checks, link_checks, read_aer
 from ansible_collections.gds.commission.plugins.module_utils.hw.nvml import nvml_value, why as _why
-from ansible_collections.gds.commission.plugins.module_utils.hw.pci import normalize_bdf
-from ansible_collections.gds.commission.plugins.module_utils.measure.pcie_traffic import COUNTER_TICK, COUNTERS, GPM, GPM_REFRESH, GpuTraffic, link_bytes
+from ansible_collections.gds.commission.plugins.module_utils.hw.pci import link_bytes_per_s, normalize_bdf, speed_of_gen
+from ansible_collections.gds.commission.plugins.module_utils.measure.pcie_traffic import COUNTER_TICK, COUNTERS, GPM, GPM_REFRESH, GpuTraffic
 
 # nvmlClocksEventReason* bits (nvml.h); the names are what profiles list
 CLOCK_EVENT_REASONS = (
@@ -106,6 +106,13 @@ class GpuSample(object):
         self.link = True      # a GPU the jobs use: its link and health are judged
         self.traffic = None   # GpuTraffic: its PCIe bytes (every GPU, when asked)
 
+    def link_rate(self):
+        """The fastest the GPU's PCIe link can carry a direction (bytes a second), from NVML's
+        maximum generation and width of the link and of the GPU; None when NVML does not say."""
+        rates = [link_bytes_per_s(speed_of_gen(self.max_gen), self.max_width),
+                 link_bytes_per_s(speed_of_gen(self.gpu_max_gen), self.gpu_max_width)]
+        return max((r for r in rates if r), default=None)
+
     def load(self):
         return {"max_gen_seen": self.gen_seen, "max_width_seen": self.width_seen,
                 "max_gen": self.max_gen, "max_width": self.max_width, "samples": self.samples,
@@ -160,14 +167,12 @@ class NvmlSampler(object):
             gpu.link = index in self.indices
             for attr, names in (("max_gen", MAX_GEN), ("max_width", MAX_WIDTH),
                                 ("gpu_max_gen", GPU_MAX_GEN), ("gpu_max_width", GPU_MAX_WIDTH)):
-                if not gpu.link:
-                    break
                 value, why = nvml_value(self.pynvml, names, handle)
                 setattr(gpu, attr, int(value) if value is not None else None)
-                if why and attr in ("max_gen", "max_width"):
+                if why and gpu.link and attr in ("max_gen", "max_width"):
                     gpu.unknown.append(why)
             if self.traffic:
-                gpu.traffic = GpuTraffic(self.pynvml, handle, time.monotonic(), self._link_rate(handle), time.monotonic)
+                gpu.traffic = GpuTraffic(self.pynvml, handle, gpu.link_rate(), time.monotonic)
             self.gpus.append(gpu)
         self.sample()  # the idle state before the first job
         self._thread = threading.Thread(target=self._run, name="nvml-sampler")
@@ -179,16 +184,6 @@ class NvmlSampler(object):
             self._counter_thread.daemon = True
             self._counter_thread.start()
         return True
-
-    def _link_rate(self, handle):
-        """The fastest the GPU's PCIe link can carry a direction (bytes a second), from NVML's
-        maximum generation and width of the link and of the GPU; None when NVML does not say."""
-        rates = []
-        for gen_names, width_names in ((MAX_GEN, MAX_WIDTH), (GPU_MAX_GEN, GPU_MAX_WIDTH)):
-            gen, dummy = nvml_value(self.pynvml, gen_names, handle)
-            width, dummy = nvml_value(self.pynvml, width_names, handle)
-            rates.append(link_bytes(gen, width))
-        return max((r for r in rates if r), default=None)
 
     def _run(self):
         while not self._stop.wait(self.interval):

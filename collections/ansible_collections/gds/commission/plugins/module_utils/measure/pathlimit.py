@@ -5,37 +5,17 @@
 the PCIe links between the array's drives and the GPU can carry, so that a job's throughput is
 read as a fraction of it (a roofline).
 
-A link carries rate x width x encoding / 8 bytes a second: 8b/10b for Gen1/Gen2, 128b/130b for
-Gen3 to Gen5 (Gen5 x16 ~ 63 GB/s, Gen4 x4 ~ 7.9 GB/s), 242/256 for Gen6's FLIT mode. The data
+A link carries rate x width x encoding / 8 bytes a second (hw/pci.py's link_bytes_per_s). The data
 flows up from each drive to the switch (or root complex) it shares with the GPU, then down to the
 GPU; links that several drives share carry their sum. The root complex and the link between
 sockets (a PHB, NODE or SYS path) are not modelled: such a limit is an upper bound, and says so.
 """
 from __future__ import annotations
 
-from ansible_collections.gds.commission.plugins.module_utils.hw.pci import gen_of_speed, speed_of_gen
+from ansible_collections.gds.commission.plugins.module_utils.hw.pci import gen_of_speed, link_bytes_per_s, speed_of_gen
 
 INF = float("inf")
 GIB = float(1 << 30)
-
-
-def encoding(gen):
-    """Payload share of the bits on the wire for PCIe generation ``gen``."""
-    if gen is None:
-        return None
-    if gen <= 2:
-        return 8 / 10.0
-    if gen <= 5:
-        return 128 / 130.0
-    return 242 / 256.0  # Gen6 FLIT mode
-
-
-def link_bytes_per_s(speed_gts, width):
-    """Bytes a second one direction of a link carries; None when speed or width is unknown."""
-    gen = gen_of_speed(speed_gts)
-    if not speed_gts or not width or gen is None:
-        return None
-    return speed_gts * 1e9 * width * encoding(gen) / 8
 
 
 def _faces_up(entry):

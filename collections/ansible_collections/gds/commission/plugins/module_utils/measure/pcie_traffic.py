@@ -29,8 +29,11 @@ Three NVML sources, the best first; each GPU says which it used, and with none i
 """
 from __future__ import annotations
 
-from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
+import time
+
+from ansible_collections.gds.commission.plugins.module_utils.core.checks import check, gb_text
 from ansible_collections.gds.commission.plugins.module_utils.hw.nvml import nvml_value
+from ansible_collections.gds.commission.plugins.module_utils.hw.pci import link_bytes_per_s
 
 GPM = "NVML GPM PCIe metrics (PCIE_RX/TX_PER_SEC between samples)"
 COUNTERS = "NVML PCIe byte counters (NVML_FI_DEV_PCIE_COUNT_RX_BYTES/TX_BYTES)"
@@ -44,34 +47,63 @@ MIB = 1 << 20  # GPM's PCIe unit
 GPM_REFRESH = 0.15  # seconds: NVML refreshes GPM's counters every ~100 ms
 COUNTER_WRAP = 1 << 32
 COUNTER_TICK = 0.01  # seconds between counter reads (the counting thread)
-# bytes a second one lane carries a direction, per PCIe generation (after 8b/10b, 128b/130b, FLIT)
-LANE_BYTES = {1: 0.25e9, 2: 0.5e9, 3: 0.985e9, 4: 1.969e9, 5: 3.938e9, 6: 7.563e9}
-FASTEST_LINK = LANE_BYTES[6] * 16  # when NVML does not say the GPU's link
+FASTEST_LINK = link_bytes_per_s(64.0, 16)  # Gen6 x16: when NVML does not say the GPU's link
 
 
-def link_bytes(gen, width):
-    """The link's bytes a second a direction, or None for what the table does not know."""
-    try:
-        return LANE_BYTES[int(gen)] * int(width)
-    except (KeyError, TypeError, ValueError):
-        return None
+def byte_counters(pynvml, handle):
+    """((rx, tx) cumulative bytes, None) from the GPU's PCIe byte counters, or (None, why the GPU
+    has none)."""
+    fields = [getattr(pynvml, "NVML_FI_DEV_PCIE_COUNT_RX_BYTES", FIELD_RX),
+              getattr(pynvml, "NVML_FI_DEV_PCIE_COUNT_TX_BYTES", FIELD_TX)]
+    values, problem = nvml_value(pynvml, ("nvmlDeviceGetFieldValues",), handle, fields)
+    if values is None:
+        return None, "PCIe byte counters: %s" % problem
+    out = []
+    for value in list(values)[:2]:
+        code = getattr(value, "nvmlReturn", None)
+        if code:  # each field answers on its own: NVML_ERROR_NOT_SUPPORTED (3) on older GPUs
+            return None, "PCIe byte counters: field %s: %s" % (
+                getattr(value, "fieldId", "?"), "not supported" if code == 3 else "NVML error %s" % code)
+        out.append(int(value.value.ullVal))
+    if len(out) < 2:
+        return None, "PCIe byte counters: NVML returned %d of 2 fields" % len(out)
+    return tuple(out), None
+
+
+def gpm_rates(pynvml, first, second):
+    """((rx, tx) bytes a second between two GPM samples, None) or (None, why)."""
+    query = pynvml.c_nvmlGpmMetricsGet_t()
+    query.version = getattr(pynvml, "NVML_GPM_METRICS_GET_VERSION", 1)
+    query.numMetrics = 2
+    query.sample1, query.sample2 = first, second
+    query.metrics[0].metricId = getattr(pynvml, "NVML_GPM_METRIC_PCIE_RX_PER_SEC", GPM_RX_PER_SEC)
+    query.metrics[1].metricId = getattr(pynvml, "NVML_GPM_METRIC_PCIE_TX_PER_SEC", GPM_TX_PER_SEC)
+    done, why = nvml_value(pynvml, ("nvmlGpmMetricsGet",), query)
+    if done is None:
+        return None, "GPM: %s" % why
+    out = []
+    for metric in list(query.metrics)[:2]:
+        if metric.nvmlReturn:
+            return None, "GPM: metric %s: NVML error %s" % (metric.metricId, metric.nvmlReturn)
+        out.append(float(metric.value) * MIB)
+    return tuple(out), None
 
 
 class GpuTraffic(object):
-    """One GPU's PCIe bytes received (rx) and sent (tx) since ``start``. ``clock`` is the
+    """One GPU's PCIe bytes received (rx) and sent (tx) since it was made. ``clock`` is the
     sampler's monotonic clock (GPM samples are timed where they are taken)."""
 
-    def __init__(self, pynvml, handle, now, link_rate=None, clock=None):
+    def __init__(self, pynvml, handle, link_rate=None, clock=time.monotonic):
         self.pynvml, self.handle, self.clock = pynvml, handle, clock
         # the longest gap between two counter reads that cannot hide a whole wrap
         self.safe_gap = COUNTER_WRAP / (link_rate or FASTEST_LINK)
         self.source, self.problem = None, None
         self.rx = self.tx = 0.0
-        self.last, self.samples = now, 0
+        self.last, self.samples = clock(), 0
         self.late = 0  # counter reads further apart than safe_gap (a wrap may be lost)
         self.worst_gap = 0.0
         self.gpm_previous = None  # (time, GPM sample) of the last GPM sample
-        why_gpm = self.gpm_start(now)
+        why_gpm = self.gpm_start()
         if why_gpm is None:
             self.source = GPM
             return
@@ -86,66 +118,48 @@ class GpuTraffic(object):
             self.problem = "%s; %s; %s" % (why_gpm, why_counters, why_rates)
 
     # -- GPM ------------------------------------------------------------------------------------
-    def gpm_start(self, now):
+    def gpm_start(self):
         """None when GPM samples this GPU (the first sample taken), else why not."""
         support, why = nvml_value(self.pynvml, ("nvmlGpmQueryDeviceSupport",), self.handle)
         if support is None:
             return "GPM: %s" % why
         if not getattr(support, "isSupportedDevice", 0):
             return "GPM: not supported on this GPU"
-        sample, why = self.gpm_sample(now)
+        sample, why = self.gpm_sample()
         if sample is None:
             return why
         self.gpm_previous = sample
         return None
 
-    def gpm_sample(self, now):
+    def gpm_sample(self):
         """((time, sample), None) or (None, why); the time is the middle of the read."""
         sample, why = nvml_value(self.pynvml, ("nvmlGpmSampleAlloc",))
         if sample is None:
             return None, "GPM: %s" % why
-        before = self.clock() if self.clock else now
+        before = self.clock()
         done, why = nvml_value(self.pynvml, ("nvmlGpmSampleGet",), self.handle, sample)
         if done is None:
             self.gpm_free(sample)
             return None, "GPM: %s" % why
-        after = self.clock() if self.clock else now
+        after = self.clock()
         return ((before + after) / 2.0, sample), None
 
     def gpm_free(self, sample):
         nvml_value(self.pynvml, ("nvmlGpmSampleFree",), sample)
 
-    def gpm_rates(self, first, second):
-        """((rx, tx) bytes a second between two GPM samples, None) or (None, why)."""
-        query = self.pynvml.c_nvmlGpmMetricsGet_t()
-        query.version = getattr(self.pynvml, "NVML_GPM_METRICS_GET_VERSION", 1)
-        query.numMetrics = 2
-        query.sample1, query.sample2 = first, second
-        query.metrics[0].metricId = getattr(self.pynvml, "NVML_GPM_METRIC_PCIE_RX_PER_SEC", GPM_RX_PER_SEC)
-        query.metrics[1].metricId = getattr(self.pynvml, "NVML_GPM_METRIC_PCIE_TX_PER_SEC", GPM_TX_PER_SEC)
-        done, why = nvml_value(self.pynvml, ("nvmlGpmMetricsGet",), query)
-        if done is None:
-            return None, "GPM: %s" % why
-        out = []
-        for metric in list(query.metrics)[:2]:
-            if metric.nvmlReturn:
-                return None, "GPM: metric %s: NVML error %s" % (metric.metricId, metric.nvmlReturn)
-            out.append(float(metric.value) * MIB)
-        return tuple(out), None
-
-    def gpm_add(self, now):
+    def gpm_add(self):
         """A new GPM sample; the bytes since the previous one added. False (with ``problem``)
         when GPM failed: the GPU's figures are unknown from then on."""
         if self.gpm_previous is None:
             return False
-        if (self.clock() if self.clock else now) - self.gpm_previous[0] < GPM_REFRESH:
+        if self.clock() - self.gpm_previous[0] < GPM_REFRESH:
             return True  # too soon for a new sample: the totals as of the last one
-        sample, why = self.gpm_sample(now)
+        sample, why = self.gpm_sample()
         if sample is None:
             self.problem = why
             return False
         (start, first), (end, second) = self.gpm_previous, sample
-        rates, why = self.gpm_rates(first, second)
+        rates, why = gpm_rates(self.pynvml, first, second)
         self.gpm_free(first)
         self.gpm_previous = sample
         if rates is None:
@@ -169,22 +183,7 @@ class GpuTraffic(object):
 
     # -- counters and throughput ------------------------------------------------------------------
     def counters(self):
-        """((rx, tx) cumulative bytes, None) or (None, why the GPU has none)."""
-        fields = [getattr(self.pynvml, "NVML_FI_DEV_PCIE_COUNT_RX_BYTES", FIELD_RX),
-                  getattr(self.pynvml, "NVML_FI_DEV_PCIE_COUNT_TX_BYTES", FIELD_TX)]
-        values, problem = nvml_value(self.pynvml, ("nvmlDeviceGetFieldValues",), self.handle, fields)
-        if values is None:
-            return None, "PCIe byte counters: %s" % problem
-        out = []
-        for value in list(values)[:2]:
-            code = getattr(value, "nvmlReturn", None)
-            if code:  # each field answers on its own: NVML_ERROR_NOT_SUPPORTED (3) on older GPUs
-                return None, "PCIe byte counters: field %s: %s" % (
-                    getattr(value, "fieldId", "?"), "not supported" if code == 3 else "NVML error %s" % code)
-            out.append(int(value.value.ullVal))
-        if len(out) < 2:
-            return None, "PCIe byte counters: NVML returned %d of 2 fields" % len(out)
-        return tuple(out), None
+        return byte_counters(self.pynvml, self.handle)
 
     def rates(self):
         """((rx, tx) bytes a second, None) or (None, why)."""
@@ -201,7 +200,7 @@ class GpuTraffic(object):
         """One GPM or throughput sample: a throughput rate now stands for the time since the last
         sample (the counters are read by ``read_counters``, more often)."""
         if self.source == GPM:
-            self.gpm_add(now)
+            self.gpm_add()
             return
         if self.source != THROUGHPUT:
             return
@@ -233,7 +232,7 @@ class GpuTraffic(object):
     def totals(self, now):
         """(rx, tx) bytes since the start, or None (with ``problem``) when unknown."""
         if self.source == GPM:
-            return [self.rx, self.tx] if self.gpm_add(now) else None
+            return [self.rx, self.tx] if self.gpm_add() else None
         if self.source == COUNTERS:
             return [self.rx, self.tx] if self.read_counters(now) else None
         if self.source == THROUGHPUT:
@@ -266,10 +265,6 @@ def job_traffic(before, after):
 # --------------------------------------------------------------------------------------------
 # The check
 # --------------------------------------------------------------------------------------------
-def _gb(value):
-    return "%.2f GB" % (value / 1e9) if value >= 1e7 else "%.1f MB" % (value / 1e6)
-
-
 def link_class(topology, gpu, drives):
     """GPU ``gpu``'s link class to the drives, from the topology's matrix: "PIX to nvme2n1,
     nvme3n1", or per drive where they differ; None when the matrix does not know."""
@@ -333,9 +328,9 @@ def bounce_check(prefix, gpu, moved, io_type, gpus, topology, drives, th, unknow
     if target is not None:
         mine = target["tx_bytes"] if io_type in ("write", "randwrite") else target["rx_bytes"]
         notes.append("%s %s %s over PCIe, %d%% of the %s the job moved" % (
-            who(target), "sent" if io_type in ("write", "randwrite") else "received", _gb(mine),
-            round(100.0 * mine / moved), _gb(moved)))
-    notes += ["GPU%s rx %s tx %s" % (g["index"], _gb(g["rx_bytes"]), _gb(g["tx_bytes"]))
+            who(target), "sent" if io_type in ("write", "randwrite") else "received", gb_text(mine),
+            round(100.0 * mine / moved), gb_text(moved)))
+    notes += ["GPU%s rx %s tx %s" % (g["index"], gb_text(g["rx_bytes"]), gb_text(g["tx_bytes"]))
               for g in sorted(known, key=lambda g: -(g["rx_bytes"] + g["tx_bytes"]))[:4]]
     notes.append("from %s" % " and ".join(sources))
     if cufile is not None and cufile["buffer_gpus"]:
@@ -346,6 +341,6 @@ def bounce_check(prefix, gpu, moved, io_type, gpus, topology, drives, th, unknow
         notes.append("unknown: %s" % "; ".join("GPU%s %s" % (g["index"], g["unknown"]) for g in unknown_gpus))
     if carriers:
         actual = "; ".join("%s received %s, %d%% of the bytes the job moved" % (
-            who(g), _gb(g["rx_bytes"]), round(100.0 * g["rx_bytes"] / moved)) for g in carriers)
+            who(g), gb_text(g["rx_bytes"]), round(100.0 * g["rx_bytes"] / moved)) for g in carriers)
         return check(name, found, expected, actual, "; ".join(notes))
     return check(name, "PASS", expected, "no other GPU carried the data", "; ".join(notes))

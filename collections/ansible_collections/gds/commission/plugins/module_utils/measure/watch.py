@@ -19,7 +19,7 @@ from ansible_collections.gds.commission.plugins.module_utils.measure.cufile_stat
 from ansible_collections.gds.commission.plugins.module_utils.measure.devhealth import find_cli
 from ansible_collections.gds.commission.plugins.module_utils.measure.diskload import DriveWatch, drive_load_check
 from ansible_collections.gds.commission.plugins.module_utils.measure.pathlimit import GIB, path_limit, spec_bytes
-from ansible_collections.gds.commission.plugins.module_utils.hw.pci import normalize_bdf
+from ansible_collections.gds.commission.plugins.module_utils.hw.pci import pci_function_in_path
 from ansible_collections.gds.commission.plugins.module_utils.measure.pcie_traffic import bounce_check, job_traffic
 from ansible_collections.gds.commission.plugins.module_utils.measure.thresholds import evaluate
 
@@ -54,20 +54,13 @@ def watch_thresholds(given):
     return profile_thresholds(given, DEFAULT_THRESHOLDS, "watch", WatchConfigError, why)
 
 
-def _bdf_in_path(path):
-    for part in reversed(path.split(os.sep)):
-        if ":" in part and normalize_bdf(part) == part:
-            return part
-    return None
-
-
 def drive_bdfs(topology, sysfs_root, names):
     """{disk: PCI address}: the topology's NVMe drives by name, else the nearest PCI function
     above the disk in sysfs (a virtio or SCSI disk); None where neither knows it."""
     known = {d.get("name"): d.get("bdf") for d in (topology or {}).get("nvme") or [] if isinstance(d, dict)}
     out = {}
     for name in names:
-        out[name] = known.get(name) or _bdf_in_path(os.path.realpath(os.path.join(sysfs_root, "block", name)))
+        out[name] = known.get(name) or pci_function_in_path(os.path.realpath(os.path.join(sysfs_root, "block", name)))
     return out
 
 

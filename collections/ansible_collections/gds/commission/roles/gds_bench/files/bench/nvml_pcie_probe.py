@@ -31,8 +31,12 @@ import time
 
 import pynvml
 
-WRAP = 1 << 32
-MIB = float(1 << 20)
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+from collection_path import use_collection  # noqa: E402  (this script's own directory)
+use_collection(__file__)
+# the product's readers of both sources, so the probe measures what gds_bench reads
+from ansible_collections.gds.commission.plugins.module_utils.measure.pcie_traffic import (  # noqa: E402
+    COUNTER_WRAP, byte_counters, gpm_rates)
 
 
 def copy_load(gpu, seconds):
@@ -76,10 +80,7 @@ class Probe(object):
         self.tp_last = time.monotonic()
 
     def counters(self):
-        vals = pynvml.nvmlDeviceGetFieldValues(self.h, [198, 197])
-        if any(v.nvmlReturn for v in vals):
-            return None
-        return vals[0].value.ullVal, vals[1].value.ullVal
+        return byte_counters(pynvml, self.h)[0]
 
     def gpm_support(self):
         try:
@@ -96,16 +97,6 @@ class Probe(object):
         self.gpm_durations.append(t1 - t0)
         self.gpm_samples.append(((t0 + t1) / 2, s))
 
-    def gpm_rate(self, s1, s2, ids):
-        m = pynvml.c_nvmlGpmMetricsGet_t()
-        m.version = pynvml.NVML_GPM_METRICS_GET_VERSION
-        m.numMetrics = len(ids)
-        m.sample1, m.sample2 = s1, s2
-        for i, mid in enumerate(ids):
-            m.metrics[i].metricId = mid
-        pynvml.nvmlGpmMetricsGet(m)
-        return [(m.metrics[i].nvmlReturn, m.metrics[i].value) for i in range(len(ids))]
-
     def count_loop(self):
         while not self.stop.wait(0.01):
             t0 = time.monotonic()
@@ -115,8 +106,8 @@ class Probe(object):
             if c is None:
                 continue
             self.gaps.append(t1 - self.last)
-            self.rx += (c[0] - self.prev[0]) % WRAP
-            self.tx += (c[1] - self.prev[1]) % WRAP
+            self.rx += (c[0] - self.prev[0]) % COUNTER_WRAP
+            self.tx += (c[1] - self.prev[1]) % COUNTER_WRAP
             self.prev, self.last = c, t1
 
     def slow_loop(self):
@@ -148,7 +139,7 @@ class Probe(object):
         for t in threads:
             t.join()
         c = self.counters()
-        self.rx += (c[0] - self.prev[0]) % WRAP
+        self.rx += (c[0] - self.prev[0]) % COUNTER_WRAP
         if self.gpm:
             self.gpm_sample()
         return moved
@@ -171,27 +162,20 @@ class Probe(object):
         print("  throughput: rx %.3f GB = %.4f x moved (integrated every %.2f s)" % (
             self.tp_rx / 1e9, self.tp_rx / moved, self.interval))
         if self.gpm and len(self.gpm_samples) >= 2:
-            ids = [pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC, pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC]
-            total = 0.0
-            bad = []
+            total, bad = 0.0, []
             for (t1, s1), (t2, s2) in zip(self.gpm_samples, self.gpm_samples[1:]):
-                (r1, rx), dummy = self.gpm_rate(s1, s2, ids)
-                if r1:
-                    bad.append(r1)
-                total += rx * MIB * (t2 - t1)
+                rates, why = gpm_rates(pynvml, s1, s2)
+                if rates is None:
+                    bad.append(why)
+                else:
+                    total += rates[0] * (t2 - t1)
             (t1, s1), (t2, s2) = self.gpm_samples[0], self.gpm_samples[-1]
-            (r1, rx_once), (r2, tx_once) = self.gpm_rate(s1, s2, ids)
-            once = rx_once * MIB * (t2 - t1)
+            rates, why = gpm_rates(pynvml, s1, s2)
+            once = rates[0] * (t2 - t1) if rates else float("nan")
             print("  gpm:        rx %.3f GB = %.4f x moved summed over %d intervals%s; one interval of %.2f s: "
-                  "%.3f GB = %.4f x moved (rc %s/%s); sample reads %s" % (
+                  "%.3f GB = %.4f x moved%s; sample reads %s" % (
                       total / 1e9, total / moved, len(self.gpm_samples) - 1, " (errors %s)" % bad if bad else "",
-                      t2 - t1, once / 1e9, once / moved, r1, r2, ms(self.gpm_durations)))
-            try:
-                tot = self.gpm_rate(s1, s2, [getattr(pynvml, "NVML_GPM_METRIC_PCIE_RX", 256),
-                                             getattr(pynvml, "NVML_GPM_METRIC_PCIE_TX", 255)])
-                print("  gpm PCIE_RX/TX (since reboot) metrics: %s" % (tot,))
-            except Exception as exc:
-                print("  gpm PCIE_RX/TX (since reboot): %s" % exc)
+                      t2 - t1, once / 1e9, once / moved, " (%s)" % why if why else "", ms(self.gpm_durations)))
             out.update(gpm_rx_sum=total, gpm_rx_once=once)
             for dummy, s in self.gpm_samples:
                 pynvml.nvmlGpmSampleFree(s)

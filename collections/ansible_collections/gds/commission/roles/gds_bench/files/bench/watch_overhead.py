@@ -27,19 +27,10 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _collections_root():
-    """The directory above ansible_collections/: this file is the gds_bench role's
-    (roles/gds_bench/files/bench/), in the repository or in an installed collection."""
-    here = os.path.dirname(os.path.realpath(__file__))
-    while os.path.basename(here) != "ansible_collections":
-        if os.path.dirname(here) == here:
-            sys.exit("watch_overhead.py: not inside an ansible_collections tree: %s" % __file__)
-        here = os.path.dirname(here)
-    return os.path.dirname(here)
-
-
 # the collection's module_utils by their collection names (none of them needs ansible-core)
-sys.path.insert(0, _collections_root())
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+from collection_path import use_collection  # noqa: E402  (this script's own directory)
+use_collection(__file__)
 from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
 from ansible_collections.gds.commission.plugins.module_utils.measure.devhealth import HealthRun
 from ansible_collections.gds.commission.plugins.module_utils.hw.nvml import NvmlUnavailable, nvml_gpus
