@@ -15,7 +15,7 @@ Three NVML sources, the best first; each GPU says which it used, and with none i
    least that far apart (its GPM documentation), so a sample comes no sooner than GPM_REFRESH
    after the previous one, and a job mark waits GPM_REFRESH first (its last bytes counted, not
    left to the next job). Nothing wraps between samples: on an H200 one interval of 5.6 s across
-   297 GB agreed with the byte counters read every 10 ms within 1.2 % (bench/nvml_pcie_probe.py,
+   297 GB agreed with the byte counters read every 10 ms within 2.2 % (bench/nvml_pcie_probe.py,
    bench/RESULTS.md section 12), and a sample costs about 0.2 ms.
 2. The GPU's PCIe byte counters (field values NVML_FI_DEV_PCIE_COUNT_RX_BYTES / TX_BYTES). They
    wrap at 32 bits (nvml.h: "Value can be wrapped"; an H200's raw values stay below 2**32): at
