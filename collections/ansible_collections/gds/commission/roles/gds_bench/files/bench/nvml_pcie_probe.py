@@ -32,10 +32,10 @@ import time
 import pynvml
 
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
-from collection_path import use_collection  # noqa: E402  (this script's own directory)
+from collection_path import use_collection  # beside this script
 use_collection(__file__)
 # the product's readers of both sources, so the probe measures what gds_bench reads
-from ansible_collections.gds.commission.plugins.module_utils.measure.pcie_traffic import (  # noqa: E402
+from ansible_collections.gds.commission.plugins.module_utils.measure.pcie_traffic import (
     COUNTER_WRAP, byte_counters, gpm_rates)
 
 

@@ -29,7 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # the collection's module_utils by their collection names (none of them needs ansible-core)
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
-from collection_path import use_collection  # noqa: E402  (this script's own directory)
+from collection_path import use_collection  # beside this script
 use_collection(__file__)
 from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
 from ansible_collections.gds.commission.plugins.module_utils.measure.devhealth import HealthRun
