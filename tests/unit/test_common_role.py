@@ -10,8 +10,8 @@ from conftest import COLLECTION, run_playbook_json, task_results
 
 
 def tune_roles():
-    with open(os.path.join(COLLECTION, "playbooks", "tune.yml")) as handle:
-        return yaml.safe_load(handle)[0]["vars"]["__gds_tune_roles"]
+    with open(os.path.join(COLLECTION, "roles", "gds_tune", "vars", "main.yml")) as handle:
+        return yaml.safe_load(handle)["__gds_tune_roles"]
 
 
 def role_tasks(role, name="main.yml"):
