@@ -20,6 +20,9 @@ description:
     fails when any job broke, and still returns every job's checks.
   - "When no job ran at all (an empty job list, or every job skipped) the check C(bench: jobs run)
     FAILs: a host without a measurement cannot pass."
+  - A target directory that is a symbolic link, or a data file the job would open that is a link,
+    not a regular file or another user's, makes the job an ERROR naming it before the benchmark
+    runs; links above the target are followed (docs/benchmark.md, Data files).
 version_added: "1.0.0"
 author: gds-commission contributors (!UNKNOWN)
 options:
@@ -71,7 +74,9 @@ options:
     description:
       - Keep the data files the benchmark wrote. By default the files and directories this run
         created are removed after the last job; files that existed before (a file given as
-        C(file), an earlier run's data) are never removed.
+        C(file), an earlier run's data) are never removed. Removal goes through descriptors of
+        the directories held since the first job and takes only the regular files the jobs made
+        (the same device and inode), never a link swapped in after a job.
     type: bool
     default: false
   gpu_skip_reason:
@@ -240,6 +245,9 @@ import time
 
 from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule  # results valid UTF-8
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check, udev_record_check
+from ansible_collections.gds.commission.plugins.module_utils.core.files import (
+    UnsafeFile, data_file, new_regular_file, open_dir, remove_dir, remove_file,
+)
 from ansible_collections.gds.commission.plugins.module_utils.measure.devhealth import HealthConfigError, HealthRun
 from ansible_collections.gds.commission.plugins.module_utils.core.proc import run as proc_run
 from ansible_collections.gds.commission.plugins.module_utils.measure.watch import JobWatch, WatchConfigError, gds_stats_tool, watches_gpus
@@ -333,61 +341,76 @@ def udev_check(job, udev_root, prefix):
 
 
 class Workspace(object):
-    """What the jobs write: the directories and files that did not exist before this run."""
+    """What the jobs write: the directories and files that did not exist before this run. Every
+    directory is held by a descriptor from core/files.py, and a file is removed only while it is
+    the regular file gdsbench made there: a link swapped in for a file or a directory after a job
+    is never followed, and nothing it points at is removed."""
 
     def __init__(self):
-        self.dirs = []          # directories this run created, outermost first
-        self.before = {}        # directory -> names it held before the first job touched it
-        self.files = []         # -f files that did not exist before
+        self.made = []          # directories this run created: (parent fd, name, file_id, path), outermost first
+        self.targets = {}       # -D directory -> [fd, names it held before the first job, {new gdsbench.N: file_id}]
+        self.files = {}         # -f file that did not exist before -> [directory fd, name, file_id or None]
+        self.fds = []
+
+    def _open(self, path, follow):
+        fd = open_dir(path, self.made, follow)
+        self.fds.append(fd)
+        return fd
 
     def prepare(self, job):
+        """Open (and make) the job's directory; UnsafeFile when its target is a link, or a data file
+        it would open is a link, not a regular file or another user's (core/files.py's rule)."""
         if job.get("file"):
             path = os.path.abspath(job["file"])
-            if not os.path.lexists(path) and path not in self.files:
-                self.files.append(path)
-            parent = os.path.dirname(path)
-        else:
-            parent = os.path.abspath(job["target"])
-        missing = []
-        probe = parent
-        while probe and not os.path.isdir(probe):
-            missing.append(probe)
-            probe = os.path.dirname(probe)
-        if missing:
-            os.makedirs(parent)
-            self.dirs.extend(d for d in reversed(missing) if d not in self.dirs)
-        if not job.get("file") and parent not in self.before:
-            self.before[parent] = set(os.listdir(parent))
+            fd, name = self._open(os.path.dirname(path), True), os.path.basename(path)
+            if data_file(fd, name, path) is None and path not in self.files:
+                self.files[path] = [fd, name, None]
+            return
+        path = os.path.abspath(job["target"])
+        fd = self._open(path, False)  # again for each job: a link put in its place since is refused
+        self.targets.setdefault(path, [fd, set(os.listdir(fd)), {}])
+        for name in data_names(job):
+            data_file(fd, name, os.path.join(path, name))
+
+    def settle(self):
+        """After each job: the files it made, by file_id, the only ones clean() removes."""
+        for fd, before, new in self.targets.values():
+            try:
+                names = os.listdir(fd)
+            except OSError:
+                continue
+            for name in names:
+                if name.startswith("gdsbench.") and name not in before and name not in new:  # gdsbench's naming
+                    ident = new_regular_file(fd, name)
+                    if ident:
+                        new[name] = ident
+        for entry in self.files.values():
+            if entry[2] is None:
+                entry[2] = new_regular_file(entry[0], entry[1])
 
     def clean(self):
         """Remove what this run created: new gdsbench.N files, new -f files, new directories."""
         removed = []
-        for directory, names in self.before.items():
-            try:
-                now = os.listdir(directory)
-            except OSError:
-                continue
-            for name in sorted(set(now) - names):
-                if name.startswith("gdsbench."):  # gdsbench's own naming in directory mode
-                    removed.append(self._remove(os.path.join(directory, name)))
-        for path in self.files:
-            if os.path.isfile(path):
-                removed.append(self._remove(path))
-        for directory in reversed(self.dirs):
-            try:
-                os.rmdir(directory)  # only when empty: something else put there stays
-                removed.append(directory)
-            except OSError:
-                pass
-        return [r for r in removed if r]
+        for path, (fd, _, new) in self.targets.items():
+            removed += [os.path.join(path, name) for name, ident in sorted(new.items()) if remove_file(fd, name, ident)]
+        removed += [path for path, (fd, name, ident) in self.files.items() if ident and remove_file(fd, name, ident)]
+        # only when empty: something else put there stays
+        removed += [path for parent, name, ident, path in reversed(self.made) if remove_dir(parent, name, ident)]
+        return removed
 
-    @staticmethod
-    def _remove(path):
-        try:
-            os.remove(path)
-            return path
-        except OSError:
-            return None
+    def close(self):
+        for fd in self.fds + [entry[0] for entry in self.made]:
+            os.close(fd)
+        self.fds, self.made = [], []
+
+
+def data_names(job):
+    """The gdsbench.N files of a directory job (one per thread, gdsbench's -D naming)."""
+    try:
+        threads = int(job.get("threads", 8))
+    except (TypeError, ValueError):
+        return []  # gdsbench refuses the value itself
+    return ["gdsbench.%d" % t for t in range(min(max(threads, 0), 4096))]
 
 
 def compare_check(job, result, records):
@@ -438,8 +461,9 @@ def run_all(params, check_mode, env, health=None, watch=None):
                 if watch is not None:
                     watch.begin(job)
                 record, failure, stderr, fatal = run_job(cmd, timeout, env, watch.started if watch else None)
-            except (JobError, OSError, ValueError, TypeError) as exc:
+            except (JobError, UnsafeFile, OSError, ValueError, TypeError) as exc:
                 failure, fatal = "could not run: %s" % exc, False
+            workspace.settle()
             checks = job_checks(job, record, failure, stderr) + ([udev] if udev else [])
             seen = None
             if watch is not None and cmd and checks[0]["verdict"] == "PASS":
@@ -469,6 +493,7 @@ def run_all(params, check_mode, env, health=None, watch=None):
         if health is not None:
             health.end()  # after the last job, before the files go
         removed = [] if params["keep_files"] or check_mode else workspace.clean()
+        workspace.close()
     return results, errors, removed, skips
 
 

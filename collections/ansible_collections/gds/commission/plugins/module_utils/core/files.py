@@ -17,6 +17,11 @@ does both for every module).
 ``read_text``/``listdir`` are tolerant: a missing or unreadable entry is simply absent, for the
 many optional attributes where "not there" is an answer. ``read_file`` is strict: it raises
 UnreadableFile naming the path. ``resolve`` tells a symlink loop or a dangling link from a good one.
+
+The benchmark's data files (``open_dir``, ``data_file``, ``remove_file``, ``remove_dir``) may sit
+in a directory that others can write: they are reached only through a directory descriptor, never
+through a link in the last component, and removed only while they are still what this run made.
+bench/datafile.c applies the same rule inside gdsbench (docs/benchmark.md#data-files).
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ import errno
 import os
 import re
 import shutil
+import stat
 import tempfile
 import time
 
@@ -214,3 +220,135 @@ def printable(value, controls=True):
     else:
         text = str(value)
     return (_UNPRINTABLE if controls else _SURROGATE).sub(_escaped, text)
+
+
+# ---- the benchmark's data files and directories: never through a link ----------------------------
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_KINDS = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISLNK, "a symbolic link"))
+
+
+class UnsafeFile(Exception):
+    """A benchmark target refused by the rule of ``data_file_refusal``; the message names the path
+    and which part of the rule."""
+
+    def __init__(self, path, reason):
+        Exception.__init__(self, "refusing %s: %s" % (path, reason))
+        self.path = path
+        self.reason = reason
+
+
+def _kind(mode):
+    return next((name for test, name in _KINDS if test(mode)), "an unknown file type")
+
+
+def data_file_refusal(st):
+    """Why the file an lstat found may not be opened as a data file, or None: a symbolic link, not
+    a regular file, or owned by another user (the wording of bench/datafile.c)."""
+    if stat.S_ISLNK(st.st_mode):
+        return "a symbolic link, not followed"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file (%s)" % _kind(st.st_mode)
+    if st.st_uid != os.geteuid():
+        return "owned by uid %d, not by the running user (uid %d)" % (st.st_uid, os.geteuid())
+    return None
+
+
+def file_id(st):
+    """What tells one file from another that took its name: (device, inode)."""
+    return (st.st_dev, st.st_ino)
+
+
+def _lstat_at(dir_fd, name):
+    try:
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+def _dir_error(path, exc, follow, dir_fd=None, name=None):
+    """UnsafeFile for a link (unless followed) or a file that is not a directory, else ``exc``."""
+    try:
+        st = os.stat(name if dir_fd is not None else path, dir_fd=dir_fd, follow_symlinks=follow)
+    except OSError:
+        return exc
+    if stat.S_ISLNK(st.st_mode):
+        return UnsafeFile(path, "a symbolic link, not followed (give the directory it points to)")
+    if not stat.S_ISDIR(st.st_mode):
+        return UnsafeFile(path, "not a directory (%s)" % _kind(st.st_mode))
+    return exc
+
+
+def open_dir(path, made=None, follow=False):
+    """A descriptor (O_RDONLY|O_DIRECTORY) of the directory ``path``, absolute. Its last component
+    is not followed when it is a link (UnsafeFile) unless ``follow``: a directory above a target,
+    whose links are the user's (/data -> /mnt/data). With ``made`` (a list), a missing directory is
+    created one component at a time, each opened through its parent's descriptor and appended as
+    (parent descriptor, name, file_id, path), outermost first; the caller closes those parents."""
+    try:
+        return os.open(path, _DIR_FLAGS | (0 if follow else os.O_NOFOLLOW))
+    except OSError as exc:
+        if exc.errno != errno.ENOENT or made is None or os.path.dirname(path) == path:
+            raise _dir_error(path, exc, follow)
+    parent = open_dir(os.path.dirname(path), made, follow=True)
+    name, kept = os.path.basename(path), False
+    try:
+        try:
+            os.mkdir(name, 0o755, dir_fd=parent)
+            new = True
+        except FileExistsError:
+            new = False  # made by someone else meanwhile: used as it is, never removed
+        try:
+            fd = os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=parent)
+        except OSError as exc:
+            raise _dir_error(path, exc, False, parent, name)
+        if new:
+            made.append((parent, name, file_id(os.fstat(fd)), path))
+            kept = True
+        return fd
+    finally:
+        if not kept:
+            os.close(parent)
+
+
+def data_file(dir_fd, name, path):
+    """The lstat of ``name`` in the directory ``dir_fd``, None when there is none; UnsafeFile
+    (naming ``path``) when it is there and ``data_file_refusal`` refuses it."""
+    st = _lstat_at(dir_fd, name)
+    reason = data_file_refusal(st) if st is not None else None
+    if reason:
+        raise UnsafeFile(path, reason)
+    return st
+
+
+def new_regular_file(dir_fd, name):
+    """file_id of ``name`` in ``dir_fd`` when it is a regular file (not followed), else None."""
+    try:
+        st = _lstat_at(dir_fd, name)
+    except OSError:
+        return None
+    return file_id(st) if st is not None and stat.S_ISREG(st.st_mode) else None
+
+
+def _remove(dir_fd, name, ident, is_kind, remove):
+    try:
+        st = _lstat_at(dir_fd, name)
+        if st is None or not is_kind(st.st_mode) or file_id(st) != ident:
+            return False  # gone, or no longer what this run made (a link swapped in): left alone
+        remove(name, dir_fd=dir_fd)
+        return True
+    except OSError:
+        return False
+
+
+def remove_file(dir_fd, name, ident):
+    """Remove ``name`` from the directory ``dir_fd`` only while it is still the regular file
+    ``ident`` (file_id): unlinkat through the descriptor, never through a link. True when removed."""
+    return _remove(dir_fd, name, ident, stat.S_ISREG, os.unlink)
+
+
+def remove_dir(parent_fd, name, ident):
+    """Remove the empty directory ``name`` of ``parent_fd`` only while it is still ``ident``."""
+    return _remove(parent_fd, name, ident, stat.S_ISDIR, os.rmdir)

@@ -74,13 +74,24 @@ static int fs_bytes(const char *path, uint64_t *out)
 
 #define BAD(o, ...) do { bad(j, o, err, errlen, __VA_ARGS__); return -1; } while (0)
 
+/* A target datafile.c refuses: the job is kept, its file sizes unread, and
+ * the run fails with why before it opens anything (worker.c) */
+static int refuse(struct job *j, const char *why)
+{
+	snprintf(j->refused, sizeof(j->refused), "%s", why);
+	return 0;
+}
+
 /* Checks one job and fills in what the files decide (size for reads). Returns
  * -1 with a message for a usage error. */
 int job_validate(struct job *j, char *err, size_t errlen)
 {
 	int odirect, write = io_is_write(j->io_type);
+	char msg[PATH_MAX + 128];
 	struct stat st;
 	uint64_t fs;
+
+	j->refused[0] = 0;
 
 	if (j->xfer == 3)
 		BAD(O_XFER, "3 (CPU_ASYNC_GPU, managed memory) is not supported; use 2, 4 or a cuFile type");
@@ -165,38 +176,50 @@ int job_validate(struct job *j, char *err, size_t errlen)
 	if (j->dir[0] && j->file[0])
 		BAD(O_DIR, "%s and %s cannot be used together", job_opt_name(j, O_DIR), job_opt_name(j, O_FILE));
 
+	/* The files are looked at through datafile.c, as the run opens them: a
+	 * target it refuses (a link, not a regular file, another user's) is not
+	 * a usage error but a failed run, with the reason in the JSON record. */
 	if (j->dir[0]) {
 		uint64_t smallest = UINT64_MAX;
+		int dfd = df_dir_open(j->dir, 1, msg, sizeof(msg));
 
-		if (stat(j->dir, &st) != 0)
-			BAD(O_DIR, "%s: %s", j->dir, strerror(errno));
-		if (!S_ISDIR(st.st_mode))
-			BAD(O_DIR, "%s is not a directory", j->dir);
-		if (write && j->file_size == 0) {
-			/* rewriting existing files: their (smallest) size, else -s is needed */
-			for (int t = 0; t < j->threads; t++) {
-				char path[PATH_MAX];
+		if (dfd == DF_REFUSED)
+			return refuse(j, msg);
+		if (dfd < 0)
+			BAD(O_DIR, "%s", msg);
+		for (int t = 0; t < j->threads; t++) {
+			char path[PATH_MAX], name[32];
+			int rc;
 
-				job_file_path(j, t, path, sizeof(path));
-				if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size <= j->offset)
-					BAD(O_SIZE, "writes need a file size (-s) unless every thread's file exists");
-				if ((uint64_t)st.st_size < smallest)
-					smallest = (uint64_t)st.st_size;
+			job_file_path(j, t, path, sizeof(path));
+			snprintf(name, sizeof(name), "gdsbench.%d", j->file_base + t);
+			rc = df_stat(dfd, name, path, &st, msg, sizeof(msg));
+			if (rc == DF_REFUSED) {
+				close(dfd);
+				return refuse(j, msg);
 			}
+			if (rc != DF_OK && write && j->file_size) {
+				continue;	/* missing: the run makes it (another error: the run names it) */
+			} else if (rc != DF_OK && write) {
+				close(dfd);
+				BAD(O_SIZE, "writes need a file size (-s) unless every thread's file exists");
+			} else if (rc != DF_OK) {
+				close(dfd);
+				BAD(O_DIR, "%s (-D reads use the files of an earlier write run with at least as many threads, as gdsio does)",
+				    msg);
+			}
+			if (write && !j->file_size && (uint64_t)st.st_size <= j->offset) {
+				close(dfd);
+				BAD(O_SIZE, "writes need a file size (-s) unless every thread's file exists");
+			}
+			if ((uint64_t)st.st_size < smallest)
+				smallest = (uint64_t)st.st_size;
+		}
+		close(dfd);
+		if (write && j->file_size == 0) {
+			/* rewriting existing files: their (smallest) size */
 			j->file_size = smallest - j->offset;
 		} else if (!write) {
-			for (int t = 0; t < j->threads; t++) {
-				char path[PATH_MAX];
-
-				job_file_path(j, t, path, sizeof(path));
-				if (stat(path, &st) != 0)
-					BAD(O_DIR, "%s: %s (-D reads use the files of an earlier write run with at least as many threads, as gdsio does)",
-					    path, strerror(errno));
-				if (!S_ISREG(st.st_mode))
-					BAD(O_DIR, "%s is not a regular file", path);
-				if ((uint64_t)st.st_size < smallest)
-					smallest = (uint64_t)st.st_size;
-			}
 			if (smallest <= j->offset)
 				BAD(O_SIZE, "the files in %s are not larger than the offset %llu", j->dir,
 				    (unsigned long long)j->offset);
@@ -208,9 +231,23 @@ int job_validate(struct job *j, char *err, size_t errlen)
 				    (unsigned long long)smallest);
 		}
 	} else {
-		if (stat(j->file, &st) == 0) {
-			if (!S_ISREG(st.st_mode))
-				BAD(O_FILE, "%s is not a regular file", j->file);
+		char parent[PATH_MAX], name[PATH_MAX];
+		int pfd, rc, e;
+
+		if (df_split(j->file, parent, sizeof(parent), name, sizeof(name)) != 0)
+			BAD(O_FILE, "%s is not a file name", j->file);
+		/* the directory is followed (links above the target are the user's) */
+		pfd = df_dir_open(parent, 0, msg, sizeof(msg));
+		if (pfd < 0 && write)
+			BAD(O_FILE, "%s: the directory %s does not exist", j->file, parent);
+		if (pfd < 0)
+			BAD(O_FILE, "%s: %s", j->file, strerror(errno));
+		rc = df_stat(pfd, name, j->file, &st, msg, sizeof(msg));
+		e = errno;
+		close(pfd);
+		if (rc == DF_REFUSED)
+			return refuse(j, msg);
+		if (rc == DF_OK) {
 			if (j->file_size == 0) {
 				if ((uint64_t)st.st_size <= j->offset)
 					BAD(O_SIZE, "%s is not larger than the offset; give -s", j->file);
@@ -220,24 +257,10 @@ int job_validate(struct job *j, char *err, size_t errlen)
 				    (unsigned long long)j->file_size, (unsigned long long)j->offset, j->file,
 				    (unsigned long long)st.st_size);
 			}
-		} else if (!write) {
-			BAD(O_FILE, "%s: %s", j->file, strerror(errno));
-		} else {
-			char parent[PATH_MAX];
-			char *slash;
-
-			snprintf(parent, sizeof(parent), "%s", j->file);
-			slash = strrchr(parent, '/');
-			if (slash == parent)
-				slash[1] = 0;
-			else if (slash)
-				*slash = 0;
-			else
-				snprintf(parent, sizeof(parent), ".");
-			if (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode))
-				BAD(O_FILE, "%s: the directory %s does not exist", j->file, parent);
-			if (j->file_size == 0)
-				BAD(O_SIZE, "writing a new file needs a file size (-s)");
+		} else if (!write || e != ENOENT) {
+			BAD(O_FILE, "%s", msg);
+		} else if (j->file_size == 0) {
+			BAD(O_SIZE, "writing a new file needs a file size (-s)");
 		}
 	}
 	if (j->file_size < j->io_size)

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "hist.h"
@@ -132,6 +133,8 @@ struct job {
 	char dir[PATH_MAX];
 	char file[PATH_MAX];
 	int file_base;		/* first per-thread file index in dir (config jobs sharing a dir) */
+	char refused[PATH_MAX + 128];	/* why datafile.c refused a target at the check ("": none);
+					 * the run then fails with it, opening nothing */
 	const char *src;	/* job file path (NULL: command line) */
 	int line;		/* job file: line of the [section] header */
 	int opt_line[O_COUNT];	/* job file: line where each setting was given (0 = default) */
@@ -144,8 +147,11 @@ struct worker {
 	const struct engine *eng;
 	int idx;		/* thread index within the job */
 	int fd;
+	int dirfd;		/* the file's directory (datafile.c opens the file relative to it) */
 	int created;		/* this worker created the file (removed if no I/O starts) */
-	char path[PATH_MAX];
+	struct stat st;		/* the file opened: verify and removal check it is still this one */
+	char path[PATH_MAX];	/* for messages */
+	char name[PATH_MAX];	/* the file in dirfd */
 	void *fh;		/* engine file handle (cuFile) */
 	void *priv;		/* engine thread state */
 	int depth;
@@ -171,6 +177,30 @@ struct worker {
 extern atomic_int g_stop;	/* SIGINT/SIGTERM: finish the ops in flight and report */
 uint64_t now_ns(void);
 void werr(struct worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Data files, target directories and the --json file (datafile.c): the one
+ * place that opens, creates and removes them. Links in the last component are
+ * never followed; an existing file must be a regular file of the running user
+ * (or the file this run created: ours); a new one is created with O_EXCL. */
+#define DF_OK 0
+#define DF_ERRNO (-1)		/* a plain failure, errno set and err filled */
+#define DF_REFUSED (-2)		/* the rule refused it: err names the path and why */
+/* a descriptor of directory dir (O_PATH); nofollow: its last component must
+ * not be a link (a -D target). DF_ERRNO (missing, not a directory) or
+ * DF_REFUSED with err */
+int df_dir_open(const char *dir, int nofollow, char *err, size_t len);
+/* path as its directory and last component; -1 when it has none or they do not fit */
+int df_split(const char *path, char *dir, size_t dlen, char *name, size_t nlen);
+/* what is at dirfd/name, not following a link: DF_OK (a regular file of ours,
+ * st filled), DF_ERRNO (errno ENOENT: nothing there) or DF_REFUSED, with err */
+int df_stat(int dirfd, const char *name, const char *shown, struct stat *st, char *err, size_t len);
+/* dirfd/name opened with flags (access mode, O_DIRECT; O_CREAT: create it
+ * with O_EXCL when missing, *created set). With ours, it must still be that
+ * file. A descriptor, or DF_ERRNO / DF_REFUSED with err; st: the file opened */
+int df_open(int dirfd, const char *name, const char *shown, int flags, const struct stat *ours, int *created,
+	    struct stat *st, char *err, size_t len);
+/* remove dirfd/name only while it is still the regular file ours: 0, or -1 */
+int df_unlink(int dirfd, const char *name, const struct stat *ours);
 
 /* verify pattern (pattern.c) */
 void pattern_init(void);
@@ -198,6 +228,8 @@ int run_worker_here(const struct run_place *pl, int k);
  * *cpu_s: this process's CPU seconds in the timed window */
 int run_jobs(struct job *jobs, int njobs, const struct run_place *pl, double *cpu_s, char *err, size_t errlen);
 void job_file_path(const struct job *j, int idx, char *out, size_t len);
+/* the directory and name of thread idx's file (-1: the -f path has no file name) */
+int job_file_place(const struct job *j, int idx, char *dir, size_t dlen, char *name, size_t nlen);
 
 /* the run in this process with its engines, and -P worker processes (procs.c) */
 /* engines' global setup, the run, path evidence, teardown. Returns -1 with err

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gdsbench.h"
@@ -56,30 +57,53 @@ static int load_jobs(const struct run_opts *ro, struct job *jobs, int *njobs, ch
 }
 
 /* An unwritable --json target is a usage error, found before the run and
- * without creating the file (a refused run leaves nothing behind). */
+ * without creating the file (a refused run leaves nothing behind); it is
+ * opened as the data files are (datafile.c): never through a link, an
+ * existing one only when it is a regular file of the running user. */
 static int json_target_ok(const char *json, char *err, size_t errlen)
 {
-	char dir[PATH_MAX];
-	char *slash;
-	int fd;
+	char dir[PATH_MAX], name[PATH_MAX], msg[PATH_MAX + 128];
+	struct stat st;
+	int dfd, fd, e;
 
 	if (!json || !strcmp(json, "-"))
 		return 0;
-	fd = open(json, O_WRONLY | O_APPEND | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (df_split(json, dir, sizeof(dir), name, sizeof(name)) != 0) {
+		snprintf(err, errlen, "--json %s: not a file name", json);
+		return -1;
+	}
+	dfd = df_dir_open(dir, 0, msg, sizeof(msg));
+	if (dfd < 0) {
+		snprintf(err, errlen, "--json %s: %s", json, strerror(errno));
+		return -1;
+	}
+	fd = df_open(dfd, name, json, O_WRONLY | O_APPEND, NULL, NULL, &st, msg, sizeof(msg));
+	e = errno;
+	close(dfd);
 	if (fd >= 0) {
 		close(fd);
 		return 0;
 	}
-	snprintf(dir, sizeof(dir), "%s", json);
-	slash = strrchr(dir, '/');
-	if (slash == dir)
-		slash[1] = 0;
-	else if (slash)
-		*slash = 0;
-	if (errno == ENOENT && access(slash ? dir : ".", W_OK | X_OK) == 0)
+	if (fd == DF_REFUSED) {
+		snprintf(err, errlen, "--json %s", msg);
+		return -1;
+	}
+	if (e == ENOENT && access(dir, W_OK | X_OK) == 0)
 		return 0;
-	snprintf(err, errlen, "--json %s: %s", json, strerror(errno));
+	snprintf(err, errlen, "--json %s: %s", json, strerror(e == ENOENT ? errno : e));
 	return -1;
+}
+
+/* --dry-run of a job whose target datafile.c refused: the run would fail, so does this */
+static int dry_run_refused(const struct job *jobs, int njobs)
+{
+	for (int i = 0; i < njobs; i++)
+		if (jobs[i].refused[0]) {
+			fprintf(stderr, "gdsbench: %s%s%s\n", njobs > 1 ? jobs[i].name : "", njobs > 1 ? ": " : "",
+				jobs[i].refused);
+			return 1;
+		}
+	return 0;
 }
 
 /* The engine of each job: exit 1 when the build has none for its -x. */
@@ -202,6 +226,8 @@ int main(int argc, char **argv)
 	if (ro.dry_run) {
 		for (int i = 0; i < njobs; i++)
 			jobs[i].eng = engine_get(jobs[i].xfer);
+		if (dry_run_refused(jobs, njobs))
+			return EXIT_RUNTIME;
 		return report_plan(stdout, jobs, njobs) ? EXIT_RUNTIME : 0;
 	}
 	if (json_target_ok(ro.json, err, sizeof(err)) != 0)

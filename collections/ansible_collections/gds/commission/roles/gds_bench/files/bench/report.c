@@ -1,5 +1,6 @@
 /* Output: the gdsio text line and the JSON record (docs/benchmark.md). */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -251,6 +252,38 @@ int report_plan(FILE *f, const struct job *jobs, int njobs)
 	return ferror(f) ? -1 : 0;
 }
 
+/* The --json file through datafile.c (as main.c checked it): created with
+ * O_EXCL, or an existing regular file of ours, never through a link; then emptied. */
+static FILE *json_open(const char *dest, char *err, size_t errlen)
+{
+	char dir[PATH_MAX], name[PATH_MAX], msg[PATH_MAX + 128];
+	struct stat st;
+	int dfd, fd;
+	FILE *f;
+
+	if (df_split(dest, dir, sizeof(dir), name, sizeof(name)) != 0) {
+		snprintf(err, errlen, "--json %s: not a file name", dest);
+		return NULL;
+	}
+	dfd = df_dir_open(dir, 0, msg, sizeof(msg));
+	if (dfd < 0) {
+		snprintf(err, errlen, "--json %s: %s", dest, strerror(errno));
+		return NULL;
+	}
+	fd = df_open(dfd, name, dest, O_WRONLY | O_CREAT, NULL, NULL, &st, msg, sizeof(msg));
+	close(dfd);
+	if (fd < 0) {
+		snprintf(err, errlen, "--json %s", msg);
+		return NULL;
+	}
+	if (ftruncate(fd, 0) != 0 || !(f = fdopen(fd, "w"))) {
+		snprintf(err, errlen, "--json %s: %s", dest, strerror(errno));
+		close(fd);
+		return NULL;
+	}
+	return f;
+}
+
 int report_json(const char *dest, struct job *jobs, int njobs, struct result *agg, double cpu_s, int nprocs,
 		int exit_code, const char *error, char *err, size_t errlen)
 {
@@ -261,11 +294,9 @@ int report_json(const char *dest, struct job *jobs, int njobs, struct result *ag
 	if (to_stdout) {
 		f = stdout;
 	} else {
-		f = fopen(dest, "w");
-		if (!f) {
-			snprintf(err, errlen, "--json %s: %s", dest, strerror(errno));
+		f = json_open(dest, err, errlen);
+		if (!f)
 			return -1;
-		}
 	}
 	for (int i = 0; i < njobs; i++) {
 		threads += jobs[i].threads;

@@ -191,50 +191,59 @@ void job_file_path(const struct job *j, int idx, char *out, size_t len)
 		snprintf(out, len, "%s/gdsbench.%d", j->dir, j->file_base + idx);
 }
 
+int job_file_place(const struct job *j, int idx, char *dir, size_t dlen, char *name, size_t nlen)
+{
+	if (j->file[0])
+		return df_split(j->file, dir, dlen, name, nlen);
+	snprintf(dir, dlen, "%s", j->dir);
+	snprintf(name, nlen, "gdsbench.%d", j->file_base + idx);
+	return 0;
+}
+
+/* The worker's file, through datafile.c: its directory (a -D target's last
+ * component is no link), then the file relative to it, never through a link;
+ * a new file with O_EXCL, which also tells whether this worker made it: one a
+ * failed start made is removed again (worker_main), an existing one is left alone. */
 static int open_file(struct worker *w)
 {
 	const struct job *j = w->job;
 	int write = io_is_write(j->io_type);
 	int flags = write ? (O_RDWR | O_CREAT) : O_RDONLY;
 	uint64_t need = j->offset + j->file_size;
-	struct stat st;
+	char dir[PATH_MAX], msg[PATH_MAX + 128];
 
+	if (j->refused[0]) {	/* found by the check before the run: nothing is opened */
+		werr(w, "%s", j->refused);
+		return -1;
+	}
 	if ((w->eng->flags & ENG_ODIRECT) && !j->buffered)
 		flags |= O_DIRECT;
-	/* O_EXCL tells whether this worker made the file: one a failed start
-	 * made is removed again (worker_main), an existing one is left alone */
-	w->fd = open(w->path, (flags & ~O_CREAT) | O_CLOEXEC);
-	if (w->fd < 0 && errno == ENOENT && write) {
-		w->fd = open(w->path, flags | O_EXCL | O_CLOEXEC, 0644);
-		if (w->fd >= 0)
-			w->created = 1;
-		else if (errno == EEXIST)	/* another thread of a shared file was first */
-			w->fd = open(w->path, (flags & ~O_CREAT) | O_CLOEXEC);
+	if (job_file_place(j, w->idx, dir, sizeof(dir), w->name, sizeof(w->name)) != 0) {
+		werr(w, "%s: not a file name", w->path);
+		return -1;
 	}
+	w->dirfd = df_dir_open(dir, j->dir[0] != 0, msg, sizeof(msg));
+	if (w->dirfd < 0) {
+		w->dirfd = -1;
+		werr(w, "%s", msg);
+		return -1;
+	}
+	w->fd = df_open(w->dirfd, w->name, w->path, flags, NULL, &w->created, &w->st, msg, sizeof(msg));
 	if (w->fd < 0) {
-		int e = errno;
+		int e = errno, refused = w->fd == DF_REFUSED;
 
-		if (e == EINVAL && (flags & O_DIRECT) && stat(w->path, &st) == 0 && !S_ISREG(st.st_mode))
-			werr(w, "open %s with O_DIRECT: %s (not a regular file)", w->path, strerror(e));
-		else if (e == EINVAL && (flags & O_DIRECT))
+		w->fd = -1;
+		if (!refused && e == EINVAL && (flags & O_DIRECT))
 			werr(w, "open %s with O_DIRECT: %s (the file system does not support O_DIRECT, e.g. tmpfs)",
 			     w->path, strerror(e));
 		else
-			werr(w, "open %s: %s", w->path, strerror(e));
-		return -1;
-	}
-	if (fstat(w->fd, &st) != 0) {
-		werr(w, "fstat %s: %s", w->path, strerror(errno));
-		return -1;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		werr(w, "%s is not a regular file", w->path);
+			werr(w, "%s", msg);
 		return -1;
 	}
 	/* Random writes into a fresh file: give it its size first so that the
 	 * region exists (sparse) and a later read run finds it whole. Only the
 	 * first thread of a shared file does it. */
-	if (write && io_is_rand(j->io_type) && (uint64_t)st.st_size < need &&
+	if (write && io_is_rand(j->io_type) && (uint64_t)w->st.st_size < need &&
 	    (j->dir[0] || w->idx == 0)) {
 		if (ftruncate(w->fd, (off_t)need) != 0) {
 			werr(w, "ftruncate %s: %s", w->path, strerror(errno));
@@ -455,16 +464,23 @@ static void verify_written(struct wctx *c)
 	struct worker *w = c->w;
 	const struct job *j = w->job;
 	void *buf = NULL;
+	char msg[PATH_MAX + 128];
+	struct stat st;
 	int fd;
 
-	fd = open(w->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
-	if (fd < 0)
-		fd = open(w->path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || posix_memalign(&buf, GDS_SECTOR, j->io_size) != 0) {
-		werr(w, "verify: cannot reopen %s: %s", w->path, strerror(errno));
+	/* the same file again (datafile.c checks it was not replaced) */
+	fd = df_open(w->dirfd, w->name, w->path, O_RDONLY | O_DIRECT, &w->st, NULL, &st, msg, sizeof(msg));
+	if (fd == DF_ERRNO && errno == EINVAL)
+		fd = df_open(w->dirfd, w->name, w->path, O_RDONLY, &w->st, NULL, &st, msg, sizeof(msg));
+	if (fd < 0) {
+		werr(w, "verify: cannot reopen: %s", msg);
 		w->failed = 1;
-		if (fd >= 0)
-			close(fd);
+		return;
+	}
+	if (posix_memalign(&buf, GDS_SECTOR, j->io_size) != 0) {
+		werr(w, "verify: out of memory for %llu bytes", (unsigned long long)j->io_size);
+		w->failed = 1;
+		close(fd);
 		return;
 	}
 	/* runs of written sectors, read back in pieces of up to the I/O size */
@@ -508,7 +524,7 @@ static void *worker_main(void *arg)
 	int ok = 1, tinit = 0, fopen_ok = 0, started;
 
 	hist_init(&w->hist);
-	w->fd = -1;
+	w->fd = w->dirfd = -1;
 	if (j->numa >= 0)
 		pin_to_node(w, j->numa);
 	if (open_file(w) != 0)
@@ -572,9 +588,12 @@ static void *worker_main(void *arg)
 	if (w->fd >= 0)	/* opened, or open_file failed after the open */
 		close(w->fd);
 	/* no I/O was started (this or another worker failed its setup): a file
-	 * this worker created is still empty, and is not left behind */
+	 * this worker created is still empty, and is not left behind (only while
+	 * the name still holds that file: never through a link swapped in) */
 	if (w->created && !started)
-		unlink(w->path);
+		df_unlink(w->dirfd, w->name, &w->st);
+	if (w->dirfd >= 0)
+		close(w->dirfd);
 	return NULL;
 }
 
