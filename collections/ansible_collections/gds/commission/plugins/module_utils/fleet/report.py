@@ -16,18 +16,16 @@ import json
 import math
 import os
 import re
-import secrets
-import shutil
 import statistics
-import tempfile
 import time
 import xml.etree.ElementTree as ET
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import FAILING, SEVERITY, VERDICTS, gb_text, host_verdict
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check as make_check
-from ansible_collections.gds.commission.plugins.module_utils.core.files import backup_copy, natural_key, printable, write_atomic
+from ansible_collections.gds.commission.plugins.module_utils.core.files import natural_key, printable
 from ansible_collections.gds.commission.plugins.module_utils.hw.health import KIND_ROLES, PORT_ROLES
 from ansible_collections.gds.commission.plugins.module_utils.fleet.metrics import COMMISSION_FILE, DRIFT_FILE, area_of, commission_metrics, drift_metrics
+from ansible_collections.gds.commission.plugins.module_utils.fleet.output import OutDir, RefusedPath
 
 COLORS = {"PASS": "#2e7d32", "WARN": "#ef8f00", "FAIL": "#c62828", "SKIP": "#757575",
           "ERROR": "#6a1b9a", "UNREACHABLE": "#37474f"}
@@ -978,36 +976,57 @@ def history_path(reports_dir, host):
 
 
 def load_history(reports_dir, hosts):
-    """({host: runs}, {host: problem}) from the history files; a file that cannot be read, or
-    that is another host's, is a problem naming it (the report goes on, and write_history keeps
-    a backup of it)."""
+    """({host: runs}, {host: problem}) from the history files; a file that cannot be read, is no
+    file this tool wrote (a link, a directory), or that is another host's, is a problem naming it
+    (the report goes on, and write_history keeps a backup of it)."""
     runs, problems = {}, {}
-    for host in hosts:
-        path = history_path(reports_dir, host)
-        if not os.path.exists(path):
-            continue
+    try:
+        reports = OutDir(reports_dir, create=False)
+    except FileNotFoundError:
+        return runs, problems
+    with reports:
         try:
-            with open(path, encoding="utf-8") as handle:
-                data = json.load(handle)
-            if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
-                raise ValueError("expected an object with a list 'runs'")
-            if data.get("host", host) not in (host, json_ready(host)):  # never another host's figures
-                raise ValueError("it is the history of host %r" % (data["host"],))
-            runs[host] = data["runs"]
-        except (OSError, ValueError) as exc:
-            problems[host] = "cannot read %s: %s; a new history starts (the old file is kept as a backup)" % (path, exc)
+            folder = reports.child("history", create=False)
+        except FileNotFoundError:
+            return runs, problems
+        except OSError as exc:  # history/ is a link or a file: every host's history is unreadable
+            return runs, {host: "cannot read %s: %s" % (history_path(reports_dir, host), exc) for host in hosts}
+        with folder:
+            for host in hosts:
+                path = history_path(reports_dir, host)
+                try:
+                    text = folder.read(os.path.basename(path))
+                    if text is None:
+                        continue
+                    data = json.loads(text)
+                    if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
+                        raise ValueError("expected an object with a list 'runs'")
+                    if data.get("host", host) not in (host, json_ready(host)):  # never another host's figures
+                        raise ValueError("it is the history of host %r" % (data["host"],))
+                    runs[host] = data["runs"]
+                except RefusedPath as exc:  # not ours to read, back up or replace
+                    problems[host] = "%s; no history is compared or kept until it is moved away" % exc
+                except (OSError, ValueError, RecursionError) as exc:
+                    problems[host] = "cannot read %s: %s; a new history starts (the old file is kept as a backup)" % (path, exc)
     return runs, problems
 
 
 def write_history(reports_dir, history, problems=None):
-    """Write each host's runs atomically; an unreadable old file is first copied aside."""
-    written = []
-    for host, runs in sorted(history.items()):
-        path = history_path(reports_dir, host)
-        if (problems or {}).get(host) and os.path.exists(path):
-            backup_copy(path)
-        write_atomic(path, to_json({"host": host, "runs": runs}))
-        written.append(path)
+    """Write each host's runs atomically; an unreadable old file is first copied aside. A file
+    this tool did not write (a link, a directory) is left as it is: the others are written, then
+    RefusedPath names every one refused."""
+    written, refused = [], []
+    with OutDir(reports_dir) as reports, reports.child("history") as folder:
+        for host, runs in sorted(history.items()):
+            name = os.path.basename(history_path(reports_dir, host))
+            try:
+                if (problems or {}).get(host):
+                    folder.backup(name)
+                written.append(folder.write(name, to_json({"host": host, "runs": runs})))
+            except RefusedPath as exc:
+                refused.append(str(exc))
+    if refused:
+        raise RefusedPath("history not written: %s" % "; ".join(refused))
     return written
 
 
@@ -1065,41 +1084,39 @@ def run_id_error(run_id):
 # --------------------------------------------------------------------------------------------
 # Writing
 # --------------------------------------------------------------------------------------------
-def write_run(reports_dir, run_id, files):
-    """Write {name: text} into reports_dir/run_id/ (each file atomically, UTF-8) and point latest
-    at it. A run id or file name that is not a plain name raises ValueError: nothing is written
-    outside reports_dir."""
+def write_run_dir(reports_dir, run_id, files):
+    """Write {name: text} into reports_dir/run_id/ (each file atomically, UTF-8; fleet/output.py);
+    its path. A run id or file name that is not a plain name raises ValueError: nothing is
+    written outside reports_dir. A run directory, or a file of the run's, that is a link or
+    anything else this tool did not make is refused (RefusedPath naming it)."""
     error = run_id_error(run_id)
     if error:
         raise ValueError(error)
     for name in files:
         if not _FILE.match(name) or len(name) > 255 - 16:
             raise ValueError("report file name %r is not a plain name" % (name,))
-    run_dir = os.path.join(reports_dir, run_id)
-    os.makedirs(run_dir, exist_ok=True)
-    for name, text in files.items():
-        fd, tmp = tempfile.mkstemp(dir=run_dir, prefix="." + name)
-        # backslashreplace: a lone surrogate that escaped the writers is shown, never a failed run
-        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, os.path.join(run_dir, name))
-    latest = os.path.join(reports_dir, "latest")
-    if os.path.isdir(latest) and not os.path.islink(latest):
-        shutil.rmtree(latest)  # an old layout's real directory: a link cannot replace it
-    # a name of our own (runs may finish at once), then one rename over the link: atomic
-    while True:
-        tmp_link = os.path.join(reports_dir, ".latest.%s.tmp" % secrets.token_hex(6))
+    with OutDir(reports_dir) as reports, reports.child(run_id) as run:
+        for name, text in files.items():
+            run.write(name, text, sync=False)
+        return run.path
+
+
+def point_latest(reports_dir, run_id):
+    """Point reports_dir/latest at the run atomically. Only a link of ours is replaced (a link to
+    a run directory beside it): a directory, a file or any other link there is someone else's
+    and is refused, naming it; the run's own directory stays as written."""
+    with OutDir(reports_dir) as reports:
         try:
-            os.symlink(run_id, tmp_link)  # fails, never follows, when the name is taken
-            break
-        except FileExistsError:
-            continue
-    try:
-        os.replace(tmp_link, latest)
-    except OSError:
-        os.remove(tmp_link)
-        raise
+            return reports.point("latest", run_id, lambda target: run_id_error(target) is None)
+        except RefusedPath as exc:
+            raise RefusedPath("%s, so it does not point at run %s: move it away and the next run sets it"
+                              % (exc, run_id)) from None
+
+
+def write_run(reports_dir, run_id, files):
+    """write_run_dir, then point_latest: the run directory is written even when latest is refused."""
+    run_dir = write_run_dir(reports_dir, run_id, files)
+    point_latest(reports_dir, run_id)
     return run_dir
 
 
