@@ -24,6 +24,8 @@ description:
     run directory (a real directory, a file, a link elsewhere), or a link or directory where a
     report or history file goes, is left as it is and fails the task naming it, after the run's
     own directory is written."
+  - "A host whose inputs cannot be read or rendered (a C(record) that is not a mapping, say) is
+    C(ERROR) with the check C(report: host input); the other hosts' reports are written as usual."
 version_added: "1.0.0"
 author: gds-commission contributors (!UNKNOWN)
 options:
