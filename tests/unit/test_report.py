@@ -1,5 +1,6 @@
 """Report documents: summary.json schema, JUnit XML, self-contained HTML, drift.json; host names
 as file names and hostile strings through every writer."""
+import copy
 import json
 import os
 import re
@@ -12,7 +13,7 @@ import jsonschema
 import pytest
 
 from ansible_collections.gds.commission.plugins.module_utils.fleet import report as gds_report
-from ansible_collections.gds.commission.plugins.module_utils.core.checks import VERDICTS
+from ansible_collections.gds.commission.plugins.module_utils.core.checks import VERDICTS, gb_text
 from ansible_collections.gds.commission.plugins.module_utils.hw.health import link_checks
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report import (
     bar_chart, build_report, drift_document, host_document, host_file_name, json_ready, junit, render_html, summary,
@@ -571,3 +572,229 @@ def test_report_inputs_have_one_home():
     assert defaults["gds_report_required_areas"] == list(gds_report.REQUIRED_AREAS)
     assert set(gds_report.REPORT_VARS.values()) | set(gds_report.REPORT_FACTS.values()) == {
         "arrays", "bench", "rdma_bench", "topology", "platform"}
+
+
+# --------------------------------------------------------------------------------------------
+# One host's odd entry is that host's error, never the report of the others
+# --------------------------------------------------------------------------------------------
+def full_host(read=10.0):
+    """A PASS host with every input the report reads: checks, topology, platform, arrays, bench
+    (record and watch), RDMA results."""
+    checks = [
+        {"name": "acs: 0000:04:10.0", "verdict": "PASS", "expected": "0x0000", "actual": "0x0000"},
+        {"name": "bench: raid1 seq_read: throughput_gib_s", "verdict": "PASS", "expected": ">= 5 GiB/s",
+         "actual": read, "low": 5.0, "unit": "GiB/s", "reference": 6.0},
+        {"name": "pcie: link 0000:07:00.0", "verdict": "PASS", "expected": "x16", "actual": "x16", "bdf": "0000:07:00.0"},
+        {"name": "rdma: port mlx5_0/1", "verdict": "PASS", "expected": "ACTIVE", "actual": "ACTIVE"},
+    ]
+    topology = {
+        "gpus": [{"index": 0, "bdf": "0000:07:00.0", "nics": ["mlx5_0"], "nic_link": "PIX"}],
+        "nvme": [{"name": "nvme0n1", "bdf": "0000:08:00.0", "system": False, "paths": [{"bdf": "0000:08:00.0"}]}],
+        "nics": [{"name": "mlx5_0", "bdf": "0000:09:00.0", "numa_node": 0, "fw_ver": "28.1",
+                  "ports": [{"port": 1, "netdev": "ib0", "link_layer": "InfiniBand", "state": "ACTIVE",
+                             "phys_state": "LINK_UP", "rate_gbps": 200}]}],
+        "groups": [{"id": 1, "gpus": [0], "nvme": ["nvme0n1"], "nics": ["mlx5_0"], "link": "PXB", "numa_node": 0}],
+        "pcie_links": [{"bdf": "0000:06:00.0", "upstream": None, "port": "root_port", "current_width": 16,
+                        "expected_width": 16, "current_speed_gts": 16.0, "expected_speed_gts": 16.0},
+                       {"bdf": "0000:07:00.0", "kind": "gpu", "upstream": "0000:06:00.0", "current_width": 16,
+                        "expected_width": 16, "max_width": 16, "current_speed_gts": 16.0, "expected_speed_gts": 16.0}],
+        "bridges": [{"bdf": "0000:06:00.0", "port_type": "root_port"}],
+        "matrix": {"GPU0": {"mlx5_0": "PIX", "nvme0n1": "PXB"}},
+    }
+    bench = [{"name": "raid1 seq_read", "cmd": ["gdsbench", "-d", "0", "-D", "/raid1"],
+              "record": {"xfer_type": "gpu_direct", "io_type": "read", "threads": 4, "throughput_gib_s": read,
+                         "iops": 1000, "bytes": 10 ** 10, "gpu": 0, "lat_us": {"mean": 100.0, "p99": 300.0},
+                         "path": {"mode": "nvfs"}},
+              "watch": {"fraction": 0.5, "limit": {"gb_s": 20.0, "bound": "the drives' links"},
+                        "gpus": [{"index": 0, "bdf": "0000:07:00.0", "rx_bytes": 10 ** 10, "tx_bytes": 10 ** 6,
+                                  "source": "NVML"}],
+                        "drives": [{"name": "nvme0n1", "bdf": "0000:08:00.0", "read_bytes": 10 ** 10, "write_bytes": 0,
+                                    "util_pct": 90.0}],
+                        "cufile": {"buffer_gpus": [0]}}}]
+    rdma = [{"nic": "mlx5_0", "port": 1, "test": "ib_write_bw", "memory": "host", "gpu": None, "gbps": 190.0,
+             "threshold_gbps": 150.0, "verdict": "PASS", "reason": ""},
+            {"nic": "mlx5_0", "port": 1, "test": "ib_write_bw", "memory": "cuda", "gpu": 0, "affine": True,
+             "gbps": 180.0, "lat_us": 2.5, "threshold_gbps": 150.0, "verdict": "PASS", "reason": ""}]
+    return {"checks": checks, "topology": topology, "platform": {"kernel": "6.8"},
+            "arrays": [{"device": "/dev/md1", "mount": "/raid1", "members": ["nvme0n1"]}],
+            "bench": bench, "rdma_bench": rdma, "reboot_required": False}
+
+
+def _deep(depth):
+    value = []
+    for dummy in range(depth):
+        value = [value]
+    return value
+
+
+# None, NaN, infinities, a float whose every product overflows, an integer no float holds, text
+# where numbers belong, empty and nested odd containers, bytes, tuples, a nesting no repr survives
+HOSTILE_VALUES = [None, float("nan"), float("inf"), float("-inf"), 1e307, -1e307, 10 ** 400, "x", "", [], {},
+                  [[[[]]]], {"a": {"b": [float("nan"), None]}}, [None], [1e307], {1: 2}, b"\xff", (1, 2), _deep(3000)]
+
+
+def _paths(value, where=()):
+    """Every place in a host's inputs: (path, the value there)."""
+    yield where, value
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        yield from _paths(item, where + (key,))
+
+
+def _put(data, path, value):
+    data = copy.deepcopy(data)
+    place = data
+    for key in path[:-1]:
+        place = place[key]
+    place[path[-1]] = value
+    return data
+
+
+def odd_report(odd, tmp_path):
+    """A normal host and ``odd`` of one platform (so the fleet checks compare them): the files and
+    the summary's hosts, after the odd host's files were read back strictly."""
+    hosts = {"n1": full_host(10.0), "odd": odd}
+    files, result = build_report("r1", "2026-01-01T00:00:00+00:00", "2026-01-01T01:00:00+00:00", "commission", hosts,
+                                 list(hosts), {}, required_areas=("bench",),
+                                 fleet={"platforms": dict.fromkeys(hosts, "p"), "min_peers": 1}, history={"runs": {}})
+    for name in ("summary.json", "odd.json", "n1.json"):
+        strict_json(files[name].encode("utf-8"))
+    parse_exposition(files["odd.prom"])
+    ET.fromstring(files["junit.xml"].encode("utf-8"))
+    page = files["report.html"]
+    parser = _Strict()  # the odd host's section (the last), strictly: the rest is the normal host's
+    parser.feed(page[page.index('<h2 id="host-odd">'):page.rindex("<script>")])
+    parser.close()
+    assert parser.tags.count("script") == 0 and parser.handlers == []
+    return files, result["summary"]["hosts"]
+
+
+def _judged(entry):
+    """A host's verdict and checks but the fleet: checks (the odd host's figure moves the median)."""
+    return entry["verdict"], [c for c in entry["checks"] if not c["name"].startswith("fleet: ")]
+
+
+def _input_error(entry):
+    return [c for c in entry["checks"] if c["name"] == "report: host input"]
+
+
+def test_one_hosts_odd_entry_is_that_hosts_error_in_every_file(tmp_path):
+    """A watch fraction of 1e307 (OverflowError) and a record that is no mapping (AttributeError)
+    stopped the report of every host: the first is shown as unknown, the second makes its host
+    ERROR, named in summary.json, HOST.json, junit.xml and report.html; the others are written."""
+    odd = full_host()
+    odd["bench"][0]["record"] = "gdsbench: killed"
+    big = full_host()
+    big["bench"][0]["watch"]["fraction"] = 1e307
+    hosts = {"good": full_host(), "odd": odd, "big": big}
+    rc, result = run_module("gds_report", {"reports_dir": str(tmp_path), "run_id": "r1", "hosts": hosts,
+                                           "all_hosts": list(hosts), "active_hosts": list(hosts)})
+    assert rc == 0, result
+    run = tmp_path / "r1"
+    summ = strict_json((run / "summary.json").read_bytes())
+    assert {h: e["verdict"] for h, e in summ["hosts"].items()} == {"good": "PASS", "odd": "ERROR", "big": "PASS"}
+    reason = "report: cannot render host input: bench[0].record is 'gdsbench: killed' (str), expected a mapping"
+    assert [(c["verdict"], c["actual"], c["detail"]) for c in _input_error(summ["hosts"]["odd"])] == [("ERROR", "bench", reason)]
+    # what still reads of the odd host is shown: its checks and topology, not its benchmark records
+    odd_doc = strict_json((run / "odd.json").read_bytes())
+    assert odd_doc["verdict"] == "ERROR" and "topology" in odd_doc and "bench" not in odd_doc
+    assert "bench: raid1 seq_read: throughput_gib_s" in [c["name"] for c in odd_doc["checks"]]
+    suite = [s for s in ET.fromstring((run / "junit.xml").read_bytes()).iter("testsuite") if s.get("name") == "odd"][0]
+    assert suite.get("errors") == "1" and reason in [e.get("message") for e in suite.iter("error")][0]
+    page = (run / "report.html").read_text()
+    odd_section = page[page.index('<h2 id="host-odd">'):]
+    assert html_text(reason) in odd_section and "GPU / NVMe affinity" in odd_section
+    big_section = page[page.index('<h2 id="host-big">'):page.index('<h2 id="host-good">')]
+    assert "GiB/s = unknown of 20.0 GB/s" in big_section and 'class="chart watch"' in big_section
+
+
+def html_text(text):
+    import html
+    return html.escape(text, quote=True)
+
+
+def test_junk_in_any_host_input_is_that_hosts_error_only(tmp_path):
+    """Property, without hypothesis: every hostile value at every place of one host's inputs.
+    Nothing raises, every file reads back strictly, the other hosts' verdicts and checks are
+    unchanged, and the odd host is not PASS where the value is no value of that place's kind
+    (unless it records nothing: recorded_nothing). An odd figure or name is shown (as unknown
+    where it is no figure) or makes the host ERROR, never another verdict."""
+    dummy, base = odd_report(full_host(), tmp_path)
+    assert {h: e["verdict"] for h, e in base.items()} == dict.fromkeys(base, "PASS")
+    others = {h: _judged(e) for h, e in base.items() if h != "odd"}
+    places = [(path, value) for path, value in _paths(full_host()) if path]
+    assert len(places) > 100
+    for path, normal in places:
+        for value in HOSTILE_VALUES:
+            where = "%s = %s" % (".".join(map(str, path)), gds_report._short(value, 40))
+            files, hosts = odd_report(_put(full_host(), path, value), tmp_path)
+            assert {h: _judged(e) for h, e in hosts.items() if h != "odd"} == others, where
+            odd = hosts["odd"]
+            if isinstance(normal, (dict, list)):  # a container the report walks
+                # nothing recorded: null, an empty value of the place's type, a mapping with none of
+                # the place's keys, and (checks nest in lists: a role's list of lists) a list of nothing
+                recorded_nothing = value is None or (type(value) is type(normal) and not value) or (
+                    isinstance(value, dict) and isinstance(normal, dict) and not set(value) & set(normal)) or (
+                    path[0] == "checks" and isinstance(value, list) and not gds_report._flat(value))
+                if not recorded_nothing:
+                    assert odd["verdict"] != "PASS", where
+            elif path[0] != "checks":  # a figure or a name the report only shows
+                assert odd["verdict"] == "PASS" or _input_error(odd), where
+            if odd["verdict"] == "ERROR" and _input_error(odd):
+                assert _input_error(odd)[0]["detail"].startswith("report: cannot render host input: "), where
+
+
+def test_number_helpers_are_total():
+    """Every figure a page shows goes through these: no value makes them raise, and what is no
+    figure is shown as unknown."""
+    for value in HOSTILE_VALUES + [True, object()]:
+        for text in (gds_report._num(value), gds_report._fmt(value), gds_report._share(value, 3),
+                     gds_report._share(3, value), gds_report._link_state(value, value), gb_text(value)):
+            assert isinstance(text, str) or isinstance(text, int), (value, text)
+        degraded = gds_report.describe_degraded({"current_width": value, "expected_width": 16, "current_speed_gts": value,
+                                                 "expected_speed_gts": 16.0}, "GPU")
+        assert degraded is None or isinstance(degraded, str)
+        if value is not None and value not in (1e307, -1e307):  # the only figures among them
+            assert gds_report._num(value) == gds_report._fmt(value) == gb_text(value) == "unknown", value
+    assert gds_report._num(None) == "-" and gds_report._num(3) == 3 and gds_report._num(2.5) == "2.5"
+    assert gds_report._share(1e307, 1e-300) == "unknown" and gds_report._share(1, 0) == "-"
+    assert gds_report._link_state(10 ** 400, float("nan")) == "x? ? GT/s" and gds_report._link_state(8, 16.0) == "x8 16.0 GT/s"
+    assert gb_text(2e10) == "20.00 GB"
+
+
+def test_real_topologies_and_bench_results_are_of_the_shape_the_report_reads(sim_node):
+    """The shape check makes no normal host ERROR: gds_topology's facts of every fixture and a
+    real gdsbench result pass it."""
+    for fixture in ("dgx2", "dgx-a100", "hgx-h100", "cloud-vm", "rdma-mix"):
+        root = sim_node(fixture, fixture)
+        rc, result = run_module("gds_topology", {"sysfs_root": os.path.join(root, "sys"),
+                                                 "procfs_root": os.path.join(root, "proc")})
+        assert rc == 0, result
+        assert gds_report.input_problems({"topology": result["ansible_facts"]["gds_topology"]}) == [], fixture
+    assert gds_report.input_problems({"bench": [json.load(open(WATCHED))]}) == []
+    assert gds_report.input_problems(full_host()) == []
+
+
+def test_a_host_variable_that_cannot_be_read_is_that_hosts_error():
+    """A template that fails in one host's variables (or checks nested deeper than Python
+    recurses) stopped the report play's filter for every host."""
+    from ansible_collections.gds.commission.plugins.filter.gds_report_hosts import gds_report_hosts
+
+    class Broken(dict):
+        def get(self, name, default=None):
+            if name == "gds_bench_checks":
+                raise RuntimeError("'undefined_var' is undefined")
+            return dict.get(self, name, default)
+
+    hostvars = {"a": {"gds_bench_checks": [full_host()["checks"]], "ansible_facts": {}},
+                "b": Broken(gds_bench_checks="{{ undefined_var }}", gds_facts_checks=[full_host()["checks"][0]]),
+                "c": {"gds_bench_checks": _deep(5000)}}
+    out = gds_report_hosts(["a", "b", "c"], hostvars, gds_report.CHECK_VARS)
+    assert out["b"]["input_error"] == "cannot read host variable gds_bench_checks: 'undefined_var' is undefined"
+    assert out["c"]["checks"] == [] and "input_error" not in out["a"]
+    files, result = build_report("r1", "s", "2026-01-01T00:00:00+00:00", "commission", out, ["a", "b", "c"], {})
+    hosts = result["summary"]["hosts"]
+    assert hosts["a"]["verdict"] == "PASS" and hosts["b"]["verdict"] == "ERROR" and hosts["c"]["verdict"] == "ERROR"
+    assert _input_error(hosts["b"])[0]["detail"] == ("report: cannot render host input: cannot read host variable "
+                                                     "gds_bench_checks: 'undefined_var' is undefined")
+    assert [c["name"] for c in hosts["b"]["checks"]][0] == "acs: 0000:04:10.0"  # what could be read is kept

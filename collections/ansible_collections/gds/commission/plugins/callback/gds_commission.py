@@ -110,7 +110,7 @@ class CallbackModule(CallbackBase):
     def __init__(self):
         super(CallbackModule, self).__init__()
         self.state = {"run_id": None, "hosts": {}, "drift": {}}
-        self.path = None
+        self.path = None         # reports/.state/RUN.json
         self.collected = {}      # host -> {"vars": {name: value}, "facts": {name: value}} the report reads
         self.targets = []        # every host a play targeted, in order
         self.report_mode = None  # the playbook's gds_report play, if it has one: commission or drift
@@ -137,15 +137,12 @@ class CallbackModule(CallbackBase):
             self._display.warning("gds_commission: GDS_RUN_ID: %s; this run is %s" % (error, default))
             run_id = default
         root = self._root()
-        state_dir = os.path.join(root, ".state")
-        os.makedirs(state_dir, exist_ok=True)
-        path = os.path.join(state_dir, run_id + ".json")
-        if not self.state.get("started") and os.path.exists(path):
+        path = os.path.join(root, ".state", run_id + ".json")
+        if not self.state.get("started"):
             # the same run id in a second invocation (bench.yml, then report.yml): one run
             try:
-                with open(path) as handle:
-                    self.state.update(json.load(handle))
-            except (OSError, ValueError):
+                self.state.update(json.loads(self._state_file(lambda folder: folder.read(run_id + ".json"), path) or "{}"))
+            except Exception:  # an unreadable state starts afresh; one in the way is refused in _save
                 pass
         self.path = path
         # a run is as old as its first playbook: later playbooks of one command line keep it
@@ -218,14 +215,26 @@ class CallbackModule(CallbackBase):
     def v2_playbook_on_handler_task_start(self, task):
         self._flush()
 
+    def _state_file(self, action, path=None):
+        """``action(folder)`` on the state file's directory (reports/.state/) through
+        fleet/output.py: the directory above it is the user's, the state directory is opened
+        without following a link, and nothing but a file of its own there is replaced."""
+        folder = os.path.dirname(path or self.path)
+        with (self.writer or report_writer()).OutDir(os.path.dirname(folder)) as reports, \
+                reports.child(os.path.basename(folder)) as state_dir:
+            return action(state_dir)
+
     def _save(self):
         self._dirty = False
         if not self.path:
             return
-        tmp = "%s.%d.tmp" % (self.path, os.getpid())
-        with open(tmp, "w") as handle:
-            json.dump(self.state, handle, indent=1, sort_keys=True, default=str)
-        os.replace(tmp, self.path)
+        text = json.dumps(self.state, indent=1, sort_keys=True, default=str)
+        try:
+            self._state_file(lambda folder: folder.write(os.path.basename(self.path), text, sync=False))
+        except Exception as exc:  # RefusedPath names what is in the way: said once, the run goes on
+            if not getattr(self, "_save_refused", False):
+                self._save_refused = True
+                self._display.warning("gds_commission: cannot keep the run state: %s" % exc)
 
     def _host(self, result):
         return self.state["hosts"].setdefault(result._host.get_name(), {})
@@ -302,10 +311,14 @@ class CallbackModule(CallbackBase):
             files, result = writer.build_report(self.state["run_id"], self.state["started"], now, self.report_mode,
                                                 data, hosts, states, drift=self.state.get("drift"),
                                                 required_areas=self.required_areas)
-            run_dir = writer.write_run(self.state["reports_dir"], self.state["run_id"], files)
+            run_dir = writer.write_run_dir(self.state["reports_dir"], self.state["run_id"], files)
         except Exception as exc:  # never hide the play's own failure behind a callback traceback
             self._display.warning("gds_commission: could not write the report of the failed run: %s" % exc)
             return
+        try:
+            writer.point_latest(self.state["reports_dir"], self.state["run_id"])
+        except Exception as exc:  # latest someone else's: the run's directory stands, latest is left alone
+            self._display.warning("gds_commission: the report is in %s, but %s" % (run_dir, exc))
         self.state["report_written"] = True
         self._save()
         bad = result.get("not_pass", result.get("drifted", []))

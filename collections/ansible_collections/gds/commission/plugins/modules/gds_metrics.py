@@ -13,6 +13,8 @@ description:
     the directory of node_exporter's textfile collector, atomically (a scrape never reads half
     a file).
   - The file is the run's output, not a setting of the node, so the task never reports a change.
+  - A link, a directory or any other file that is not a regular file at that name is left as it
+    is and fails the task naming it (docs/reports.md, What a run writes and what it leaves alone).
 version_added: "1.0.0"
 author: gds-commission contributors (!UNKNOWN)
 options:

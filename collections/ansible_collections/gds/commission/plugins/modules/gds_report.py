@@ -20,6 +20,12 @@ description:
     checks), and keeps each host's last runs in C(reports_dir/history/HOST.json).
   - HOST in a file name is the inventory name, or its percent-encoded form when the name is not a
     plain file name (docs/reports.md, Hostile input); nothing is written outside C(reports_dir).
+  - "Nothing it did not make is replaced or removed: a C(reports/latest) that is not its link to a
+    run directory (a real directory, a file, a link elsewhere), or a link or directory where a
+    report or history file goes, is left as it is and fails the task naming it, after the run's
+    own directory is written."
+  - "A host whose inputs cannot be read or rendered (a C(record) that is not a mapping, say) is
+    C(ERROR) with the check C(report: host input); the other hosts' reports are written as usual."
 version_added: "1.0.0"
 author: gds-commission contributors (!UNKNOWN)
 options:
@@ -152,18 +158,25 @@ drift:
 
 import datetime
 import json
+import os
 
 from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule  # results valid UTF-8
-from ansible_collections.gds.commission.plugins.module_utils.fleet.report import build_report, load_history, run_id_error, write_history, write_run
+from ansible_collections.gds.commission.plugins.module_utils.fleet.output import OutDir
+from ansible_collections.gds.commission.plugins.module_utils.fleet.report import (
+    build_report, load_history, point_latest, run_id_error, write_history, write_run_dir)
 
 
 def load_state(module, path):
     if not path:
         return {}
     try:
-        with open(path, encoding="utf-8") as handle:
-            state = json.load(handle)
-    except (OSError, ValueError) as exc:
+        # the callback's file (.state/RUN.json): read as written, never through a link put in its place
+        with OutDir(os.path.dirname(path) or ".", create=False) as folder:
+            text = folder.read(os.path.basename(path))
+        if text is None:
+            raise FileNotFoundError("no such file")
+        state = json.loads(text)
+    except (OSError, ValueError, RecursionError) as exc:
         module.fail_json(msg="cannot read the run state %s: %s" % (path, exc))
     if not isinstance(state, dict):
         module.fail_json(msg="cannot read the run state %s: expected an object" % path)
@@ -239,11 +252,22 @@ def main():
         result["history"] = []
     if not module.check_mode:
         try:
-            run_dir = write_run(p["reports_dir"], p["run_id"], files)
-            if updated:
-                result["history"] = write_history(p["reports_dir"], updated, problems)
+            run_dir = write_run_dir(p["reports_dir"], p["run_id"], files)
         except (OSError, ValueError) as exc:
             module.fail_json(msg="cannot write the report under %s: %s" % (p["reports_dir"], exc))
+        # the run's directory is written: a refused history file or latest fails the task after it
+        refused = []
+        if updated:
+            try:
+                result["history"] = write_history(p["reports_dir"], updated, problems)
+            except (OSError, ValueError) as exc:
+                refused.append(str(exc))
+        try:
+            point_latest(p["reports_dir"], p["run_id"])
+        except (OSError, ValueError) as exc:
+            refused.append(str(exc))
+        if refused:
+            module.fail_json(msg="the report is in %s, but %s" % (run_dir, "; ".join(refused)), run_dir=run_dir)
     # a report on the controller is the run's output, not state of a node: never "changed"
     module.exit_json(changed=False, run_dir=run_dir, **result)
 

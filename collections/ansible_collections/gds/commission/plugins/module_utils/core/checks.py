@@ -9,6 +9,7 @@ their list as the host fact ``gds_<role>_checks``; the report collects those.
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 
@@ -68,8 +69,22 @@ def profile_thresholds(given, defaults, kind, error, check_value):
     return out
 
 
+def is_figure(value):
+    """A number to compare or show: not a bool, and a finite float can hold it (NaN, infinity,
+    10**400 and text are no figures)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def gb_text(value):
-    """Bytes as a check's text or a chart's label says them: GB from 10 MB up, else MB."""
+    """Bytes as a check's text or a chart's label says them: GB from 10 MB up, else MB; "unknown"
+    for what is no figure."""
+    if not is_figure(value):
+        return "unknown"
     return "%.2f GB" % (value / 1e9) if value >= 1e7 else "%.1f MB" % (value / 1e6)
 
 

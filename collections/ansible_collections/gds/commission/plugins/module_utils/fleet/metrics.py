@@ -16,7 +16,8 @@ import math
 import re
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import VERDICTS, rank
-from ansible_collections.gds.commission.plugins.module_utils.core.files import printable, write_atomic
+from ansible_collections.gds.commission.plugins.module_utils.core.files import printable
+from ansible_collections.gds.commission.plugins.module_utils.fleet.output import OutDir
 
 VERSION = "1.0.0"
 PREFIX = "gds_commission_"
@@ -247,7 +248,7 @@ def drift_metrics(entry, timestamp, version=VERSION):
 
 
 def write_textfile(directory, name, text):
-    """Put ``text`` in place as ``directory/name`` atomically (node_exporter never reads half)."""
-    path = "%s/%s" % (directory.rstrip("/") or "", name)
-    write_atomic(path, text, 0o644)
-    return path
+    """Put ``text`` in place as ``directory/name`` atomically (node_exporter never reads half);
+    a link or anything but a regular file of that name is refused (fleet/output.py)."""
+    with OutDir(directory) as folder:
+        return folder.write(name, text)

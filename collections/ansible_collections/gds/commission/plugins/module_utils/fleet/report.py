@@ -16,18 +16,16 @@ import json
 import math
 import os
 import re
-import secrets
-import shutil
 import statistics
-import tempfile
 import time
 import xml.etree.ElementTree as ET
 
-from ansible_collections.gds.commission.plugins.module_utils.core.checks import FAILING, SEVERITY, VERDICTS, gb_text, host_verdict
+from ansible_collections.gds.commission.plugins.module_utils.core.checks import FAILING, SEVERITY, VERDICTS, gb_text, host_verdict, is_figure
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check as make_check
-from ansible_collections.gds.commission.plugins.module_utils.core.files import backup_copy, natural_key, printable, write_atomic
+from ansible_collections.gds.commission.plugins.module_utils.core.files import natural_key, printable
 from ansible_collections.gds.commission.plugins.module_utils.hw.health import KIND_ROLES, PORT_ROLES
 from ansible_collections.gds.commission.plugins.module_utils.fleet.metrics import COMMISSION_FILE, DRIFT_FILE, area_of, commission_metrics, drift_metrics
+from ansible_collections.gds.commission.plugins.module_utils.fleet.output import OutDir, RefusedPath
 
 COLORS = {"PASS": "#2e7d32", "WARN": "#ef8f00", "FAIL": "#c62828", "SKIP": "#757575",
           "ERROR": "#6a1b9a", "UNREACHABLE": "#37474f"}
@@ -50,28 +48,46 @@ REBOOT_VARS = re.compile(r"^gds_\w*reboot_required$")
 
 
 def _flat(value):
-    if isinstance(value, (list, tuple)):
-        return [item for part in value for item in _flat(part)]
-    return [value]
+    """The items of nested lists, in order (a loop, not a recursion: nesting of any depth)."""
+    out, todo = [], [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, (list, tuple)):
+            todo.extend(reversed(item))
+        else:
+            out.append(item)
+    return out
 
 
 def host_inputs(variables, facts, check_vars=CHECK_VARS):
     """{checks, topology, arrays, bench, rdma_bench, reboot_required, platform}: what the report
     reads of one host, from its variables (checks in their order; only the names that match are
     read) and its ansible_facts. ``check_vars``: a pattern (text or compiled) of the variables
-    that hold checks."""
+    that hold checks. A variable that cannot be read (a template that fails) is named in
+    ``input_error``: the report makes that host ERROR, never the others."""
     pattern = re.compile(check_vars) if isinstance(check_vars, str) else check_vars
+    problems = []
+
+    def read(source, name, default=None):
+        try:
+            return source.get(name, default)
+        except Exception as exc:  # whatever a lazy variable raises is this host's problem only
+            problems.append("%s: %s" % (name, _short(str(exc) or type(exc).__name__)))
+            return default
+
     names = list(variables.keys())
     checks = []
     for name in names:
         if pattern.search(name):
-            checks.extend(_flat(variables[name]))
+            checks.extend(_flat(read(variables, name, [])))
     out = {"checks": checks}
     for name, key in REPORT_FACTS.items():
-        out[key] = (facts or {}).get(name)
+        out[key] = read(facts or {}, name)
     for name, key in REPORT_VARS.items():
-        out[key] = variables.get(name) or []
-    out["reboot_required"] = any(bool(variables[name]) for name in names if REBOOT_VARS.search(name))
+        out[key] = read(variables, name) or []
+    out["reboot_required"] = any(bool(read(variables, name)) for name in names if REBOOT_VARS.search(name))
+    if problems:
+        out["input_error"] = "cannot read host variable %s" % "; ".join(problems)
     return out
 
 
@@ -95,20 +111,30 @@ def normalize_check(item):
     if not isinstance(item, dict):
         return make_check("host: check record", "ERROR", "a check record", _short(item),
                           "the host recorded something that is not a check")
-    verdict = str(item.get("verdict", "ERROR")).upper()
-    out = {"name": str(item.get("name", "unnamed check")),
+    verdict = item.get("verdict", "ERROR")
+    verdict = verdict.upper() if isinstance(verdict, str) else "ERROR"
+    out = {"name": _text(item.get("name", "unnamed check")),
            "verdict": verdict if verdict in VERDICTS else "ERROR",
            "expected": _value(item.get("expected")), "actual": _value(item.get("actual"))}
     if item.get("detail"):
-        out["detail"] = str(item["detail"])
+        out["detail"] = _text(item["detail"])
     for key in CHECK_KEYS:
         if item.get(key) is not None:
-            out[key] = _value(item[key])
+            out[key] = _text(item[key]) if key == "unit" else _value(item[key])
     return out
 
 
+def _text(value):
+    """Text as it is; anything else as its text (an integer too long to print as a note)."""
+    return value if isinstance(value, str) else printable(value, controls=False)
+
+
 def _short(value, limit=300):
-    text = value if isinstance(value, str) else repr(value)
+    """A value as a message shows it: text as it is, else its repr, cut at ``limit``; never raises."""
+    try:
+        text = value if isinstance(value, str) else printable(value) if isinstance(value, int) else repr(value)
+    except (ValueError, RecursionError):  # a value nested too deep to print
+        text = "(a %s too large to show)" % type(value).__name__
     return text if len(text) <= limit else text[:limit] + "..."
 
 
@@ -155,35 +181,40 @@ def summary(run_id, started, finished, docs):
             "counts": counts}
 
 
-def junit(summary_doc):
+def junit(summary_doc, suites=None):
     """A testsuite per host, a testcase per check (WARN passes with a note, SKIP is skipped).
-
-    ElementTree escapes markup (& < > and quotes); what XML 1.0 cannot hold at all (control
-    characters, bytes that were not UTF-8) is written as its escape first (core/files.printable)."""
-    x = printable
-    suites = ET.Element("testsuites", name=x("gds-commission %s" % summary_doc["run_id"]))
+    ``suites``: {host: junit_suite(...)} built already (build_report's, one host at a time)."""
+    root = ET.Element("testsuites", name=printable("gds-commission %s" % summary_doc["run_id"]))
     for host, doc in sorted(summary_doc["hosts"].items()):
-        checks = doc["checks"]
-        suite = ET.SubElement(suites, "testsuite", name=x(host), tests=str(len(checks)),
-                              failures=str(sum(c["verdict"] == "FAIL" for c in checks)),
-                              errors=str(sum(c["verdict"] in ("ERROR", "UNREACHABLE") for c in checks)),
-                              skipped=str(sum(c["verdict"] == "SKIP" for c in checks)))
-        for check in checks:
-            area = area_of(check["name"])
-            case = ET.SubElement(suite, "testcase", classname=x("%s.%s" % (host, area.replace(" ", "_"))),
-                                 name=x(check["name"]))
-            text = x("expected %s, actual %s%s" % (check.get("expected"), check.get("actual"),
-                                                   ("; " + check["detail"]) if check.get("detail") else ""))
-            if check["verdict"] == "FAIL":
-                ET.SubElement(case, "failure", message=text).text = text
-            elif check["verdict"] in ("ERROR", "UNREACHABLE"):
-                ET.SubElement(case, "error", message=text).text = text
-            elif check["verdict"] == "SKIP":
-                ET.SubElement(case, "skipped", message=x(check.get("detail") or "skipped"))
-            elif check["verdict"] == "WARN":
-                ET.SubElement(case, "system-out").text = "WARN: " + text
-    ET.indent(suites)
-    return "<?xml version='1.0' encoding='UTF-8'?>\n" + ET.tostring(suites, encoding="unicode") + "\n"
+        root.append((suites or {}).get(host) or junit_suite(host, doc["checks"]))
+    ET.indent(root)
+    return "<?xml version='1.0' encoding='UTF-8'?>\n" + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def junit_suite(host, checks):
+    """One host's testsuite. ElementTree escapes markup (& < > and quotes); what XML 1.0 cannot
+    hold at all (control characters, bytes that were not UTF-8) is written as its escape first
+    (core/files.printable)."""
+    x = printable
+    suite = ET.Element("testsuite", name=x(host), tests=str(len(checks)),
+                       failures=str(sum(c["verdict"] == "FAIL" for c in checks)),
+                       errors=str(sum(c["verdict"] in ("ERROR", "UNREACHABLE") for c in checks)),
+                       skipped=str(sum(c["verdict"] == "SKIP" for c in checks)))
+    for check in checks:
+        area = area_of(check["name"])
+        case = ET.SubElement(suite, "testcase", classname=x("%s.%s" % (host, area.replace(" ", "_"))),
+                             name=x(check["name"]))
+        text = x("expected %s, actual %s%s" % (check.get("expected"), check.get("actual"),
+                                               ("; " + check["detail"]) if check.get("detail") else ""))
+        if check["verdict"] == "FAIL":
+            ET.SubElement(case, "failure", message=text).text = text
+        elif check["verdict"] in ("ERROR", "UNREACHABLE"):
+            ET.SubElement(case, "error", message=text).text = text
+        elif check["verdict"] == "SKIP":
+            ET.SubElement(case, "skipped", message=x(check.get("detail") or "skipped"))
+        elif check["verdict"] == "WARN":
+            ET.SubElement(case, "system-out").text = "WARN: " + text
+    return suite
 
 
 # --------------------------------------------------------------------------------------------
@@ -195,13 +226,13 @@ def junit(summary_doc):
 
 def _link_state(width, speed):
     """"x8 16.0 GT/s"; "?" for what could not be read."""
-    width = "x%s" % width if isinstance(width, int) and width > 0 else "x?"
-    speed = "%.1f GT/s" % speed if isinstance(speed, (int, float)) and speed > 0 else "? GT/s"
+    width = "x%d" % width if is_figure(width) and isinstance(width, int) and width > 0 else "x?"
+    speed = "%.1f GT/s" % speed if is_figure(speed) and speed > 0 else "? GT/s"
     return "%s %s" % (width, speed)
 
 
 def _below(current, expected):
-    return all(isinstance(v, (int, float)) for v in (current, expected)) and current < expected
+    return is_figure(current) and is_figure(expected) and current < expected
 
 
 def link_role(link, port_types):
@@ -338,7 +369,7 @@ def affinity_rows(doc):
 
 def bar_chart(checks, width=640):
     """Inline SVG: one bar per measured metric, scaled to its own bounds, bound lines drawn."""
-    rows = [c for c in checks if _figure(c.get("actual")) and (_figure(c.get("low")) or _figure(c.get("high")))]
+    rows = [c for c in checks if is_figure(c.get("actual")) and (is_figure(c.get("low")) or is_figure(c.get("high")))]
     if not rows:
         return ""
     row_h, label_w, bar_w = 26, 300, width - 300 - 110
@@ -346,7 +377,7 @@ def bar_chart(checks, width=640):
     parts = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" role="img" class="chart">' % (width, height)]
     for i, check in enumerate(rows):
         y = 8 + i * row_h
-        bounds = [v for v in (check.get("low"), check.get("high"), check["actual"]) if _figure(v)]
+        bounds = [v for v in (check.get("low"), check.get("high"), check["actual"]) if is_figure(v)]
         scale_max = max(bounds) * 1.25 or 1.0
 
         def x_of(v, scale_max=scale_max):
@@ -361,7 +392,7 @@ def bar_chart(checks, width=640):
                      % (label_w, y + 2, x_of(check["actual"]) - label_w, color, _e("%s: %s %s (expected %s)" % (
                          check["name"], check["actual"], check.get("unit", ""), check.get("expected")))))
         for bound, dash in ((check.get("low"), ""), (check.get("high"), ' stroke-dasharray="3,2"')):
-            if _figure(bound):
+            if is_figure(bound):
                 parts.append('<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#000" stroke-width="2"%s/>'
                              % (x_of(bound), x_of(bound), y, y + 20, dash))
         parts.append('<text x="%d" y="%d" class="val">%s %s</text>' % (label_w + bar_w + 6, y + 14,
@@ -387,15 +418,15 @@ def watch_chart(result, width=860):
     rows, label_w, bar_w, row_h = [], 200, width - 200 - 340, 22
     limit = watch.get("limit") if isinstance(watch.get("limit"), dict) else {}
     fraction, measured = watch.get("fraction"), rec.get("throughput_gib_s")
-    if _figure(fraction) and _figure(measured) and _figure(limit.get("gb_s")):
+    if is_figure(fraction) and is_figure(measured) and is_figure(limit.get("gb_s")):
         rows.append(("limit", "measured / limit", min(fraction, 1.25) / 1.25, None,
-                     "%.3g GiB/s = %d%% of %s GB/s (%s)" % (measured, round(fraction * 100), limit["gb_s"],
-                                                            limit.get("bound")), {"data-fraction": fraction}))
+                     "%.3g GiB/s = %s of %s GB/s (%s)" % (measured, _share(fraction, 1, "%.0f%%"), limit["gb_s"],
+                                                          limit.get("bound")), {"data-fraction": fraction}))
     elif limit.get("unknown"):
         rows.append(("note", "path limit", None, None, "unknown: %s" % limit["unknown"], {}))
-    gpus = [g for g in _dicts(watch.get("gpus")) if _figure(g.get("rx_bytes")) and _figure(g.get("tx_bytes"))]
-    drives = [d for d in _dicts(watch.get("drives")) if _figure(d.get("read_bytes")) and _figure(d.get("write_bytes"))]
-    moved = rec.get("bytes") if _figure(rec.get("bytes")) else 0
+    gpus = [g for g in _dicts(watch.get("gpus")) if is_figure(g.get("rx_bytes")) and is_figure(g.get("tx_bytes"))]
+    drives = [d for d in _dicts(watch.get("drives")) if is_figure(d.get("read_bytes")) and is_figure(d.get("write_bytes"))]
+    moved = rec.get("bytes") if is_figure(rec.get("bytes")) else 0
     top = max([moved] + [max(g["rx_bytes"], g["tx_bytes"]) for g in gpus]
               + [d["read_bytes"] + d["write_bytes"] for d in drives]) or 1
     shown = [g for g in gpus if max(g["rx_bytes"], g["tx_bytes"]) >= 0.01 * top or g.get("index") == rec.get("gpu")]
@@ -419,7 +450,7 @@ def watch_chart(result, width=860):
         total = drive["read_bytes"] + drive["write_bytes"]
         util = drive.get("util_pct")
         rows.append(("drive", "%s %s" % (drive.get("name"), drive.get("bdf") or ""), total / top, None,
-                     "%s%s" % (gb_text(total), ", util %s%%" % util if _figure(util) else ""), {"data-drive": drive.get("name")}))
+                     "%s%s" % (gb_text(total), ", util %s%%" % util if is_figure(util) else ""), {"data-drive": drive.get("name")}))
     if watch.get("drives_unknown"):
         rows.append(("note", "drives", None, None, "unknown: %s" % watch["drives_unknown"], {}))
     cufile = watch.get("cufile") if isinstance(watch.get("cufile"), dict) else {}
@@ -472,59 +503,68 @@ tr.slow td{background:#ffebee;font-weight:600} p.slow{color:#c62828;font-weight:
 """
 
 
-def render_html(summary_doc, docs, title="GDS commissioning report"):
+def render_html(summary_doc, docs, title="GDS commissioning report", parts=None):
+    """The page. ``parts``: {host: {"section", "row"}} built already (build_report's, one host at
+    a time); the others are rendered here."""
+    parts = parts or {}
     counts = summary_doc["counts"]
     out = ["<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>%s %s</title><style>%s</style></head><body>"
            % (_e(title), _e(summary_doc["run_id"]), CSS)]
     out.append("<h1>%s</h1><div class=\"meta\">run %s &middot; started %s &middot; finished %s</div>"
                % (_e(title), _e(summary_doc["run_id"]), _e(summary_doc["started"]), _e(summary_doc["finished"])))
     out.append("<p class=\"counts\">%s</p>" % "".join("<span>%s %d</span>" % (_badge(k), v) for k, v in counts.items()))
-    out.append(fleet_html(docs))
+    out.append(fleet_html(docs, {host: part["row"] for host, part in parts.items()}))
     for name, doc in sorted(docs.items(), key=lambda item: natural_key(item[0])):
-        out.append("<h2 id=\"host-%s\">%s %s <a class=\"up\" href=\"#fleet\">fleet</a></h2>"
-                   % (_e(name), _e(name), _badge(doc["verdict"])))
-        rows = affinity_rows(doc)
-        if rows:
-            out.append("<h3>GPU / NVMe affinity</h3><table><tr><th>group</th><th>RAID array</th><th>GPU #</th><th>GPU PCIe</th>"
-                       "<th>NVMe</th><th>NVMe PCIe</th><th>NICs</th><th>link</th><th>NUMA</th></tr>")
-            for row in rows:
-                out.append("<tr>%s</tr>" % "".join("<td>%s</td>" % _e(row[k]) for k in
-                                                   ("group", "array", "gpus", "gpu_bus", "nvme", "nvme_bus", "nics", "link", "numa")))
-            out.append("</table>")
-        out.append(links_html(doc))
-        out.append(network_html(doc))
-        bench = [c for c in doc["checks"] if c["name"].startswith("bench:")]
-        health = [c for c in doc["checks"] if c["name"].startswith(HEALTH_AREAS)]
-        settings = [c for c in doc["checks"] if c not in bench and c not in health]
-        if settings:
-            out.append("<h3>Settings and topology</h3>" + _check_table(settings))
-        if health:
-            out.append("<h3>Hardware health</h3>" + _check_table(health))
-        if bench:
-            out.append("<h3>Benchmarks against thresholds</h3>")
-            chart = bar_chart(bench)
-            if chart:
-                out.append(chart)
-            out.append(_check_table(bench))
-        results = doc.get("bench") or []
-        if results:
-            out.append("<h3>Benchmark records</h3><table><tr><th>job</th><th>xfer</th><th>io</th><th>threads</th>"
-                       "<th>GiB/s</th><th>IOPS</th><th>lat mean us</th><th>lat p99 us</th><th>path</th></tr>")
-            for result in results:
-                rec = result.get("record") or {}
-                lat = rec.get("lat_us") or {}
-                out.append("<tr>%s</tr>" % "".join("<td>%s</td>" % _e(v) for v in (
-                    result.get("name"), rec.get("xfer_type"), rec.get("io_type"), rec.get("threads"),
-                    _num(rec.get("throughput_gib_s")), _num(rec.get("iops")), _num(lat.get("mean")),
-                    _num(lat.get("p99")), (rec.get("path") or {}).get("mode", "-"))))
-            out.append("</table>")
-            charts = [(r, watch_chart(r)) for r in results if isinstance(r, dict)]
-            if any(chart for dummy, chart in charts):
-                out.append("<h3>Where the bytes went</h3><p class=\"meta\">per job: measured against the "
-                           "limit of its PCIe path (line: the limit); PCIe bytes per GPU (dark: received, "
-                           "light: sent); bytes per drive</p>")
-                out += ["<h4>%s</h4>%s" % (_e(r.get("name")), chart) for r, chart in charts if chart]
+        out.append(parts[name]["section"] if name in parts else host_html(name, doc))
     out.append("<script>%s</script></body></html>\n" % FLEET_JS)
+    return "".join(out)
+
+
+def host_html(name, doc):
+    """One host's section of the page: affinity, links, network, checks, benchmarks, watch."""
+    out = ["<h2 id=\"host-%s\">%s %s <a class=\"up\" href=\"#fleet\">fleet</a></h2>"
+           % (_e(name), _e(name), _badge(doc["verdict"]))]
+    rows = affinity_rows(doc)
+    if rows:
+        out.append("<h3>GPU / NVMe affinity</h3><table><tr><th>group</th><th>RAID array</th><th>GPU #</th><th>GPU PCIe</th>"
+                   "<th>NVMe</th><th>NVMe PCIe</th><th>NICs</th><th>link</th><th>NUMA</th></tr>")
+        for row in rows:
+            out.append("<tr>%s</tr>" % "".join("<td>%s</td>" % _e(row[k]) for k in
+                                               ("group", "array", "gpus", "gpu_bus", "nvme", "nvme_bus", "nics", "link", "numa")))
+        out.append("</table>")
+    out.append(links_html(doc))
+    out.append(network_html(doc))
+    bench = [c for c in doc["checks"] if c["name"].startswith("bench:")]
+    health = [c for c in doc["checks"] if c["name"].startswith(HEALTH_AREAS)]
+    settings = [c for c in doc["checks"] if c not in bench and c not in health]
+    if settings:
+        out.append("<h3>Settings and topology</h3>" + _check_table(settings))
+    if health:
+        out.append("<h3>Hardware health</h3>" + _check_table(health))
+    if bench:
+        out.append("<h3>Benchmarks against thresholds</h3>")
+        chart = bar_chart(bench)
+        if chart:
+            out.append(chart)
+        out.append(_check_table(bench))
+    results = doc.get("bench") or []
+    if results:
+        out.append("<h3>Benchmark records</h3><table><tr><th>job</th><th>xfer</th><th>io</th><th>threads</th>"
+                   "<th>GiB/s</th><th>IOPS</th><th>lat mean us</th><th>lat p99 us</th><th>path</th></tr>")
+        for result in results:
+            rec = result.get("record") or {}
+            lat = rec.get("lat_us") or {}
+            out.append("<tr>%s</tr>" % "".join("<td>%s</td>" % _e(v) for v in (
+                result.get("name"), rec.get("xfer_type"), rec.get("io_type"), rec.get("threads"),
+                _num(rec.get("throughput_gib_s")), _num(rec.get("iops")), _num(lat.get("mean")),
+                _num(lat.get("p99")), (rec.get("path") or {}).get("mode", "-"))))
+        out.append("</table>")
+        charts = [(r, watch_chart(r)) for r in results if isinstance(r, dict)]
+        if any(chart for dummy, chart in charts):
+            out.append("<h3>Where the bytes went</h3><p class=\"meta\">per job: measured against the "
+                       "limit of its PCIe path (line: the limit); PCIe bytes per GPU (dark: received, "
+                       "light: sent); bytes per drive</p>")
+            out += ["<h4>%s</h4>%s" % (_e(r.get("name")), chart) for r, chart in charts if chart]
     return "".join(out)
 
 
@@ -560,10 +600,10 @@ def platform_summary(docs):
     return out
 
 
-def fleet_html(docs):
+def fleet_html(docs, rows=None):
     """The fleet part of report.html: a summary per platform, filters (verdict, platform, host
     name; inline script, nothing fetched), and one row per host, failing hosts first, each
-    linking to its section."""
+    linking to its section. ``rows``: {host: fleet_row(...)} built already."""
     summ = platform_summary(docs)
     out = ["<h2 id=\"fleet\">Fleet</h2><h3>Per platform</h3><table id=\"platforms\"><tr><th>platform</th><th>hosts</th>%s</tr>"
            % "".join("<th>%s</th>" % _badge(k) for k in FLEET_ORDER)]
@@ -583,24 +623,28 @@ def fleet_html(docs):
     out.append("<table id=\"fleet-table\"><thead><tr><th>host</th><th>verdict</th><th>platform</th><th>first problem</th>"
                "<th>GPUs</th><th>data drives</th><th>groups</th><th>checks</th><th>reboot required</th></tr></thead><tbody>")
     ordered = sorted(docs.items(), key=lambda item: (FLEET_ORDER.get(fleet_status(item[1]), 0), natural_key(item[0])))
-    for name, doc in ordered:
-        topo = doc.get("topology") or {}
-        tally = {}
-        for check in doc["checks"]:
-            tally[check["verdict"]] = tally.get(check["verdict"], 0) + 1
-        problem = first_problem(doc)
-        status = fleet_status(doc)
-        out.append("<tr data-host=\"%s\" data-verdict=\"%s\" data-platform=\"%s\"><td><a href=\"#host-%s\">%s</a></td>"
-                   "<td>%s</td><td>%s</td><td class=\"problem\">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>" % (
-                       _e(name), _e(status), _e(doc.get("profile") or UNKNOWN_PLATFORM), _e(name), _e(name),
-                       _badge(doc["verdict"]) + (" " + _badge("WARN") if status == "WARN" else ""),
-                       _e(doc.get("profile") or UNKNOWN_PLATFORM),
-                       _e("%s: %s" % (problem["name"], problem.get("detail") or problem.get("actual"))) if problem else "",
-                       len(topo.get("gpus") or []), len([d for d in topo.get("nvme") or [] if not d.get("system")]),
-                       len(topo.get("groups") or []), " ".join("%s&nbsp;%d" % (_e(k), v) for k, v in sorted(tally.items())),
-                       "yes" if doc.get("reboot_required") else "no"))
+    out += [(rows or {}).get(name) or fleet_row(name, doc) for name, doc in ordered]
     out.append("</tbody></table>")
     return "".join(out)
+
+
+def fleet_row(name, doc):
+    """One host's row of the fleet table."""
+    topo = doc.get("topology") or {}
+    tally = {}
+    for check in doc["checks"]:
+        tally[check["verdict"]] = tally.get(check["verdict"], 0) + 1
+    problem = first_problem(doc)
+    status = fleet_status(doc)
+    return ("<tr data-host=\"%s\" data-verdict=\"%s\" data-platform=\"%s\"><td><a href=\"#host-%s\">%s</a></td>"
+            "<td>%s</td><td>%s</td><td class=\"problem\">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>" % (
+                _e(name), _e(status), _e(doc.get("profile") or UNKNOWN_PLATFORM), _e(name), _e(name),
+                _badge(doc["verdict"]) + (" " + _badge("WARN") if status == "WARN" else ""),
+                _e(doc.get("profile") or UNKNOWN_PLATFORM),
+                _e("%s: %s" % (problem["name"], problem.get("detail") or problem.get("actual"))) if problem else "",
+                len(topo.get("gpus") or []), len([d for d in topo.get("nvme") or [] if not d.get("system")]),
+                len(topo.get("groups") or []), " ".join("%s&nbsp;%d" % (_e(k), v) for k, v in sorted(tally.items())),
+                "yes" if doc.get("reboot_required") else "no"))
 
 
 # The fleet filters; the page's query string presets them (report.html?verdict=FAIL&platform=dgx_a100).
@@ -677,8 +721,16 @@ def _links_table(title, rows):
     return "".join(out)
 
 
-def _num(value):
-    return "-" if value is None else ("%.4g" % value if isinstance(value, float) else value)
+def _num(value, form="%.4g"):
+    """A table's figure: "-" for none recorded, an integer as it is, "unknown" for what is no figure."""
+    if value is None:
+        return "-"
+    return value if is_figure(value) and isinstance(value, int) else _fmt(value, form)
+
+
+def _share(part, whole, form="%.0f %%"):
+    """part / whole as "42 %"; "-" when either is no figure, "unknown" when the share is none."""
+    return _fmt(100.0 * part / whole, form) if is_figure(part) and is_figure(whole) and whole else "-"
 
 
 def _check_table(checks):
@@ -730,7 +782,7 @@ def network_rows(doc):
                 "port": port.get("port", "-"), "netdev": port.get("netdev") or nic.get("netdev") or "-",
                 "link_layer": port.get("link_layer") or "-",
                 "state": "%s / %s" % (port.get("state") or "?", port.get("phys_state") or "?") if port else "-",
-                "rate": "%g Gb/s" % port["rate_gbps"] if port.get("rate_gbps") is not None else "-",
+                "rate": "%s Gb/s" % _fmt(port["rate_gbps"], "%g") if port.get("rate_gbps") is not None else "-",
                 "pcie": pcie, "numa": nic.get("numa_node"), "fw": nic.get("fw_ver") or "-",
                 "gpus": ", ".join("GPU%s" % i for i in paired.get(nic.get("name"), [])) or "-",
                 "verdict": (checks.get(name) or {}).get("verdict"),
@@ -757,12 +809,11 @@ def rdma_bench_rows(doc):
     the GPU-memory figure as a share of the host-memory one of the same NIC, port and test."""
     results = [r for r in doc.get("rdma_bench") or [] if isinstance(r, dict)]
     host = {(r.get("nic"), r.get("port"), r.get("test")): r.get("gbps") for r in results
-            if r.get("memory") == "host" and isinstance(r.get("gbps"), (int, float))}
+            if r.get("memory") == "host" and is_figure(r.get("gbps"))}
     rows = []
     for r in results:
         gbps = r.get("gbps")
-        ref = host.get((r.get("nic"), r.get("port"), r.get("test")))
-        share = "%.0f %%" % (100.0 * gbps / ref) if r.get("memory") == "cuda" and ref and isinstance(gbps, (int, float)) else "-"
+        share = _share(gbps, host.get((r.get("nic"), r.get("port"), r.get("test")))) if r.get("memory") == "cuda" else "-"
         gpu = "-" if r.get("gpu") is None else "GPU%s%s" % (r.get("gpu"), "" if r.get("affine") in (None, True) else " (far)")
         rows.append({"nic": r.get("nic"), "port": r.get("port"), "test": r.get("test"), "memory": r.get("memory"),
                      "gpu": gpu, "gbps": _num(gbps), "lat_us": _num(r.get("lat_us")),
@@ -858,23 +909,12 @@ def measured(checks):
         name = check["name"]
         if not name.startswith("bench: ") or name.count(": ") < 2:
             continue
-        if not _figure(check.get("actual")):
+        if not is_figure(check.get("actual")):
             continue
         if check.get("low") is None and check.get("high") is None:
             continue
         out[name[len("bench: "):]] = check
     return out
-
-
-def _figure(value):
-    """A number to compare: not a bool, and a finite float can hold it (NaN, infinity, 10**400
-    are no figures)."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
 
 
 def _lost(value, reference, higher_is_better):
@@ -885,8 +925,9 @@ def _lost(value, reference, higher_is_better):
     return max(0.0, loss)
 
 
-def _fmt(value):
-    return "%.4g" % value
+def _fmt(value, form="%.4g"):
+    """A figure as text; "unknown" for what is none (NaN, infinity, 10**400, text): never raises."""
+    return form % value if is_figure(value) else "unknown"
 
 
 def fleet_checks(docs, platforms, tolerance=None, min_peers=FLEET_MIN_PEERS):
@@ -942,7 +983,7 @@ def history_checks(host, doc, runs, tolerance=HISTORY_TOLERANCE, problem=None):
         return out
     for metric, check in sorted(measured(doc["checks"]).items()):
         before = last["values"].get(metric)
-        if not _figure(before):
+        if not is_figure(before):
             continue
         higher = check.get("low") is not None
         unit = (" " + check["unit"]) if check.get("unit") else ""
@@ -978,36 +1019,57 @@ def history_path(reports_dir, host):
 
 
 def load_history(reports_dir, hosts):
-    """({host: runs}, {host: problem}) from the history files; a file that cannot be read, or
-    that is another host's, is a problem naming it (the report goes on, and write_history keeps
-    a backup of it)."""
+    """({host: runs}, {host: problem}) from the history files; a file that cannot be read, is no
+    file this tool wrote (a link, a directory), or that is another host's, is a problem naming it
+    (the report goes on, and write_history keeps a backup of it)."""
     runs, problems = {}, {}
-    for host in hosts:
-        path = history_path(reports_dir, host)
-        if not os.path.exists(path):
-            continue
+    try:
+        reports = OutDir(reports_dir, create=False)
+    except FileNotFoundError:
+        return runs, problems
+    with reports:
         try:
-            with open(path, encoding="utf-8") as handle:
-                data = json.load(handle)
-            if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
-                raise ValueError("expected an object with a list 'runs'")
-            if data.get("host", host) not in (host, json_ready(host)):  # never another host's figures
-                raise ValueError("it is the history of host %r" % (data["host"],))
-            runs[host] = data["runs"]
-        except (OSError, ValueError) as exc:
-            problems[host] = "cannot read %s: %s; a new history starts (the old file is kept as a backup)" % (path, exc)
+            folder = reports.child("history", create=False)
+        except FileNotFoundError:
+            return runs, problems
+        except OSError as exc:  # history/ is a link or a file: every host's history is unreadable
+            return runs, {host: "cannot read %s: %s" % (history_path(reports_dir, host), exc) for host in hosts}
+        with folder:
+            for host in hosts:
+                path = history_path(reports_dir, host)
+                try:
+                    text = folder.read(os.path.basename(path))
+                    if text is None:
+                        continue
+                    data = json.loads(text)
+                    if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
+                        raise ValueError("expected an object with a list 'runs'")
+                    if data.get("host", host) not in (host, json_ready(host)):  # never another host's figures
+                        raise ValueError("it is the history of host %r" % (data["host"],))
+                    runs[host] = data["runs"]
+                except RefusedPath as exc:  # not ours to read, back up or replace
+                    problems[host] = "%s; no history is compared or kept until it is moved away" % exc
+                except (OSError, ValueError, RecursionError) as exc:
+                    problems[host] = "cannot read %s: %s; a new history starts (the old file is kept as a backup)" % (path, exc)
     return runs, problems
 
 
 def write_history(reports_dir, history, problems=None):
-    """Write each host's runs atomically; an unreadable old file is first copied aside."""
-    written = []
-    for host, runs in sorted(history.items()):
-        path = history_path(reports_dir, host)
-        if (problems or {}).get(host) and os.path.exists(path):
-            backup_copy(path)
-        write_atomic(path, to_json({"host": host, "runs": runs}))
-        written.append(path)
+    """Write each host's runs atomically; an unreadable old file is first copied aside. A file
+    this tool did not write (a link, a directory) is left as it is: the others are written, then
+    RefusedPath names every one refused."""
+    written, refused = [], []
+    with OutDir(reports_dir) as reports, reports.child("history") as folder:
+        for host, runs in sorted(history.items()):
+            name = os.path.basename(history_path(reports_dir, host))
+            try:
+                if (problems or {}).get(host):
+                    folder.backup(name)
+                written.append(folder.write(name, to_json({"host": host, "runs": runs})))
+            except RefusedPath as exc:
+                refused.append(str(exc))
+    if refused:
+        raise RefusedPath("history not written: %s" % "; ".join(refused))
     return written
 
 
@@ -1065,41 +1127,39 @@ def run_id_error(run_id):
 # --------------------------------------------------------------------------------------------
 # Writing
 # --------------------------------------------------------------------------------------------
-def write_run(reports_dir, run_id, files):
-    """Write {name: text} into reports_dir/run_id/ (each file atomically, UTF-8) and point latest
-    at it. A run id or file name that is not a plain name raises ValueError: nothing is written
-    outside reports_dir."""
+def write_run_dir(reports_dir, run_id, files):
+    """Write {name: text} into reports_dir/run_id/ (each file atomically, UTF-8; fleet/output.py);
+    its path. A run id or file name that is not a plain name raises ValueError: nothing is
+    written outside reports_dir. A run directory, or a file of the run's, that is a link or
+    anything else this tool did not make is refused (RefusedPath naming it)."""
     error = run_id_error(run_id)
     if error:
         raise ValueError(error)
     for name in files:
         if not _FILE.match(name) or len(name) > 255 - 16:
             raise ValueError("report file name %r is not a plain name" % (name,))
-    run_dir = os.path.join(reports_dir, run_id)
-    os.makedirs(run_dir, exist_ok=True)
-    for name, text in files.items():
-        fd, tmp = tempfile.mkstemp(dir=run_dir, prefix="." + name)
-        # backslashreplace: a lone surrogate that escaped the writers is shown, never a failed run
-        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, os.path.join(run_dir, name))
-    latest = os.path.join(reports_dir, "latest")
-    if os.path.isdir(latest) and not os.path.islink(latest):
-        shutil.rmtree(latest)  # an old layout's real directory: a link cannot replace it
-    # a name of our own (runs may finish at once), then one rename over the link: atomic
-    while True:
-        tmp_link = os.path.join(reports_dir, ".latest.%s.tmp" % secrets.token_hex(6))
+    with OutDir(reports_dir) as reports, reports.child(run_id) as run:
+        for name, text in files.items():
+            run.write(name, text, sync=False)
+        return run.path
+
+
+def point_latest(reports_dir, run_id):
+    """Point reports_dir/latest at the run atomically. Only a link of ours is replaced (a link to
+    a run directory beside it): a directory, a file or any other link there is someone else's
+    and is refused, naming it; the run's own directory stays as written."""
+    with OutDir(reports_dir) as reports:
         try:
-            os.symlink(run_id, tmp_link)  # fails, never follows, when the name is taken
-            break
-        except FileExistsError:
-            continue
-    try:
-        os.replace(tmp_link, latest)
-    except OSError:
-        os.remove(tmp_link)
-        raise
+            return reports.point("latest", run_id, lambda target: run_id_error(target) is None)
+        except RefusedPath as exc:
+            raise RefusedPath("%s, so it does not point at run %s: move it away and the next run sets it"
+                              % (exc, run_id)) from None
+
+
+def write_run(reports_dir, run_id, files):
+    """write_run_dir, then point_latest: the run directory is written even when latest is refused."""
+    run_dir = write_run_dir(reports_dir, run_id, files)
+    point_latest(reports_dir, run_id)
     return run_dir
 
 
@@ -1121,13 +1181,14 @@ def build_report(run_id, started, finished, mode, hosts, all_hosts, states, drif
         return files, dict(
             drift=doc, drifted=[h for h, e in sorted(doc["hosts"].items()) if e["drifted"] is not False],
             metrics=metrics, metrics_file=DRIFT_FILE)
-    docs = {host: host_document(host, hosts.get(host) or {}, states.get(host), required_areas) for host in all_hosts}
+    # each host's part is built inside its own boundary (_host_doc, _host_parts): one host's odd
+    # entry makes that host ERROR, never the report of the others
+    docs = {host: _host_doc(host, hosts.get(host), states.get(host), required_areas) for host in all_hosts}
     fleet = fleet or {}
     platforms = {host: (fleet.get("platforms") or {}).get(host) or UNKNOWN_PLATFORM for host in docs}
     for host, doc in docs.items():
         doc["profile"] = platforms[host]
     added = fleet_checks(docs, platforms, fleet.get("tolerance"), fleet.get("min_peers", FLEET_MIN_PEERS))
-    new_history = None
     if history is not None:
         runs = history.get("runs") or {}
         for host, doc in docs.items():
@@ -1138,22 +1199,136 @@ def build_report(run_id, started, finished, mode, hosts, all_hosts, states, drif
         if extra:
             docs[host]["checks"].extend(extra)
             docs[host]["verdict"] = host_verdict(c["verdict"] for c in docs[host]["checks"])
-    if history is not None:
-        new_history = {host: history_update((history.get("runs") or {}).get(host) or [], run_id, finished, doc,
-                                            history.get("keep", HISTORY_KEEP))
-                       for host, doc in docs.items()
-                       if not (states.get(host) or {}).get("unreachable") and not (states.get(host) or {}).get("broken")}
+    parts = {}
+    for host in docs:
+        docs[host], parts[host] = _host_parts(host, docs[host], stamp)
     summ = summary(run_id, started, finished, docs)
-    metrics = {host: commission_metrics(doc, stamp) for host, doc in docs.items()}
-    files = {"summary.json": to_json(summ), "junit.xml": junit(summ), "report.html": render_html(summ, docs)}
-    for host, doc in docs.items():
-        files["%s.json" % host_file_name(host)] = to_json(doc)
-        files["%s.prom" % host_file_name(host)] = metrics[host]
+    files = {"summary.json": to_json(summ), "junit.xml": junit(summ, {h: p["suite"] for h, p in parts.items()}),
+             "report.html": render_html(summ, docs, parts=parts)}
+    for host, part in parts.items():
+        files["%s.json" % host_file_name(host)] = part["json"]
+        files["%s.prom" % host_file_name(host)] = part["prom"]
     result = dict(summary=summ, not_pass=[h for h, d in sorted(docs.items()) if d["verdict"] != "PASS"],
-                  metrics=metrics, metrics_file=COMMISSION_FILE)
-    if new_history is not None:
-        result["history"] = new_history
+                  metrics={host: part["prom"] for host, part in parts.items()}, metrics_file=COMMISSION_FILE)
+    if history is not None:
+        result["history"] = {host: history_update((history.get("runs") or {}).get(host) or [], run_id, finished, doc,
+                                                   history.get("keep", HISTORY_KEEP))
+                             for host, doc in docs.items()
+                             if not (states.get(host) or {}).get("unreachable") and not (states.get(host) or {}).get("broken")}
     return files, result
+
+
+# --------------------------------------------------------------------------------------------
+# One host's part of the report, in a boundary of its own
+# --------------------------------------------------------------------------------------------
+INPUT_CHECK = "report: host input"
+_M, _L = dict, list
+# What the report walks of a host's inputs (host_inputs, HOST.json): each key's type where it is
+# present (null: not recorded), a list's items, a mapping's keys ("*": each value). Figures are
+# shown or "unknown" (_fmt, _num), never judged here: the checks are the judges.
+_NAMES = (_L, ((str, int), None))  # device names, GPU indices, command words
+INPUT_SHAPE = (_M, {
+    "topology": (_M, {
+        "gpus": (_L, (_M, {"nics": _NAMES})), "nvme": (_L, (_M, {"paths": (_L, (_M, {}))})),
+        "nics": (_L, (_M, {"ports": (_L, (_M, {}))})),
+        "groups": (_L, (_M, {"gpus": _NAMES, "nvme": _NAMES, "nics": _NAMES})),
+        "pcie_links": (_L, (_M, {})), "bridges": (_L, (_M, {})), "matrix": (_M, {"*": (_M, {})})}),
+    "platform": (_M, {}),
+    "arrays": (_L, (_M, {"members": _NAMES})),
+    "bench": (_L, (_M, {"cmd": _NAMES, "record": (_M, {"lat_us": (_M, {}), "path": (_M, {})}),
+                        "watch": (_M, {"limit": (_M, {}), "cufile": (_M, {"buffer_gpus": _NAMES}),
+                                       "gpus": (_L, (_M, {})), "drives": (_L, (_M, {}))})})),
+    "rdma_bench": (_L, (_M, {})),
+    "reboot_required": (bool, None),
+    "input_error": (str, None),
+})
+_KINDS = {dict: "a mapping", list: "a list", bool: "true or false", str: "text", (str, int): "a name or an index"}
+
+
+def input_problems(data, shape=INPUT_SHAPE, where=""):
+    """[(top-level key, "bench[0].record is 'x' (str), expected a mapping")]: each place where a
+    host's inputs are not of the shape the report reads (INPUT_SHAPE), the first one per key."""
+    kind, inner = shape
+    if not isinstance(data, kind):
+        return [(where.split(".")[0].split("[")[0] or None, "%s is %s (%s), expected %s" % (
+            where or "the host's entry", _short(repr(data) if isinstance(data, str) else data, 60), type(data).__name__,
+            _KINDS[kind]))]
+    out = []
+    if kind is list and inner:
+        for i, item in enumerate(data):
+            out = input_problems(item, inner, "%s[%d]" % (where, i))
+            if out:
+                return out[:1]
+    elif kind is dict and inner:
+        for key, sub in inner.items():
+            for name, item in (data.items() if key == "*" else [(key, data.get(key))]):
+                found = input_problems(item, sub, "%s.%s" % (where, name) if where else str(name)) if item is not None else []
+                if found:
+                    out.append(found[0])
+                    break
+    return out
+
+
+def _reason(exc):
+    return _short("%s: %s" % (type(exc).__name__, exc))
+
+
+def _with_error(doc, reason, field=None):
+    """``doc`` made ERROR by the check naming why its host's inputs could not be rendered."""
+    doc["checks"].append(make_check(INPUT_CHECK, "ERROR", "host inputs the report can read", field or "unreadable",
+                                    "report: cannot render host input: %s" % reason))
+    doc["verdict"] = host_verdict(c["verdict"] for c in doc["checks"])
+    return doc
+
+
+def _host_doc(host, data, state, required_areas):
+    """host_document inside the host's boundary. Inputs not of the report's shape, a variable
+    that could not be read (``input_error``) or an exception on the way make the host ERROR with
+    the reason; what still reads (the other keys, its checks, its state) is kept."""
+    data = {} if data is None else data
+    try:
+        problems = input_problems(data)
+        if not problems and data.get("input_error"):
+            problems = [("input_error", data["input_error"])]
+        if not problems:
+            return host_document(host, data, state, required_areas)
+        bad = sorted({field for field, dummy in problems if field})
+        reason = "; ".join(text for dummy, text in problems)
+    except Exception as exc:
+        bad, reason = [], _reason(exc)
+    data = data if isinstance(data, dict) else {}
+    candidates = [{"checks": data.get("checks")}, {}] if not bad else \
+        [{k: v for k, v in data.items() if k not in bad}] + ([{"checks": data.get("checks")}] if "checks" not in bad else []) + [{}]
+    doc = {"host": host, "verdict": "ERROR", "checks": []}
+    for keep in candidates:
+        try:
+            doc = host_document(host, keep, state, required_areas)
+            break
+        except Exception:  # the next candidate keeps less
+            continue
+    return _with_error(doc, reason, ", ".join(bad) or None)
+
+
+def _rendered(host, doc, stamp):
+    """Everything of one host's in the run's files, rendered (raises what its inputs raise)."""
+    return {"json": to_json(doc), "prom": commission_metrics(doc, stamp), "suite": junit_suite(host, doc["checks"]),
+            "section": host_html(host, doc), "row": fleet_row(host, doc)}
+
+
+def _host_parts(host, doc, stamp):
+    """(doc, its rendered parts), inside the host's boundary: a host whose inputs break a writer
+    becomes ERROR with the reason, shown with its checks only (or with that check only)."""
+    try:
+        return doc, _rendered(host, doc, stamp)
+    except Exception as exc:
+        reason = _reason(exc)
+    fallback = _with_error({key: list(doc[key]) if key == "checks" else doc[key]
+                            for key in ("host", "verdict", "checks", "profile") if key in doc}, reason)
+    try:
+        return fallback, _rendered(host, fallback, stamp)
+    except Exception:  # its checks break a writer too: the check that says so, alone
+        fallback = _with_error({"host": host, "checks": [], "profile": doc.get("profile") or UNKNOWN_PLATFORM}, reason)
+        return fallback, _rendered(host, fallback, stamp)
 
 
 def _epoch(iso):

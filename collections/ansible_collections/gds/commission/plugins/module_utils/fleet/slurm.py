@@ -15,11 +15,13 @@ node-name rules (it runs alone on a node); tests/unit/test_slurm.py keeps the co
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import FAILING, VERDICTS
+from ansible_collections.gds.commission.plugins.module_utils.fleet.output import OutDir, RefusedPath
 
 REASON_MAX = 200
 # host verdicts summary.json may hold; only PASS and WARN resume a node
@@ -61,11 +63,18 @@ def _no_duplicates(pairs):
 
 
 def _load_json(path):
+    """A verdict file as gds_report wrote it: a regular file, never read through a link put in
+    its place (fleet/output.py); the run directory itself (``latest``) may be a link."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle, object_pairs_hook=_no_duplicates)
+        with OutDir(os.path.dirname(path), create=False) as folder:
+            text = folder.read(os.path.basename(path))
+        if text is None:
+            raise FileNotFoundError(errno.ENOENT, "no such file")
+        return json.loads(text, object_pairs_hook=_no_duplicates)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         raise SlurmError("%s is not valid JSON: %s" % (path, exc))
+    except RefusedPath as exc:
+        raise SlurmError("cannot read %s: %s; nothing changed" % (path, exc))
     except OSError as exc:
         raise SlurmError("cannot read %s: %s" % (path, exc.strerror or exc))
 
