@@ -7,26 +7,18 @@ bounded by construction (a hung NVML is given up after nvml_timeout), never time
 import json
 import os
 import re
-import subprocess
+import sys
 
 import pytest
 
 from conftest import ROOT, run_module
 from test_watch_drives import START, grown, line
 
+sys.path.insert(0, os.path.join(ROOT, "tests", "bench"))
+from test_procs_default import _make, gds  # noqa: E402,F401  gdsbench and the mock CUDA libraries
+
 FAULT = os.path.join(ROOT, "tests", "fault")
 BENCH_DIR = os.path.join(ROOT, "bench")
-WATCH_CHECKS = ("drive load", "bounce", "path_fraction")
-
-
-def _make(*targets):
-    env = dict(os.environ)
-    if os.environ.get("GDSBENCH_TEST_CUDA_HOME"):
-        env["CUDA_HOME"] = os.environ["GDSBENCH_TEST_CUDA_HOME"]
-    proc = subprocess.run(["make", "-C", BENCH_DIR, "-s", *targets], capture_output=True, text=True, env=env,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout
 
 
 @pytest.fixture(scope="module")
@@ -36,18 +28,9 @@ def gdsbench():
 
 
 @pytest.fixture(scope="module")
-def mock_libs(gdsbench, tmp_path_factory):
+def mock_libs(gds):
     """The directory of tests/bench/mock_cuda.c built as libcudart.so and libcufile.so.0."""
-    incs = re.findall(r"^(?:cufile\.h|cuda_runtime_api\.h):\s+(/\S+)$", _make("info"), re.M)
-    version = subprocess.run([gdsbench, "--version"], capture_output=True, text=True).stdout
-    if len(incs) < 2 or "built with CUDA" not in version:
-        pytest.skip("no CUDA headers at build time: GPU engines not built")
-    d = tmp_path_factory.mktemp("mockcuda-faults")
-    flags = [f for h in incs for f in ("-isystem", os.path.dirname(h))]
-    for macro, name in (("MOCK_CUDART", "libcudart.so"), ("MOCK_CUFILE", "libcufile.so.0")):
-        subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-D" + macro, *flags,
-                        os.path.join(ROOT, "tests", "bench", "mock_cuda.c"), "-o", str(d / name)], check=True)
-    return str(d)
+    return gds[1]["GDSBENCH_CUDA_LIBDIR"]
 
 
 @pytest.fixture
