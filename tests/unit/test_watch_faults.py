@@ -494,6 +494,10 @@ def test_a_part_of_the_watch_that_breaks_is_unknown_with_the_error(tmp_path, mon
     assert entry["drives_unknown"] == why and entry["limit"] == {"unknown": why}
     assert (got["bench: j: drive load"]["verdict"], got["bench: j: path_fraction"]["verdict"]) == ("SKIP", "SKIP")
     assert got["bench: j: bounce"]["verdict"] == "SKIP"  # NVML was not started
+    job = dict(job, gpu="zero")  # even a job the watch cannot read leaves a result
+    watch.begin(job)
+    entry, checks = watch.end(job, {})
+    assert "ValueError" in entry["gpus_unknown"] and {c["verdict"] for c in checks} == {"SKIP"}
 
 
 def test_gds_stats_poll_that_breaks_gives_its_reason(tmp_path, monkeypatch):

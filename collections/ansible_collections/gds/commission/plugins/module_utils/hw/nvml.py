@@ -99,6 +99,8 @@ class BoundedNvml(object):
         self._lock = threading.Lock()
 
     def __getattr__(self, name):
+        if name == "module":  # not set yet (a copy being made): no recursion through getattr
+            raise AttributeError(name)
         value = getattr(self.module, name)
         if not name.startswith("nvml") or not callable(value):
             return value
@@ -153,7 +155,8 @@ class BoundedNvml(object):
         return call.value
 
     def close(self):
-        """End the workers that are not stuck in a call."""
+        """End the workers that are not stuck in a call; later calls answer at once."""
+        self.mark_hung("NVML was shut down")
         with self._lock:
             workers, self._workers = self._workers, []
         for worker in workers:

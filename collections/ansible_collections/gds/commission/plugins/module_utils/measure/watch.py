@@ -176,7 +176,11 @@ class JobWatch(object):
         names = {self._drives_part: ("drives_unknown", "drive load"), self._gpu_part: ("gpus_unknown", "bounce"),
                  self._limit_part: ("limit", "path_fraction")}
         key, check_name = names[part]
-        if part == self._gpu_part and job_gpu(job) is None:
+        try:
+            cpu_job = job_gpu(job) is None
+        except (TypeError, ValueError):
+            cpu_job = False  # a GPU that is no number: the bounce check says why it is unknown
+        if part == self._gpu_part and cpu_job:
             return
         if part == self._limit_part:
             watch["limit"], watch["fraction"] = {"unknown": why}, None
