@@ -328,8 +328,10 @@ def test_module_names_the_bounce_gpu(tmp_path, monkeypatch):
     record = {"io_type": "read", "bytes": 4 * 10 ** 9, "elapsed_s": 1.0, "throughput_gib_s": 3.7, "ops": 4000,
               "errors": 0, "verify_errors": 0, "path": {"mode": "nvfs"}}
     bench = tmp_path / "gdsbench"
-    bench.write_text("#!/bin/sh\necho 4100000000 > %s/1.198\necho 4000000000 > %s/0.198\necho '%s'\n"
-                     % (tmp_path, tmp_path, json.dumps(record)))
+    # the counters grow in steps a link can carry (a jump of gigabytes between two 10 ms reads cannot be bytes)
+    bench.write_text("#!/bin/bash\nfor i in 1 2 3 4; do echo $((i * 1025000000)) > %s/1.198.new; "
+                     "echo $((i * 1000000000)) > %s/0.198.new; mv %s/1.198.new %s/1.198; mv %s/0.198.new %s/0.198; "
+                     "sleep 0.05; done\necho '%s'\n" % ((tmp_path,) * 6 + (json.dumps(record),)))
     bench.chmod(0o755)
     job = {"name": "r", "target": str(tmp_path / "data"), "gpu": 0, "io_type": "read", "duration": 1}
     topology = {"matrix": {"GPU0": {"nvme0n1": "SYS"}, "GPU1": {"nvme0n1": "PIX"}}}

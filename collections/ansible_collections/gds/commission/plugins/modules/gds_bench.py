@@ -125,6 +125,16 @@ options:
         neither GPM nor PCIe byte counters).
     type: float
     default: 0.5
+  nvml_timeout:
+    description:
+      - The longest the module waits on NVML at any one point (one call, or the sampler's reads at
+        the start, at each job's start and end, and after the last job). A call that does not
+        answer in time, or NVML too slow to answer within it, marks NVML hung for the rest of the
+        run; the GPUs' traffic is then unknown (C(watch.gpus_unknown) says which call), and the
+        run takes at most about this much longer than its jobs. Raise it where nvmlInit itself
+        is slow (GPUs without persistence mode).
+    type: float
+    default: 5.0
   gds_stats:
     description:
       - "cuFile's C(gds_stats) (a path, else a name looked up in PATH). While a cuFile job runs,
@@ -459,7 +469,7 @@ def run_all(params, check_mode, env, health=None, watch=None):
                 duration = int(job.get("duration") or 0)
                 timeout = duration + params["timeout_grace"] if duration else params["pass_timeout"]
                 if watch is not None:
-                    watch.begin(job)
+                    watch.begin(job)  # never raises: the watch is outside the job's fate
                 record, failure, stderr, fatal = run_job(cmd, timeout, env, watch.started if watch else None)
             except (JobError, UnsafeFile, OSError, ValueError, TypeError) as exc:
                 failure, fatal = "could not run: %s" % exc, False
@@ -469,6 +479,8 @@ def run_all(params, check_mode, env, health=None, watch=None):
             if watch is not None and cmd and checks[0]["verdict"] == "PASS":
                 seen, more = watch.end(job, record)  # only a job that measured something is watched
                 checks += more
+            elif watch is not None:
+                watch.abandon()
             if checks[0]["verdict"] == "ERROR":
                 errors.append("%s: %s" % (job["name"], checks[0].get("detail") or checks[0]["actual"]))
                 if fatal:
@@ -514,6 +526,7 @@ def main():
             nvme_cli=dict(type="str", default="nvme"),
             health_thresholds=dict(type="dict", default={}),
             nvml_interval=dict(type="float", default=0.5),
+            nvml_timeout=dict(type="float", default=5.0),
             procfs_root=dict(type="path", default="/proc"),
             topology=dict(type="dict", default={}),
             watch_thresholds=dict(type="dict", default={}),
@@ -543,7 +556,8 @@ def main():
         if not module.check_mode and any(not j.get("skip") for j in params["jobs"]):
             health = HealthRun(params["pcie_links"], params["sysfs_root"], params["nvme_devices"],
                                params["nvme_cli"], params["health_thresholds"], gpu_indices(params["jobs"]),
-                               interval=max(0.05, params["nvml_interval"]), traffic=watches_gpus(params["jobs"]))
+                               interval=max(0.05, params["nvml_interval"]), traffic=watches_gpus(params["jobs"]),
+                               nvml_timeout=max(0.1, params["nvml_timeout"]))
     except (HealthConfigError, ValueError, TypeError) as exc:
         broken("health_thresholds: %s" % exc)
     try:

@@ -5,9 +5,15 @@
 
 One place that talks to NVML: gds_topology takes the index order from it, gds_platform the
 names, memory, BAR1 sizes and driver version. Everything NVML can fail with becomes
-NvmlUnavailable with the reason, so callers can fall back to sysfs.
+NvmlUnavailable with the reason, so callers can fall back to sysfs. ``BoundedNvml`` puts pynvml
+behind a deadline for the benchmark's sampler (measure/devhealth.py): a driver call that hangs
+never returns, and nothing may wait on it without bound.
 """
 from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
 
 from ansible_collections.gds.commission.plugins.module_utils.core.files import decode
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import normalize_bdf
@@ -30,6 +36,131 @@ def nvml_value(pynvml, names, *args):
         except Exception as exc:  # NVMLError subclasses; never let one end the run
             return None, "%s: %s" % (name, why(exc))
     return None, "%s: missing in this pynvml" % names[0]
+
+
+NVML_TIMEOUT = 5.0  # seconds: NVML answers in well under 0.1 s even under load (bench/RESULTS.md 12)
+
+
+class NvmlHung(Exception):
+    """An NVML call did not return in time (or NVML hung before): its value is unknown."""
+
+
+class _Call(object):
+    __slots__ = ("fn", "args", "value", "error", "done")
+
+    def __init__(self, fn, args):
+        self.fn, self.args, self.value, self.error = fn, args, None, None
+        self.done = threading.Event()
+
+
+class _Worker(object):
+    """A thread that makes the NVML calls of one calling thread, one at a time."""
+
+    def __init__(self):
+        self._calls = []
+        self._ready = threading.Condition()
+        thread = threading.Thread(target=self._run, name="nvml-call")
+        thread.daemon = True  # a call stuck in the driver must not keep the module alive
+        thread.start()
+
+    def submit(self, call):
+        with self._ready:
+            self._calls.append(call)
+            self._ready.notify()
+
+    def _run(self):
+        while True:
+            with self._ready:
+                while not self._calls:
+                    self._ready.wait()
+                call = self._calls.pop(0)
+            if call is None:
+                return
+            try:
+                call.value = call.fn(*call.args)
+            except BaseException as exc:  # handed to the caller, whatever it is
+                call.error = exc
+            call.done.set()
+
+
+class BoundedNvml(object):
+    """pynvml with every ``nvml*`` function behind a deadline; constants and types pass through.
+
+    Each calling thread's calls run on a worker thread of its own, and the caller waits at most
+    ``timeout`` seconds, or what is left of its ``budget``. A call that does not answer in time
+    marks NVML hung (``hung`` says which call): from then on every call raises NvmlHung at once,
+    since the stuck call holds the driver and a second call would only wait again."""
+
+    def __init__(self, pynvml, timeout=NVML_TIMEOUT):
+        self.module, self.timeout = pynvml, float(timeout)
+        self.hung = None
+        self._local = threading.local()
+        self._workers = []
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name):
+        if name == "module":  # not set yet (a copy being made): no recursion through getattr
+            raise AttributeError(name)
+        value = getattr(self.module, name)
+        if not name.startswith("nvml") or not callable(value):
+            return value
+        return lambda *args: self.call(name, value, args)
+
+    def mark_hung(self, why):
+        if self.hung is None:
+            self.hung = why
+
+    @contextmanager
+    def budget(self, seconds=None):
+        """The calls of this thread inside the block wait ``seconds`` (default ``timeout``) in
+        all: a slow NVML (each call late, none hung) is hung for the block as a whole."""
+        outer = getattr(self._local, "until", None)
+        until = time.monotonic() + (self.timeout if seconds is None else seconds)
+        self._local.until = until if outer is None else min(outer, until)
+        try:
+            yield
+        finally:
+            self._local.until = outer
+
+    def left(self):
+        """Seconds this thread may still wait on NVML."""
+        until = getattr(self._local, "until", None)
+        return self.timeout if until is None else min(self.timeout, until - time.monotonic())
+
+    def call(self, name, fn, args=()):
+        if self.hung is not None:
+            raise NvmlHung(self.hung)
+        wait = self.left()
+        if wait <= 0:
+            self.mark_hung("NVML too slow: the calls before %s took more than %g s" % (name, self.timeout))
+            raise NvmlHung(self.hung)
+        worker = getattr(self._local, "worker", None)
+        if worker is None:
+            worker = self._local.worker = _Worker()
+            with self._lock:
+                self._workers.append(worker)
+        call = _Call(fn, args)
+        worker.submit(call)
+        if not call.done.wait(wait):
+            self._local.worker = None  # stuck in the driver: left behind
+            with self._lock:
+                self._workers.remove(worker)
+            if wait < self.timeout / 2:  # the calls before it used most of the budget: slow, not stuck
+                self.mark_hung("NVML too slow: %s and the calls before it took more than %g s" % (name, self.timeout))
+            else:
+                self.mark_hung("NVML hung: %s did not return within %g s" % (name, self.timeout))
+            raise NvmlHung(self.hung)
+        if call.error is not None:
+            raise call.error
+        return call.value
+
+    def close(self):
+        """End the workers that are not stuck in a call; later calls answer at once."""
+        self.mark_hung("NVML was shut down")
+        with self._lock:
+            workers, self._workers = self._workers, []
+        for worker in workers:
+            worker.submit(None)
 
 
 class NvmlUnavailable(Exception):

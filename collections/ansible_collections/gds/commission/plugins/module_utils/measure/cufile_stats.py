@@ -8,7 +8,9 @@ while the job runs. This names the buffer GPU even where NVML has no PCIe counte
 
 gds_stats reads the statistics of a live process only, and only when cufile.json's
 ``profile.cufile_stats`` is 3 (the GDS benchmarking guide, 3.3.2); whatever stops it is
-"unknown" with the reason.
+"unknown" with the reason. Its numbers are read strictly (core/numbers.py): output with a number
+that is none (a Unicode digit, 400 digits, "nan"), a GPU index no node has, or a per-GPU line cut
+short is unreadable, named, and never a figure.
 """
 from __future__ import annotations
 
@@ -19,54 +21,81 @@ import time
 
 from ansible_collections.gds.commission.plugins.module_utils.tune.cufile import CufileError, read_config
 from ansible_collections.gds.commission.plugins.module_utils.core.files import listdir, read_text
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import BadNumber, counter, decimal
 from ansible_collections.gds.commission.plugins.module_utils.core.proc import run as proc_run
 
 MIB = 1 << 20
-_PER_GPU = re.compile(r"^GPU\s+(\d+)\s+Read:(.*?)\bWrite:(.*?)\bBufRegister:(.*)$")
-_POOL = re.compile(r"^GPU\s*:?\s*(\d+)\s+pool_size_MiB\s*:\s*(\d+)\s+usage\s*:\s*(\d+)\s*/\s*(\d+)\s+used_MiB\s*:\s*(\d+)")
-_POSIX_POOL = re.compile(r"^GPU\s+(\d+)\s+(.*)$")
-_PAIR = re.compile(r"([A-Za-z_(%)]+)=([0-9.]+)")
-_SLAB = re.compile(r"(\d+)\(KiB\)\s*:\s*(\d+)\s*/\s*(\d+)")
+MAX_GPU_INDEX = 1023  # more GPUs than any node has: a larger index is garbage
+# numbers as \S+ and read by core/numbers (re's \d takes any script's digits)
+_PER_GPU = re.compile(r"^GPU\s+(\S+)\s+Read:(.*?)\bWrite:(.*?)\bBufRegister:(.*)$")
+_POOL = re.compile(r"^GPU\s*:?\s*(\S+)\s+pool_size_MiB\s*:\s*(\S+)\s+usage\s*:\s*(\S+?)\s*/\s*(\S+)\s+used_MiB\s*:\s*(\S+)")
+_POSIX_POOL = re.compile(r"^GPU\s+(\S+)\s+(.*)$")
+_PAIR = re.compile(r"([A-Za-z_(%)]+)=(\S*)")
+_SLAB = re.compile(r"(\S+?)\(KiB\)\s*:\s*(\S+?)\s*/\s*(\S+)")
+_GPU_LINE = {"PER_GPU STATS": _PER_GPU, "PER_GPU POOL BUFFER STATS": _POOL, "PER_GPU POSIX POOL BUFFER STATS": _POSIX_POOL}
+
+
+class GdsStatsError(ValueError):
+    """gds_stats printed something that is not its statistics; the message names the line."""
 
 
 def _pairs(text):
-    return {k: float(v) for k, v in _PAIR.findall(text)}
+    return {k: decimal(v) for k, v in _PAIR.findall(text)}
+
+
+def _index(text):
+    index = counter(text, 32)
+    if index > MAX_GPU_INDEX:
+        raise BadNumber("GPU index %d is above %d" % (index, MAX_GPU_INDEX))
+    return index
 
 
 def parse_gds_stats(text):
     """{version, gpus: {index: {read_mib, write_mib, read_ops, write_ops, read_posix, write_posix,
     read_errors, write_errors, bufreg_n, bufreg_mib}}, pool: {index: {pool_size_mib, used, total,
-    used_mib}}, posix_pool: {index: {slab KiB: [used, total]}}} from ``gds_stats -l 3`` output."""
+    used_mib}}, posix_pool: {index: {slab KiB: [used, total]}}} from ``gds_stats -l 3`` output;
+    GdsStatsError names the line that is not."""
     out = {"version": None, "gpus": {}, "pool": {}, "posix_pool": {}}
     section = None
-    for raw in (text or "").splitlines():
+    for number, raw in enumerate((text or "").splitlines(), 1):
         line = raw.strip()
-        if line.startswith("cuFile STATS VERSION"):
-            out["version"] = line.split(":", 1)[-1].strip()
-        elif line.endswith("STATS:") or line.endswith("MRSTATS:") or line.endswith("HISTOGRAM :"):
-            section = line.rstrip(":").strip()
-        elif section == "PER_GPU STATS":
-            match = _PER_GPU.match(line)
-            if match:
-                read, write, reg = (_pairs(match.group(i)) for i in (2, 3, 4))
-                out["gpus"][int(match.group(1))] = {
-                    "read_mib": read.get("MiB", 0), "write_mib": write.get("MiB", 0),
-                    "read_ops": int(read.get("n", 0)), "write_ops": int(write.get("n", 0)),
-                    "read_posix": int(read.get("posix", 0)), "write_posix": int(write.get("posix", 0)),
-                    "read_errors": int(read.get("err", 0)), "write_errors": int(write.get("err", 0)),
-                    "bufreg_n": int(reg.get("n", 0)), "bufreg_mib": reg.get("MiB", 0)}
-        elif section == "PER_GPU POOL BUFFER STATS":
-            match = _POOL.match(line)
-            if match:
-                size, used, total, used_mib = (int(match.group(i)) for i in (2, 3, 4, 5))
-                out["pool"][int(match.group(1))] = {"pool_size_mib": size, "used": used, "total": total,
-                                                    "used_mib": used_mib}
-        elif section == "PER_GPU POSIX POOL BUFFER STATS":
-            match = _POSIX_POOL.match(line)
-            if match:
-                out["posix_pool"][int(match.group(1))] = {
-                    int(kib): [int(used), int(total)] for kib, used, total in _SLAB.findall(match.group(2))}
+        try:
+            section = _parse_line(out, section, line)
+        except BadNumber as exc:
+            raise GdsStatsError("line %d: %s" % (number, exc))
     return out
+
+
+def _parse_line(out, section, line):
+    """One line of ``gds_stats -l 3`` into ``out``; the section it opens or is in."""
+    if line.startswith("cuFile STATS VERSION"):
+        out["version"] = line.split(":", 1)[-1].strip()
+    elif line.endswith("STATS:") or line.endswith("MRSTATS:") or line.endswith("HISTOGRAM :"):
+        section = line.rstrip(":").strip()
+    elif section in _GPU_LINE and line.startswith("GPU") and not _GPU_LINE[section].match(line):
+        raise BadNumber("a %s line cut short or garbled: %r" % (section, line[:120]))
+    elif section == "PER_GPU STATS":
+        match = _PER_GPU.match(line)
+        if match:
+            read, write, reg = (_pairs(match.group(i)) for i in (2, 3, 4))
+            out["gpus"][_index(match.group(1))] = {
+                "read_mib": read.get("MiB", 0), "write_mib": write.get("MiB", 0),
+                "read_ops": int(read.get("n", 0)), "write_ops": int(write.get("n", 0)),
+                "read_posix": int(read.get("posix", 0)), "write_posix": int(write.get("posix", 0)),
+                "read_errors": int(read.get("err", 0)), "write_errors": int(write.get("err", 0)),
+                "bufreg_n": int(reg.get("n", 0)), "bufreg_mib": reg.get("MiB", 0)}
+    elif section == "PER_GPU POOL BUFFER STATS":
+        match = _POOL.match(line)
+        if match:
+            size, used, total, used_mib = (counter(match.group(i)) for i in (2, 3, 4, 5))
+            out["pool"][_index(match.group(1))] = {"pool_size_mib": size, "used": used, "total": total,
+                                                   "used_mib": used_mib}
+    elif section == "PER_GPU POSIX POOL BUFFER STATS":
+        match = _POSIX_POOL.match(line)
+        if match:
+            out["posix_pool"][_index(match.group(1))] = {
+                counter(kib): [counter(used), counter(total)] for kib, used, total in _SLAB.findall(match.group(2))}
+    return section
 
 
 def merge(snapshots):
@@ -136,6 +165,7 @@ class GdsStatsWatcher(object):
         self._thread = None
         self.polls = 0
         self.last_at = None
+        self.failure = None  # why a poll broke off (the thread keeps polling)
 
     def start(self, pgid):
         self.pgid = pgid
@@ -148,15 +178,25 @@ class GdsStatsWatcher(object):
             self.poll()
 
     def poll(self):
+        """One read of every cuFile process of the group; never raises (a poll that broke off is
+        ``failure``, named when nothing was read)."""
         self.polls += 1
-        for pid in group_pids(self.procfs_root, self.pgid):
-            res = proc_run([self.binary, "-p", str(pid), "-l", "3"], self.timeout)
-            snap = parse_gds_stats(res.stdout) if res.rc == 0 else None
-            if snap and (snap["gpus"] or snap["pool"]):
-                self.last[pid] = snap
-                self.last_at = time.monotonic()
-            else:
-                self.answers[pid] = (res.error or "exit %s: %s" % (res.rc, (res.stderr or res.stdout).strip()[-200:]))
+        try:
+            for pid in group_pids(self.procfs_root, self.pgid):
+                res = proc_run([self.binary, "-p", str(pid), "-l", "3"], self.timeout)
+                try:
+                    snap = parse_gds_stats(res.stdout) if res.rc == 0 else None
+                except GdsStatsError as exc:
+                    self.answers[pid] = "unreadable output: %s" % exc
+                    continue
+                if snap and (snap["gpus"] or snap["pool"]):
+                    self.last[pid] = snap
+                    self.last_at = time.monotonic()
+                else:
+                    self.answers[pid] = (res.error or "exit %s: %s" % (
+                        res.rc, (res.stderr or res.stdout).strip()[-200:]))
+        except Exception as exc:  # the thread must go on, and the reason must be the real one
+            self.failure = "gds_stats poll failed: %s: %s" % (exc.__class__.__name__, exc)
 
     def stop(self, why_not=None):
         """The job's ``watch.cufile`` entry, or {unknown: why}; ``why_not`` is a likely reason to
@@ -171,6 +211,8 @@ class GdsStatsWatcher(object):
                              % (len(self.last), ago))
         if not self.polls:
             why = "the job ended before gds_stats could read it (every %g s)" % self.interval
+        elif self.failure:
+            why = self.failure
         elif self.answers:
             why = "gds_stats printed no per-GPU stats: %s" % "; ".join(
                 "pid %d: %s" % item for item in sorted(self.answers.items())[:3])

@@ -6,7 +6,10 @@ reasons while the jobs run (and of every GPU's PCIe traffic, for measure/watch.p
 health (nvme-cli's smart-log, else sysfs), and PCIe AER counters before and after.
 
 Everything here only reads. An NVML call a GPU does not support (NVMLError_NotSupported, as
-retired pages on Hopper) or any other NVML error makes that value unknown: never a failure.
+retired pages on Hopper) or any other NVML error makes that value unknown: never a failure. Every
+NVML call goes through hw/nvml.py's BoundedNvml: a call that hangs, or NVML too slow to answer
+within ``timeout``, makes NVML's figures unknown for the rest of the run, and no wait on the
+sampler outlasts ``timeout``.
 """
 from __future__ import annotations
 
@@ -20,8 +23,9 @@ import time
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check, non_negative_number, profile_thresholds
 from ansible_collections.gds.commission.plugins.module_utils.core.proc import run as proc_run
 from ansible_collections.gds.commission.plugins.module_utils.core.files import decode, read_text
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import BadNumber, whole
 from ansible_collections.gds.commission.plugins.module_utils.hw.health import aer_checks, link_checks, read_aer
-from ansible_collections.gds.commission.plugins.module_utils.hw.nvml import nvml_value, why as _why
+from ansible_collections.gds.commission.plugins.module_utils.hw.nvml import NVML_TIMEOUT, BoundedNvml, nvml_value, why as _why
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import link_bytes_per_s, normalize_bdf, speed_of_gen
 from ansible_collections.gds.commission.plugins.module_utils.measure.pcie_traffic import COUNTER_TICK, COUNTERS, GPM, GPM_REFRESH, GpuTraffic
 
@@ -89,6 +93,18 @@ MAX_WIDTH = ("nvmlDeviceGetMaxPcieLinkWidth",)
 GPU_MAX_GEN = ("nvmlDeviceGetGpuMaxPcieLinkGeneration",)
 GPU_MAX_WIDTH = ("nvmlDeviceGetGpuMaxPcieLinkWidth",)
 CLOCK_EVENTS = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
+MAX_GPUS = 1024  # more than any node has: a larger count from NVML is garbage
+
+
+def nvml_whole(names, value, why, maximum=(1 << 64) - 1):
+    """(an NVML integer, None) or (None, why it is unknown): ``value, why`` as nvml_value gave
+    them, the value read strictly (a NaN, a negative or a fraction is no count)."""
+    if value is None:
+        return None, why
+    try:
+        return whole(value, 0, maximum), None
+    except BadNumber as exc:
+        return None, "%s: %s" % (names[0], exc)
 
 
 class GpuSample(object):
@@ -126,10 +142,13 @@ class NvmlSampler(object):
     the reasons. With ``traffic`` it also follows the PCIe bytes of every GPU of the node (not
     only those the jobs use: a bounce GPU is another one), read per job through ``mark``: GPM
     samples in the same thread, or byte counters in a thread of their own (pcie_traffic.py).
-    NVML stays initialised from ``start`` to ``close``."""
+    NVML stays initialised from ``start`` to ``close``; every call waits at most ``timeout``.
+    ``traffic_problem`` says which GPUs of the node are not followed (the count failed, a handle
+    failed): a job's traffic is then incomplete, whatever the others show."""
 
-    def __init__(self, pynvml, indices, interval=0.5, traffic=False):
-        self.pynvml, self.indices, self.interval = pynvml, sorted(set(indices)), interval
+    def __init__(self, pynvml, indices, interval=0.5, traffic=False, timeout=NVML_TIMEOUT):
+        self.pynvml = pynvml if isinstance(pynvml, BoundedNvml) else BoundedNvml(pynvml, timeout)
+        self.indices, self.interval = sorted(set(indices)), interval
         self.traffic = traffic
         self.traffic_problem = None
         self.gpus = []
@@ -142,38 +161,15 @@ class NvmlSampler(object):
         self._init = False
 
     def start(self):
-        try:
-            self.pynvml.nvmlInit()
-            self._init = True
-        except Exception as exc:
-            self.problem = "nvmlInit failed: %s" % _why(exc)
-            return False
-        everyone = []
-        if self.traffic:
-            count, why = nvml_value(self.pynvml, ("nvmlDeviceGetCount",))
-            if count is None:
-                self.traffic_problem = why
-            else:
-                everyone = list(range(int(count)))
-        for index in sorted(set(self.indices) | set(everyone)):
-            handle, why = nvml_value(self.pynvml, ("nvmlDeviceGetHandleByIndex",), index)
-            if why:
-                if index in self.indices:
-                    self.problem = "GPU %d: %s" % (index, why)
-                continue
-            pci, why = nvml_value(self.pynvml, ("nvmlDeviceGetPciInfo",), handle)
-            bdf = normalize_bdf(decode(pci.busId) if isinstance(pci.busId, bytes) else str(pci.busId)) if pci else None
-            gpu = GpuSample(index, handle, bdf)
-            gpu.link = index in self.indices
-            for attr, names in (("max_gen", MAX_GEN), ("max_width", MAX_WIDTH),
-                                ("gpu_max_gen", GPU_MAX_GEN), ("gpu_max_width", GPU_MAX_WIDTH)):
-                value, why = nvml_value(self.pynvml, names, handle)
-                setattr(gpu, attr, int(value) if value is not None else None)
-                if why and gpu.link and attr in ("max_gen", "max_width"):
-                    gpu.unknown.append(why)
-            if self.traffic:
-                gpu.traffic = GpuTraffic(self.pynvml, handle, gpu.link_rate(), time.monotonic)
-            self.gpus.append(gpu)
+        with self.pynvml.budget():
+            try:
+                self.pynvml.nvmlInit()
+                self._init = True
+            except Exception as exc:
+                self.problem = "nvmlInit failed: %s" % _why(exc)
+                return False
+        with self.pynvml.budget():
+            self._open()
         self.sample()  # the idle state before the first job
         self._thread = threading.Thread(target=self._run, name="nvml-sampler")
         self._thread.daemon = True
@@ -184,6 +180,41 @@ class NvmlSampler(object):
             self._counter_thread.daemon = True
             self._counter_thread.start()
         return True
+
+    def _open(self):
+        everyone, lost = [], []
+        if self.traffic:
+            count, why = nvml_whole(("nvmlDeviceGetCount",), *nvml_value(self.pynvml, ("nvmlDeviceGetCount",)),
+                                    maximum=MAX_GPUS)
+            if count is None:
+                lost.append("the node's GPUs are not all known (%s)" % why)
+            else:
+                everyone = list(range(count))
+        for index in sorted(set(self.indices) | set(everyone)):
+            handle, why = nvml_value(self.pynvml, ("nvmlDeviceGetHandleByIndex",), index)
+            if why:
+                if index in self.indices:
+                    self.problem = "GPU %d: %s" % (index, why)
+                lost.append("GPU %d: %s" % (index, why))
+                continue
+            pci, why = nvml_value(self.pynvml, ("nvmlDeviceGetPciInfo",), handle)
+            bus = getattr(pci, "busId", None)
+            bdf = normalize_bdf(decode(bus) if isinstance(bus, bytes) else str(bus)) if bus is not None else None
+            gpu = GpuSample(index, handle, bdf)
+            gpu.link = index in self.indices
+            for attr, names in (("max_gen", MAX_GEN), ("max_width", MAX_WIDTH),
+                                ("gpu_max_gen", GPU_MAX_GEN), ("gpu_max_width", GPU_MAX_WIDTH)):
+                value, why = nvml_whole(names, *nvml_value(self.pynvml, names, handle), maximum=64)
+                setattr(gpu, attr, value)
+                if why and gpu.link and attr in ("max_gen", "max_width"):
+                    gpu.unknown.append(why)
+            if self.traffic:
+                gpu.traffic = GpuTraffic(self.pynvml, handle, gpu.link_rate(), time.monotonic)
+            self.gpus.append(gpu)
+        if self.traffic and lost:
+            followed = [g.index for g in self.gpus if g.traffic is not None]
+            self.traffic_problem = "%s: only GPU %s followed" % (
+                "; ".join(lost), ", ".join(str(i) for i in followed) if followed else "none")
 
     def _run(self):
         while not self._stop.wait(self.interval):
@@ -197,23 +228,22 @@ class NvmlSampler(object):
 
     def count(self, gpus=None):
         """One read of the PCIe byte counters (of ``gpus``, default every GPU that has them)."""
-        with self._count_lock:
+        with self._count_lock, self.pynvml.budget():
             for gpu in gpus if gpus is not None else self.gpus:
                 if gpu.traffic is not None and gpu.traffic.source == COUNTERS:
                     gpu.traffic.read_counters(time.monotonic())
 
     def sample(self):
-        with self._lock:
+        with self._lock, self.pynvml.budget():
             now = time.monotonic()
             for gpu in self.gpus:
                 if gpu.traffic is not None:
                     gpu.traffic.sample(now)
                 if not gpu.link:
                     continue
-                gen, why_gen = nvml_value(self.pynvml, CURR_GEN, gpu.handle)
-                width, why_width = nvml_value(self.pynvml, CURR_WIDTH, gpu.handle)
+                gen, why_gen = nvml_whole(CURR_GEN, *nvml_value(self.pynvml, CURR_GEN, gpu.handle), maximum=64)
+                width, why_width = nvml_whole(CURR_WIDTH, *nvml_value(self.pynvml, CURR_WIDTH, gpu.handle), maximum=64)
                 if gen is not None and width is not None:
-                    gen, width = int(gen), int(width)
                     if gpu.samples == 0:
                         gpu.first_gen, gpu.first_width = gen, width
                     gpu.samples += 1
@@ -221,46 +251,66 @@ class NvmlSampler(object):
                     gpu.width_seen = max(gpu.width_seen or 0, width)
                 elif (why_gen or why_width) not in gpu.unknown:
                     gpu.unknown.append(why_gen or why_width)
-                mask, why = nvml_value(self.pynvml, CLOCK_EVENTS, gpu.handle)
+                mask, why = nvml_whole(CLOCK_EVENTS, *nvml_value(self.pynvml, CLOCK_EVENTS, gpu.handle))
                 if mask is not None:
-                    gpu.reasons |= int(mask)
+                    gpu.reasons |= mask
                     gpu.reason_samples += 1
                 elif why not in gpu.unknown:
                     gpu.unknown.append(why)
 
     def mark(self):
-        """{index: {bdf, totals: [rx, tx] bytes so far or None, source, problem}} of every GPU
-        whose traffic is followed: one job's traffic is the difference of two marks."""
-        if any(g.traffic is not None and g.traffic.source == GPM for g in self.gpus):
+        """{index: {bdf, totals: [rx, tx] bytes so far or None, source, problem, ...}} of every
+        GPU whose traffic is followed: one job's traffic is the difference of two marks. Waits at
+        most the NVML timeout for the sampler's threads; past it NVML is hung."""
+        followed = [g for g in self.gpus if g.traffic is not None]
+        if any(g.traffic.source == GPM for g in followed) and self.pynvml.hung is None:
             time.sleep(GPM_REFRESH)  # GPM's counters catch up with the job that just ended
-        with self._lock, self._count_lock:
-            now = time.monotonic()
-            out = {}
-            for gpu in self.gpus:
-                if gpu.traffic is not None:
-                    totals = gpu.traffic.totals(now)
-                    out[gpu.index] = {"bdf": gpu.bdf, "totals": totals, "source": gpu.traffic.source,
-                                      "problem": gpu.traffic.problem, "late": gpu.traffic.late,
-                                      "worst_gap": gpu.traffic.worst_gap, "safe_gap": gpu.traffic.safe_gap}
-            return out
+        with self.pynvml.budget():
+            locks = []
+            for lock in (self._lock, self._count_lock):
+                if not lock.acquire(timeout=max(0.0, self.pynvml.left())):
+                    self.pynvml.mark_hung("NVML hung: the sampler's NVML calls did not end within %g s"
+                                          % self.pynvml.timeout)
+                    break
+                locks.append(lock)
+            try:
+                now = time.monotonic()
+                out = {}
+                for gpu in followed:
+                    # after a hang nothing is read: the totals are unknown, the reason is the hang
+                    totals = gpu.traffic.totals(now) if len(locks) == 2 else None
+                    out[gpu.index] = dict(gpu.traffic.state(), bdf=gpu.bdf, totals=totals,
+                                          problem=self.pynvml.hung if totals is None and len(locks) < 2
+                                          else gpu.traffic.problem)
+                return out
+            finally:
+                for lock in locks:
+                    lock.release()
 
     def stop(self):
-        """Stop sampling (NVML stays up for the health reads; ``close`` shuts it down)."""
+        """Stop sampling (NVML stays up for the health reads; ``close`` shuts it down). A thread
+        still in an NVML call after the timeout is left behind, and NVML is hung."""
         self._stop.set()
         for thread in (self._thread, self._counter_thread):
             if thread is not None:
-                thread.join(max(5.0, 4 * self.interval))
+                thread.join(self.pynvml.timeout + 4 * self.interval)
+                if thread.is_alive():
+                    self.pynvml.mark_hung("NVML hung: the %s thread did not stop within %g s"
+                                          % (thread.name, self.pynvml.timeout + 4 * self.interval))
 
     def close(self):
         if self._init:
-            for gpu in self.gpus:
-                if gpu.traffic is not None:
-                    gpu.traffic.close()
-            try:
-                self.pynvml.nvmlShutdown()
-            except Exception:
-                pass
+            with self.pynvml.budget():
+                for gpu in self.gpus:
+                    if gpu.traffic is not None:
+                        gpu.traffic.close()
+                if self.pynvml.hung is None:  # a call still inside the driver: leave NVML to it
+                    try:
+                        self.pynvml.nvmlShutdown()
+                    except Exception:
+                        pass
             self._init = False
+        self.pynvml.close()
 
     def gpu_load(self):
         """{bdf: {max_gen_seen, max_width_seen, max_gen, max_width, samples, ...}} for the GPUs
@@ -273,8 +323,17 @@ def gpu_memory_health(pynvml, handle):
     for what the GPU does not report."""
     facts, unknown = {}, []
 
-    def get(key, names, *args):
+    def get(key, names, *args, **kind):
         value, why = nvml_value(pynvml, names, handle, *args)
+        try:  # NVML's numbers read strictly: a NaN or a negative count is unknown, not a fact
+            if value is not None and kind.get("pages"):
+                value = len(list(value))
+            elif value is not None and kind.get("rows"):
+                value = [whole(int(v) if isinstance(v, bool) else v) for v in (list(value) + [0] * 4)[:4]]
+            elif value is not None:
+                value = whole(int(value) if isinstance(value, bool) else value)
+        except (BadNumber, TypeError) as exc:
+            value, why = None, "%s: %s" % (names[0], exc)
         facts[key] = value
         if why:
             unknown.append("%s: %s" % (key, why.split(": ", 1)[-1]))
@@ -285,20 +344,15 @@ def gpu_memory_health(pynvml, handle):
     get("ecc_uncorrected_aggregate", ("nvmlDeviceGetTotalEccErrors",), unc, getattr(pynvml, "NVML_AGGREGATE_ECC", 1))
     pending = get("retired_pages_pending", ("nvmlDeviceGetRetiredPagesPendingStatus",))
     if pending is not None:
-        facts["retired_pages_pending"] = bool(int(pending))
+        facts["retired_pages_pending"] = bool(pending)
     for key, cause in (("retired_pages_sbe", "NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS"),
                        ("retired_pages_dbe", "NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR")):
-        pages = get(key, ("nvmlDeviceGetRetiredPages",), getattr(pynvml, cause, 0 if key.endswith("sbe") else 1))
-        if pages is not None:
-            facts[key] = len(pages)
-    rows = get("remapped_rows", ("nvmlDeviceGetRemappedRows",))
+        get(key, ("nvmlDeviceGetRetiredPages",), getattr(pynvml, cause, 0 if key.endswith("sbe") else 1), pages=True)
+    rows = get("remapped_rows", ("nvmlDeviceGetRemappedRows",), rows=True)
     if rows is not None:
-        corr, unc_rows, is_pending, failure = (list(rows) + [None] * 4)[:4]
+        corr, unc_rows, is_pending, failure = rows
         facts["remapped_rows"] = {"correctable": corr, "uncorrectable": unc_rows,
                                   "pending": bool(is_pending), "failure": bool(failure)}
-    for key in ("ecc_uncorrected_volatile", "ecc_uncorrected_aggregate"):
-        if facts[key] is not None:
-            facts[key] = int(facts[key])
     facts["unknown"] = unknown
     return facts
 
@@ -466,7 +520,8 @@ class HealthRun(object):
     the last, then judge. ``begin``/``end`` never raise."""
 
     def __init__(self, pcie_links=None, sysfs_root="/sys", nvme_devices=None, nvme_cli="nvme",
-                 thresholds=None, gpu_indices=None, interval=0.5, pynvml=None, traffic=False):
+                 thresholds=None, gpu_indices=None, interval=0.5, pynvml=None, traffic=False,
+                 nvml_timeout=NVML_TIMEOUT):
         self.links = list(pcie_links or [])
         self.sysfs_root = sysfs_root
         self.nvme_devices = list(nvme_devices or [])
@@ -476,6 +531,7 @@ class HealthRun(object):
         self.interval = interval
         self.pynvml = pynvml
         self.traffic = traffic  # follow every GPU's PCIe bytes (measure/watch.py reads them per job)
+        self.nvml_timeout = nvml_timeout  # the longest any wait on NVML lasts
         self.sampler = None
         self.nvml_problem = None
         self.aer_before = self.aer_after = {}
@@ -491,7 +547,7 @@ class HealthRun(object):
             if pynvml is None:
                 self.nvml_problem = why
             else:
-                self.sampler = NvmlSampler(pynvml, self.gpu_indices, self.interval, self.traffic)
+                self.sampler = NvmlSampler(pynvml, self.gpu_indices, self.interval, self.traffic, self.nvml_timeout)
                 try:
                     if not self.sampler.start():
                         self.nvml_problem = self.sampler.problem
@@ -505,12 +561,14 @@ class HealthRun(object):
         if self.sampler is not None:
             try:
                 self.sampler.stop()
-                for gpu in self.sampler.gpus:
-                    if gpu.link:
-                        self.gpu_facts[gpu.index] = gpu_memory_health(self.sampler.pynvml, gpu.handle)
+                with self.sampler.pynvml.budget():
+                    for gpu in self.sampler.gpus:
+                        if gpu.link:
+                            self.gpu_facts[gpu.index] = gpu_memory_health(self.sampler.pynvml, gpu.handle)
             except Exception as exc:
                 self.nvml_problem = "NVML read failed: %s" % exc
             finally:
+                self.nvml_problem = self.nvml_problem or self.sampler.pynvml.hung
                 self.sampler.close()
         self.aer_after = read_aer(self.sysfs_root, sorted(self.aer_before)) if self.aer_before else {}
         self.nvme_after = {n: nvme_smart(n, self.sysfs_root, self.nvme_cli) for n in self.nvme_devices}
@@ -519,8 +577,9 @@ class HealthRun(object):
         return self.sampler.gpu_load() if self.sampler is not None else {}
 
     def traffic_mark(self):
-        """(every GPU's PCIe bytes so far, None) for measure/watch.py, or (None, why there are none).
-        Never raises: a broken pynvml is an unknown, not a failed benchmark."""
+        """(every GPU's PCIe bytes so far, None) for measure/watch.py, or (None, why there are none),
+        or (marks, which GPUs are not followed). Never raises: a broken pynvml is an unknown, not a
+        failed benchmark."""
         if self.sampler is None:
             return None, self.nvml_problem or "NVML was not started"
         try:
@@ -529,7 +588,7 @@ class HealthRun(object):
             return None, "NVML read failed: %s" % exc
         if not marks:
             return None, self.sampler.traffic_problem or self.sampler.problem or "no GPU's traffic is followed"
-        return marks, None
+        return marks, self.sampler.traffic_problem
 
     def checks(self):
         out = []

@@ -7,6 +7,12 @@ under the job's md array, and the check that every member took its share.
 
 Fields as Documentation/admin-guide/iostats.rst numbers them; sectors are 512 bytes whatever the
 device's logical block size (the block layer counts in 512-byte units). Only reads files.
+
+The counters are read strictly (core/numbers.py: ASCII digits, below 2**64). A device whose line
+is garbled, that is missing from either read, or one of whose counters went back between them (the
+device was removed and added again: its counters restarted) is unknown with the reason, never
+dropped and never taken for a wrap: the kernels that run GPUs are 64-bit, and a 64-bit counter of
+I/O does not wrap.
 """
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ import time
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import UnreadableFile, is_live_root, read_file
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import BadNumber, counter
 from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import base_disk, source_disks
 
 SECTOR_BYTES = 512
@@ -24,40 +31,61 @@ FIELDS = ("reads", "reads_merged", "sectors_read", "read_ms", "writes", "writes_
           "discards", "discards_merged", "sectors_discarded", "discard_ms", "flushes", "flush_ms")
 
 
-def parse_diskstats(text):
-    """{name: {field: int}} from /proc/diskstats; lines that are not a device's are skipped."""
+def parse_diskstats(text, garbled=None):
+    """{name: {field: int}} from /proc/diskstats. A line that names a device (major, minor, name)
+    but whose counters cannot be read goes to ``garbled`` ({name: why}) when given; other lines
+    are skipped."""
     out = {}
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), 1):
         parts = line.split()
-        if len(parts) < 14 or not all(p.isdigit() for p in parts[3:]):
+        if len(parts) < 3:
             continue
-        out[parts[2]] = dict(zip(FIELDS, (int(p) for p in parts[3:])))
+        name = parts[2]
+        try:
+            counter(parts[0], 32), counter(parts[1], 32)
+        except BadNumber:
+            continue  # no major:minor: not a device's line
+        try:
+            if len(parts) < 14:
+                raise BadNumber("%d counters, iostats.rst has at least 11" % (len(parts) - 3))
+            out[name] = dict(zip(FIELDS, (counter(p) for p in parts[3:3 + len(FIELDS)])))
+        except BadNumber as exc:
+            out.pop(name, None)
+            if garbled is not None:
+                garbled[name] = "line %d of diskstats is garbled: %s" % (number, exc)
     return out
 
 
 def read_diskstats(procfs_root="/proc"):
-    """({name: {field: int}}, None) or (None, why it could not be read)."""
+    """({name: {field: int}}, {name: why its line is garbled}, None) or (None, None, why it could
+    not be read)."""
     path = os.path.join(procfs_root, "diskstats")
     try:
         text = read_file(path)
     except UnreadableFile as exc:
-        return None, str(exc)
+        return None, None, str(exc)
     if text is None:
-        return None, "%s is absent" % path
-    return parse_diskstats(text), None
+        return None, None, "%s is absent" % path
+    garbled = {}
+    return parse_diskstats(text, garbled), garbled, None
 
 
-def _delta(after, before):
-    """A counter's growth; the counters are unsigned longs that wrap (32 bits on 32-bit kernels)."""
-    diff = after - before
-    if diff < 0:
-        diff += 1 << (32 if before < (1 << 32) else 64)
-    return diff
+class CounterWentBack(ValueError):
+    """A diskstats counter was lower after the job than before: the device's counters restarted."""
 
 
 def io_load(before, after, seconds):
-    """One device's load between two diskstats samples, as iostat -x computes it."""
-    d = {key: _delta(after.get(key, 0), before.get(key, 0)) for key in FIELDS if key != "in_flight"}
+    """One device's load between two diskstats samples, as iostat -x computes it; CounterWentBack
+    when a counter is lower after than before."""
+    d = {}
+    for key in FIELDS:
+        if key == "in_flight":
+            continue
+        old, new = before.get(key, 0), after.get(key, 0)
+        if new < old:
+            raise CounterWentBack("counter %s went back (%d before the job, %d after): the device's counters "
+                                  "restarted (removed and added again?)" % (key, old, new))
+        d[key] = new - old
     secs = seconds if seconds and seconds > 0 else None
 
     def rate(value):
@@ -115,7 +143,8 @@ class DriveWatch(object):
         target = (job.get("file") or job.get("target")) if job.get("drives_from_target") else None
         self.drives, self.source = job_drives(self.sysfs_root, job.get("md"), job.get("members") or (), target)
         self.md = str(job.get("md") or "").rsplit("/", 1)[-1] or None
-        self.before, self.problem = read_diskstats(self.procfs_root) if self.drives else (None, None)
+        self.garbled = {}
+        self.before, self.garbled, self.problem = read_diskstats(self.procfs_root) if self.drives else (None, {}, None)
         if not self.drives:
             self.problem = "no drive known for this job: no md array or members in the facts%s" % (
                 ", and no block device under %s" % target if target else "")
@@ -126,19 +155,29 @@ class DriveWatch(object):
         seconds = time.monotonic() - self.started
         if self.before is None:
             return {"unknown": self.problem}
-        after, problem = read_diskstats(self.procfs_root)
+        after, garbled, problem = read_diskstats(self.procfs_root)
         if after is None:
             return {"unknown": problem}
-        drives = []
-        for name in self.drives:
-            if name not in self.before or name not in after:
-                drives.append({"name": name, "missing": "not in %s/diskstats" % self.procfs_root})
-                continue
-            drives.append(dict(io_load(self.before[name], after[name], seconds), name=name))
+        drives = [self._load(name, after, garbled, seconds) for name in self.drives]
         out = {"drives": drives, "seconds": round(seconds, 3), "source": self.source}
-        if self.md and self.md in self.before and self.md in after:
-            out["array"] = dict(io_load(self.before[self.md], after[self.md], seconds), name=self.md)
+        if self.md:
+            array = self._load(self.md, after, garbled, seconds)
+            if any(self.md in d for d in (self.before, after, self.garbled or {}, garbled)):
+                out["array"] = array
         return out
+
+    def _load(self, name, after, garbled, seconds):
+        """{name, ...figures} of one device, or {name, missing: why it is unknown}."""
+        where = "%s/diskstats" % self.procfs_root
+        for when, stats, bad in (("before", self.before, self.garbled or {}), ("after", after, garbled)):
+            if name in bad:
+                return {"name": name, "missing": "%s the job: %s" % (when, bad[name])}
+            if name not in stats:
+                return {"name": name, "missing": "not in %s %s the job" % (where, when)}
+        try:
+            return dict(io_load(self.before[name], after[name], seconds), name=name)
+        except CounterWentBack as exc:
+            return {"name": name, "missing": str(exc)}
 
 
 # --------------------------------------------------------------------------------------------
@@ -163,7 +202,9 @@ def drive_load_check(prefix, load, io_type, bdf_of, thresholds, buffered=False):
     took none), and none is skewed from its peers by more than the profile's tolerances on bytes
     (a mis-grouped member) or mean service time (a slow member): WARN or FAIL per profile. A
     ``buffered`` job (through the page cache) may be served without the drives: an idle member is
-    no failure there, and the members that did take I/O are compared."""
+    no failure there, and the members that did take I/O are compared. A member that could not be
+    read (garbled, vanished, counters restarted) is named and keeps the check from PASS (WARN);
+    with no member read it is SKIP."""
     name = prefix + "drive load"
     tol_bytes, tol_await = thresholds["drive_skew_tolerance"], thresholds["drive_await_tolerance"]
     expected = "every member moves data, within %d%% of its peers' bytes and %d%% of their service time" % (
@@ -177,7 +218,7 @@ def drive_load_check(prefix, load, io_type, bdf_of, thresholds, buffered=False):
     key, await_key = ("write_bytes", "w_await_ms") if write else ("read_bytes", "r_await_ms")
     drives = load["drives"]
     measured = [d for d in drives if "missing" not in d]
-    missing = ["%s %s" % (_label(d, bdf_of), d["missing"]) for d in drives if "missing" in d]
+    missing = ["%s unknown: %s" % (_label(d, bdf_of), d["missing"]) for d in drives if "missing" in d]
     idle = [d for d in measured if not d[key]]
     fails, skewed, notes = [], [], []
     if idle and buffered:
@@ -200,20 +241,26 @@ def drive_load_check(prefix, load, io_type, bdf_of, thresholds, buffered=False):
         _label(d, bdf_of), d[key] / 1e6, "written" if write else "read", d["w_s"] if write else d["r_s"],
         "w/s" if write else "r/s", d[await_key], d["util_pct"]) for d in measured)
     notes.append(figures)
-    if missing:
-        notes.append("unknown: " + "; ".join(missing))
     if fails:
         verdict = "FAIL"
     elif skewed:
         verdict = thresholds["drive_skew_verdict"]
+    elif measured and missing:
+        verdict = "WARN"  # an unread member might be the idle or slow one
     elif measured:
         verdict = "PASS"
     else:
         verdict = "SKIP"
     moved = len(busy)
-    if buffered and measured and not moved:
+    if not measured:
+        actual = "unknown"
+    elif buffered and not moved:
         actual = "no drive I/O: the page cache served the job"
     else:
         actual = "; ".join(fails + skewed) or (
             "%d drives balanced" % moved if moved > 1 else "1 drive moved data" if moved else "unknown")
+    if missing and measured:
+        actual = "%d of %d members unknown: %s; of the others: %s" % (len(missing), len(drives), "; ".join(missing), actual)
+    elif missing:
+        notes.append("; ".join(missing))
     return check(name, verdict, expected, actual, "; ".join(n for n in notes if n) or None)

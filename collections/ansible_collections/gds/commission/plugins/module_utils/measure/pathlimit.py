@@ -9,6 +9,8 @@ A link carries rate x width x encoding / 8 bytes a second (hw/pci.py's link_byte
 flows up from each drive to the switch (or root complex) it shares with the GPU, then down to the
 GPU; links that several drives share carry their sum. The root complex and the link between
 sockets (a PHB, NODE or SYS path) are not modelled: such a limit is an upper bound, and says so.
+Links whose ``upstream`` entries loop (facts from a broken or hand-edited tree) are no path: the
+limit is unknown, naming the loop.
 """
 from __future__ import annotations
 
@@ -23,6 +25,10 @@ def _faces_up(entry):
     return entry.get("kind") != "bridge" or entry.get("port") == "upstream"
 
 
+class PathLoop(ValueError):
+    """The topology's links go round in a circle: there is no path to measure."""
+
+
 class PathModel(object):
     """The links of one node, with a GPU's link speed as seen under load (NVML) where known: a
     GPU trains its link down when idle, so the idle speed sysfs shows is not its limit."""
@@ -32,9 +38,12 @@ class PathModel(object):
         self.gpu_load = gpu_load or {}
 
     def chain(self, bdf):
-        """The device and every bridge above it up to its root port, nearest first."""
+        """The device and every bridge above it up to its root port, nearest first; PathLoop when
+        the ``upstream`` entries come back to one already passed."""
         out = []
-        while bdf and bdf in self.links and bdf not in out:
+        while bdf and bdf in self.links:
+            if bdf in out:
+                raise PathLoop("the PCIe links loop: %s" % " -> ".join(out[out.index(bdf):] + [bdf]))
             out.append(bdf)
             bdf = self.links[bdf].get("upstream")
         return out
@@ -94,9 +103,16 @@ def path_limit(topology, gpu, drives, gpu_load=None, spec_bytes_per_s=None):
     if not topology.get("pcie_links"):
         return {"unknown": "no PCIe links in the topology facts"}
     model = PathModel(topology.get("pcie_links"), gpu_load)
-    by_name = {d.get("name"): d for d in topology.get("nvme") or [] if isinstance(d, dict)}
     if not drives:
         return {"unknown": "no drive known for this job"}
+    try:
+        return _path_limit(model, topology, gpu, drives, spec_bytes_per_s)
+    except PathLoop as exc:
+        return {"unknown": str(exc)}
+
+
+def _path_limit(model, topology, gpu, drives, spec_bytes_per_s):
+    by_name = {d.get("name"): d for d in topology.get("nvme") or [] if isinstance(d, dict)}
     chains = {}
     for name in drives:
         bdf = (by_name.get(name) or {}).get("bdf")
@@ -114,6 +130,10 @@ def path_limit(topology, gpu, drives, gpu_load=None, spec_bytes_per_s=None):
     common = [b for b in gpu_chain if all(b in c for c in chains.values())] if gpu_chain else []
     top = common[0] if common else None
     below = {name: chain[:chain.index(top)] if top else chain for name, chain in chains.items()}
+    for name, chain in below.items():
+        if not chain:  # the drive is where its path meets the GPU's: no device tree does that
+            return {"unknown": "drive %s (%s) is on GPU %s's own path to the root in the PCIe links"
+                    % (name, chains[name][0], gpu)}
     gpu_below = gpu_chain[:gpu_chain.index(top)] if top else gpu_chain
 
     # max flow up the drives' tree: a node passes on what its children bring, each child's
@@ -126,8 +146,10 @@ def path_limit(topology, gpu, drives, gpu_load=None, spec_bytes_per_s=None):
             children.setdefault(upper, set()).add(lower)
     shared = []
 
-    def flow(node):
-        own = share if node in leaves else sum(flow(c) for c in children.get(node, ()))
+    def flow(node, above=()):
+        if node in above:  # two drives' chains cross (each above the other): no tree to sum
+            raise PathLoop("the PCIe links loop: %s" % " -> ".join(above[above.index(node):] + (node,)))
+        own = share if node in leaves else sum(flow(c, above + (node,)) for c in children.get(node, ()))
         if not _faces_up(model.links[node]):
             return own  # a downstream or root port: its link is counted at the device below
         link = model.link(node)

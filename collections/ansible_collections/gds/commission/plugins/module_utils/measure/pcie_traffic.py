@@ -26,12 +26,18 @@ Three NVML sources, the best first; each GPU says which it used, and with none i
    under load, which is why GPM comes first.
 3. nvmlDeviceGetPcieThroughput (KB/s over a 20 ms window) sampled by measure/devhealth.py's
    NvmlSampler and integrated over time: an estimate (1.03-1.19 x the counters on the H200).
+
+NVML's numbers are read strictly (core/numbers.py): a rate that is NaN, infinite, negative or
+beyond any link, and a byte counter that grew more than the GPU's link can carry between two reads
+(it went back: a 32-bit wrap cannot explain it) are a glitch. The bytes of that interval are lost,
+so every job it falls in has unknown figures for that GPU, never invented ones.
 """
 from __future__ import annotations
 
 import time
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check, gb_text
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import BadNumber, finite, whole
 from ansible_collections.gds.commission.plugins.module_utils.hw.nvml import nvml_value
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import link_bytes_per_s
 
@@ -48,6 +54,13 @@ GPM_REFRESH = 0.15  # seconds: NVML refreshes GPM's counters every ~100 ms
 COUNTER_WRAP = 1 << 32
 COUNTER_TICK = 0.01  # seconds between counter reads (the counting thread)
 FASTEST_LINK = link_bytes_per_s(64.0, 16)  # Gen6 x16: when NVML does not say the GPU's link
+MAX_RATE = 4 * FASTEST_LINK  # bytes a second no PCIe link carries: a rate above it is garbage
+# a counter's growth between two reads may exceed the link's rate over their distance by this
+# factor plus this much time (NVML may update the counters in steps); more is no wrap
+COUNTER_SLACK, COUNTER_STEP = 1.5, 0.02
+# the job's own GPU moves its bytes over PCIe (every GPU transfer type crosses it): figures that
+# show it moving less than this share of them are wrong somewhere, not a clean path
+OWN_SHARE = 0.5
 
 
 def byte_counters(pynvml, handle):
@@ -64,14 +77,26 @@ def byte_counters(pynvml, handle):
         if code:  # each field answers on its own: NVML_ERROR_NOT_SUPPORTED (3) on older GPUs
             return None, "PCIe byte counters: field %s: %s" % (
                 getattr(value, "fieldId", "?"), "not supported" if code == 3 else "NVML error %s" % code)
-        out.append(int(value.value.ullVal))
+        try:
+            out.append(whole(value.value.ullVal))
+        except (BadNumber, AttributeError) as exc:
+            return None, "PCIe byte counters: field %s: %s" % (getattr(value, "fieldId", "?"), exc)
     if len(out) < 2:
         return None, "PCIe byte counters: NVML returned %d of 2 fields" % len(out)
     return tuple(out), None
 
 
+def _rate(value, what):
+    """Bytes a second from NVML, strictly: BadNumber names a NaN, a negative or a rate no link carries."""
+    try:
+        return finite(value, 0.0, MAX_RATE)
+    except BadNumber as exc:
+        raise BadNumber("%s: %s" % (what, exc))
+
+
 def gpm_rates(pynvml, first, second):
-    """((rx, tx) bytes a second between two GPM samples, None) or (None, why)."""
+    """((rx, tx) bytes a second between two GPM samples, None) or (None, why); BadNumber when
+    NVML answered with a rate that is no rate."""
     query = pynvml.c_nvmlGpmMetricsGet_t()
     query.version = getattr(pynvml, "NVML_GPM_METRICS_GET_VERSION", 1)
     query.numMetrics = 2
@@ -85,7 +110,9 @@ def gpm_rates(pynvml, first, second):
     for metric in list(query.metrics)[:2]:
         if metric.nvmlReturn:
             return None, "GPM: metric %s: NVML error %s" % (metric.metricId, metric.nvmlReturn)
-        out.append(float(metric.value) * MIB)
+        value = metric.value
+        out.append(_rate(value * MIB if isinstance(value, (int, float)) and not isinstance(value, bool) else value,
+                         "GPM: metric %s (bytes a second)" % metric.metricId))
     return tuple(out), None
 
 
@@ -102,6 +129,8 @@ class GpuTraffic(object):
         self.last, self.samples = clock(), 0
         self.late = 0  # counter reads further apart than safe_gap (a wrap may be lost)
         self.worst_gap = 0.0
+        self.link_rate = link_rate or FASTEST_LINK
+        self.glitches, self.glitch = 0, None  # intervals whose bytes are lost, and the last one's reason
         self.gpm_previous = None  # (time, GPM sample) of the last GPM sample
         why_gpm = self.gpm_start()
         if why_gpm is None:
@@ -159,9 +188,15 @@ class GpuTraffic(object):
             self.problem = why
             return False
         (start, first), (end, second) = self.gpm_previous, sample
-        rates, why = gpm_rates(self.pynvml, first, second)
+        try:
+            rates, why = gpm_rates(self.pynvml, first, second)
+        except BadNumber as exc:
+            rates, why = None, None
+            self.lost(str(exc))
         self.gpm_free(first)
         self.gpm_previous = sample
+        if rates is None and why is None:
+            return True  # this interval is lost (counted in glitches); the next one is measured
         if rates is None:
             self.problem = why
             self.gpm_close()
@@ -181,6 +216,16 @@ class GpuTraffic(object):
         """Give NVML back what this GPU's GPM samples hold."""
         self.gpm_close()
 
+    def lost(self, why):
+        """The bytes since the last good read are not counted: the jobs this falls in are unknown."""
+        self.glitches += 1
+        self.glitch = why
+
+    def state(self):
+        """What a mark keeps besides the totals (pcie_traffic.job_traffic compares two marks')."""
+        return {"source": self.source, "late": self.late, "worst_gap": self.worst_gap, "safe_gap": self.safe_gap,
+                "glitches": self.glitches, "glitch": self.glitch}
+
     # -- counters and throughput ------------------------------------------------------------------
     def counters(self):
         return byte_counters(self.pynvml, self.handle)
@@ -193,7 +238,11 @@ class GpuTraffic(object):
                                         getattr(self.pynvml, counter, default))
             if value is None:
                 return None, "PCIe throughput: %s" % problem
-            out.append(float(value) * KB)
+            try:
+                out.append(_rate(value * KB if isinstance(value, (int, float)) and not isinstance(value, bool)
+                                 else value, "PCIe throughput (bytes a second)"))
+            except BadNumber as exc:
+                return None, str(exc)
         return tuple(out), None
 
     def sample(self, now):
@@ -207,6 +256,7 @@ class GpuTraffic(object):
         rates, problem = self.rates()
         if rates is None:
             self.problem = problem
+            self.lost(problem)  # the time since the last sample is not counted
         else:
             span = max(0.0, now - self.last)
             self.rx += rates[0] * span
@@ -223,8 +273,15 @@ class GpuTraffic(object):
         if gap > self.safe_gap:
             self.late += 1
             self.worst_gap = max(self.worst_gap, gap)
-        self.rx += (counters[0] - self.previous[0]) % COUNTER_WRAP
-        self.tx += (counters[1] - self.previous[1]) % COUNTER_WRAP
+        grew = [(new - old) % COUNTER_WRAP for new, old in zip(counters, self.previous)]
+        most = self.link_rate * (COUNTER_SLACK * max(gap, 0.0) + COUNTER_STEP)
+        if max(grew) > most:
+            self.lost("PCIe byte counters went back or jumped (rx %d -> %d, tx %d -> %d in %d ms): more than "
+                      "the link carries, not a 32-bit wrap" % (self.previous[0], counters[0], self.previous[1],
+                                                               counters[1], round(gap * 1000)))
+        else:
+            self.rx += grew[0]
+            self.tx += grew[1]
         self.previous, self.last = counters, now
         self.samples += 1
         return True
@@ -243,7 +300,9 @@ class GpuTraffic(object):
 
 def job_traffic(before, after):
     """[{index, bdf, rx_bytes, tx_bytes, source}] between two marks of the sampler
-    ({index: {bdf, totals, source, problem}}); a GPU without figures has ``unknown``."""
+    ({index: {bdf, totals, source, problem, late, glitches, ...}}); a GPU without figures has
+    ``unknown``: not sampled, a counter gap that may hide a wrap, a lost interval, or totals
+    that went back."""
     out = []
     for index in sorted(after):
         end, start = after[index], (before or {}).get(index) or {}
@@ -255,9 +314,15 @@ def job_traffic(before, after):
                                 "a 32-bit wrap may be lost" % (end["late"] - (start.get("late") or 0),
                                                                round(end.get("safe_gap", 0) * 1000),
                                                                round(end.get("worst_gap", 0) * 1000)))
+        elif (end.get("glitches") or 0) > (start.get("glitches") or 0):
+            entry["unknown"] = "%d interval(s) of the job not counted: %s" % (
+                end["glitches"] - (start.get("glitches") or 0), end.get("glitch"))
         else:
-            entry["rx_bytes"] = int(round(end["totals"][0] - start["totals"][0]))
-            entry["tx_bytes"] = int(round(end["totals"][1] - start["totals"][1]))
+            rx, tx = (end["totals"][i] - start["totals"][i] for i in (0, 1))
+            if min(rx, tx) < 0:
+                entry["unknown"] = "NVML's totals went back during the job (rx %+d, tx %+d bytes)" % (rx, tx)
+            else:
+                entry["rx_bytes"], entry["tx_bytes"] = int(round(rx)), int(round(tx))
         out.append(entry)
     return out
 
@@ -282,21 +347,40 @@ def _buffers(cufile, index):
     return "%s of %s pool buffers in use" % (row.get("pool_used"), row.get("pool_total"))
 
 
+def _bytes(value):
+    """A byte figure that can be judged: a finite number >= 0 (not a bool), else None."""
+    try:
+        return finite(value)
+    except BadNumber:
+        return None
+
+
+def _gpu_list(indices):
+    return ", ".join("GPU%s" % i for i in indices)
+
+
 def bounce_check(prefix, gpu, moved, io_type, gpus, topology, drives, th, unknown=None, cufile=None,
                  expected_bounce=False):
     """``bench: <job>: bounce``: the target GPU ``gpu`` should be the only one whose PCIe traffic
     compares with the ``moved`` bytes of the job. Another GPU that received at least
     ``bounce_share`` of them carried the data (cuFile's bounce buffers): WARN or FAIL per profile,
-    naming it, its PCI address and its link class to the drives. Without NVML's figures, cuFile's
-    own statistics (``cufile``, gds_stats) name the GPU whose bounce buffers it used. On the
-    planner's non-affine job (``expected_bounce``) a bounce is what it measures: PASS, named."""
+    naming it, its PCI address and its link class to the drives. On the planner's non-affine job
+    (``expected_bounce``) a bounce is what it measures: PASS, named.
+
+    "No other GPU carried the data" (PASS) needs every GPU of the node followed (``unknown`` says
+    which are not; the topology's GPUs count too) and the job's own GPU moving OWN_SHARE of them:
+    a GPU whose figures are unknown might have carried it, and figures that miss the job's bytes
+    are wrong somewhere (WARN). Without NVML's complete figures, cuFile's own statistics
+    (``cufile``, gds_stats) decide, and PASS only when they show the job's GPU, and no other, doing
+    its I/O. Anything else is SKIP with the reason."""
     name = prefix + "bounce"
     share = th["bounce_share"]
     expected = "only GPU%s receives >= %d%% of the bytes the job moved" % (gpu, round(share * 100))
     found = "PASS" if expected_bounce else th["bounce_verdict"]
     if expected_bounce:
         expected += " (or a GPU near the drives: the non-affine pair)"
-    known = [g for g in gpus or [] if "unknown" not in g]
+    write = io_type in ("write", "randwrite")
+    cufile_why = (cufile or {}).get("unknown")
     cufile = cufile if cufile and "unknown" not in cufile else None
     bdfs = {g.get("index"): g.get("bdf") for g in (topology or {}).get("gpus") or [] if isinstance(g, dict)}
     bdfs.update((g["index"], g.get("bdf")) for g in gpus or [] if g.get("bdf"))
@@ -306,41 +390,80 @@ def bounce_check(prefix, gpu, moved, io_type, gpus, topology, drives, th, unknow
         return "GPU%s (%s%s)" % (g["index"], bdfs.get(g["index"]) or "PCI address unknown",
                                  ", " + where if where else "")
 
-    if not known and cufile is not None:
-        held = [i for i in cufile["buffer_gpus"] if i != gpu]
-        notes = ["from cuFile's statistics (%s); NVML: %s" % (cufile["source"], unknown or "no figures")]
-        if held:
-            return check(name, found, expected, "; ".join(
-                "%s held cuFile's bounce buffers (%s)" % (who({"index": i}), _buffers(cufile, i)) for i in held),
-                "; ".join(notes))
-        return check(name, "PASS", expected, "cuFile used no other GPU's bounce buffers",
-                     "; ".join(["cuFile I/O on GPU %s" % ", ".join(str(i) for i in cufile["io_gpus"])] + notes))
-    if not known:
-        return check(name, "SKIP", expected, "unknown", unknown or "no GPU's PCIe traffic was read")
-    if not moved:
-        return check(name, "SKIP", expected, "unknown", "the job's record has no byte count")
-    sources = sorted({g["source"] for g in known if g.get("source")})
-    carriers = sorted((g for g in known if g["index"] != gpu and g["rx_bytes"] >= share * moved),
-                      key=lambda g: -g["rx_bytes"])
-    target = next((g for g in known if g["index"] == gpu), None)
+    # what NVML could not say: GPUs without figures, figures that are no byte counts, GPUs not followed
+    missing = []
+    known = []
+    for g in gpus or []:
+        if "unknown" in g:
+            missing.append("GPU%s %s" % (g["index"], g["unknown"]))
+        elif _bytes(g.get("rx_bytes")) is None or _bytes(g.get("tx_bytes")) is None:
+            missing.append("GPU%s figures are no byte counts (rx %r, tx %r)"
+                           % (g["index"], g.get("rx_bytes"), g.get("tx_bytes")))
+        else:
+            known.append(g)
+    seen = {g.get("index") for g in gpus or []}
+    unfollowed = sorted(i for i in bdfs if isinstance(i, int) and i not in seen)
+    if gpus and unfollowed:
+        missing.append("%s of the topology not followed by NVML" % _gpu_list(unfollowed))
+    if unknown and gpus:
+        missing.append(unknown)
+    if gpu not in seen:
+        missing.append("GPU%s (the job's) not followed by NVML" % gpu)
+    moved_ok = _bytes(moved)
+    if not moved_ok:
+        return check(name, "SKIP", expected, "unknown", "the job's record has no byte count (%r)" % (moved,))
 
     notes = []
+    target = next((g for g in known if g["index"] == gpu), None)
+    mine = None
     if target is not None:
-        mine = target["tx_bytes"] if io_type in ("write", "randwrite") else target["rx_bytes"]
+        mine = target["tx_bytes"] if write else target["rx_bytes"]
         notes.append("%s %s %s over PCIe, %d%% of the %s the job moved" % (
-            who(target), "sent" if io_type in ("write", "randwrite") else "received", gb_text(mine),
-            round(100.0 * mine / moved), gb_text(moved)))
+            who(target), "sent" if write else "received", gb_text(mine), round(100.0 * mine / moved_ok),
+            gb_text(moved_ok)))
     notes += ["GPU%s rx %s tx %s" % (g["index"], gb_text(g["rx_bytes"]), gb_text(g["tx_bytes"]))
               for g in sorted(known, key=lambda g: -(g["rx_bytes"] + g["tx_bytes"]))[:4]]
-    notes.append("from %s" % " and ".join(sources))
-    if cufile is not None and cufile["buffer_gpus"]:
+    sources = sorted({g["source"] for g in known if g.get("source")})
+    if sources:
+        notes.append("from %s" % " and ".join(sources))
+    if cufile is not None and cufile.get("buffer_gpus"):
         notes.append("cuFile's bounce buffers on %s" % ", ".join(
             "GPU%s (%s)" % (i, _buffers(cufile, i)) for i in cufile["buffer_gpus"]))
-    unknown_gpus = [g for g in gpus or [] if "unknown" in g]
-    if unknown_gpus:
-        notes.append("unknown: %s" % "; ".join("GPU%s %s" % (g["index"], g["unknown"]) for g in unknown_gpus))
+    if missing and known:
+        notes.append("unknown: %s" % "; ".join(missing))
+
+    carriers = sorted((g for g in known if g["index"] != gpu and g["rx_bytes"] >= share * moved_ok),
+                      key=lambda g: -g["rx_bytes"])
     if carriers:
         actual = "; ".join("%s received %s, %d%% of the bytes the job moved" % (
-            who(g), gb_text(g["rx_bytes"]), round(100.0 * g["rx_bytes"] / moved)) for g in carriers)
+            who(g), gb_text(g["rx_bytes"]), round(100.0 * g["rx_bytes"] / moved_ok)) for g in carriers)
         return check(name, found, expected, actual, "; ".join(notes))
-    return check(name, "PASS", expected, "no other GPU carried the data", "; ".join(notes))
+    if known and not missing:
+        if mine < OWN_SHARE * moved_ok:
+            actual = "GPU%s %s %s, %d%% of the %s the job moved: NVML's figures do not account for the job's data" % (
+                gpu, "sent" if write else "received", gb_text(mine), round(100.0 * mine / moved_ok), gb_text(moved_ok))
+            return check(name, "WARN", expected, actual, "; ".join(notes))
+        return check(name, "PASS", expected, "no other GPU carried the data", "; ".join(notes))
+    nvml_why = "; ".join(missing) if known else (unknown or "; ".join(missing) or "no GPU's PCIe traffic was read")
+    if cufile is not None:
+        return _cufile_bounce(name, gpu, cufile, expected, found, who, nvml_why)
+    why = "; ".join(notes + [nvml_why]) if known else nvml_why
+    return check(name, "SKIP", expected, "unknown", why + ("; cuFile: %s" % cufile_why if cufile_why else ""))
+
+
+def _cufile_bounce(name, gpu, cufile, expected, found, who, nvml_why):
+    """The bounce check from cuFile's per-GPU statistics alone (NVML's figures incomplete)."""
+    notes = ["from cuFile's statistics (%s); NVML: %s" % (cufile.get("source"), nvml_why)]
+    held = [i for i in cufile.get("buffer_gpus") or [] if i != gpu]
+    if held:
+        return check(name, found, expected, "; ".join(
+            "%s held cuFile's bounce buffers (%s)" % (who({"index": i}), _buffers(cufile, i)) for i in held),
+            "; ".join(notes))
+    io = list(cufile.get("io_gpus") or [])
+    if io != [gpu]:
+        where = "on no GPU" if not io else "on %s" % _gpu_list(io)
+        return check(name, "SKIP", expected, "unknown", "; ".join(
+            ["cuFile's statistics show I/O %s, not on GPU%s alone: they do not describe this job" % (where, gpu)]
+            + notes))
+    return check(name, "PASS", expected, "cuFile used no other GPU's bounce buffers",
+                 "; ".join(["cuFile I/O on GPU %s" % gpu] + notes))

@@ -8,10 +8,13 @@ per-GPU placement (measure/cufile_stats.py) and the limit of the path (measure/p
 
 ``JobWatch.begin(job)`` right before a job and ``end(job, record)`` right after it: nothing runs
 inside the benchmark's process, and what cannot be read is "unknown" with the reason, never a
-failure. ``end`` returns the job's ``watch`` entry and its checks.
+failure. ``end`` returns the job's ``watch`` entry and its checks. The watch is outside the job's
+fate: ``begin``, ``started`` and ``end`` never raise; each part (drives, GPU traffic, cuFile, the
+path's limit) that fails is unknown with the error as its reason, and its check SKIP.
 """
 from __future__ import annotations
 
+import math
 import os
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check, non_negative_number, profile_thresholds
@@ -87,6 +90,11 @@ def gds_stats_tool(name, cufile_config=None):
     return binary, stats_level_note(cufile_config or "/etc/cufile.json")
 
 
+def failed(exc):
+    """The reason a part of the watch gives when it broke."""
+    return "the watch failed: %s: %s" % (exc.__class__.__name__, exc)
+
+
 class JobWatch(object):
     """What one job moved where; one instance for the whole run, ``begin``/``end`` per job."""
 
@@ -99,16 +107,26 @@ class JobWatch(object):
         self.topology = topology or {}
         self.health = health  # measure/devhealth.HealthRun: the GPUs' links as NVML saw them under load
         self.drives = DriveWatch(procfs_root, sysfs_root)
+        self.job, self.stats, self.broken = None, None, {}
+        self.traffic_before = self.traffic_problem = None
 
     def begin(self, job):
-        self.job, self.stats = job, None
-        self.drives.begin(job)
+        """Read the drives and mark every GPU's traffic right before ``job``; never raises."""
+        self.abandon()
+        self.job, self.stats, self.broken = job, None, {}
         self.traffic_before = self.traffic_problem = None
-        if job_gpu(job) is not None:
-            if self.health is None:
-                self.traffic_problem = "NVML was not started"
-            else:
-                self.traffic_before, self.traffic_problem = self.health.traffic_mark()
+        try:
+            self.drives.begin(job)
+        except Exception as exc:
+            self.broken["drives"] = failed(exc)
+        try:
+            if job_gpu(job) is not None:
+                if self.health is None:
+                    self.traffic_problem = "NVML was not started"
+                else:
+                    self.traffic_before, self.traffic_problem = self.health.traffic_mark()
+        except Exception as exc:
+            self.traffic_before, self.traffic_problem = None, failed(exc)
 
     def started(self, pgid):
         """The job's benchmark runs as process group ``pgid``: read cuFile's statistics beside it."""
@@ -118,56 +136,105 @@ class JobWatch(object):
                 self.stats = GdsStatsWatcher(self.gds_stats, self.procfs_root, self.gds_stats_interval)
                 self.stats.start(pgid)
         except Exception as exc:  # never in the way of the benchmark
-            self.stats, self.gds_stats_note = None, "gds_stats could not start: %s" % exc
+            self.stats, self.broken["cufile"] = None, "gds_stats could not start: %s" % exc
+
+    def abandon(self):
+        """A job that is not watched to its end (it broke): its gds_stats thread stops."""
+        if self.stats is not None:
+            try:
+                self.stats.stop()
+            except Exception:
+                pass
+            self.stats = None
 
     def cufile(self, job):
         """The job's ``watch.cufile`` entry: cuFile's per-GPU placement, or {unknown: why}."""
+        if self.broken.get("cufile"):
+            return {"unknown": self.broken["cufile"]}
         if self.stats is not None:
-            return self.stats.stop(self.gds_stats_note)
+            stats, self.stats = self.stats, None
+            return stats.stop(self.gds_stats_note)
         if int(job.get("xfer_type", 0)) not in CUFILE_XFER_TYPES:
             return {"unknown": "not a cuFile transfer type"}
         return {"unknown": self.gds_stats_note or "gds_stats not found"}
 
     def end(self, job, record):
-        """(watch entry, checks) of the job that just ended; ``record`` is its benchmark record."""
-        prefix = "bench: %s: " % job["name"]
-        load = self.drives.end()
+        """(watch entry, checks) of the job that just ended; ``record`` is its benchmark record.
+        Never raises: a part that breaks is unknown with the error, its check SKIP."""
+        prefix = "bench: %s: " % job.get("name")
+        watch, checks = {}, []
+        for part in (self._drives_part, self._gpu_part, self._limit_part):
+            try:
+                part(prefix, job, record, watch, checks)
+            except Exception as exc:
+                self._broken_part(part, prefix, job, watch, checks, failed(exc))
+        self.abandon()
+        return watch, checks
+
+    def _broken_part(self, part, prefix, job, watch, checks, why):
+        """What a part that raised leaves: its figures unknown with ``why``, its check SKIP."""
+        names = {self._drives_part: ("drives_unknown", "drive load"), self._gpu_part: ("gpus_unknown", "bounce"),
+                 self._limit_part: ("limit", "path_fraction")}
+        key, check_name = names[part]
+        try:
+            cpu_job = job_gpu(job) is None
+        except (TypeError, ValueError):
+            cpu_job = False  # a GPU that is no number: the bounce check says why it is unknown
+        if part == self._gpu_part and cpu_job:
+            return
+        if part == self._limit_part:
+            watch["limit"], watch["fraction"] = {"unknown": why}, None
+            if self.th["path_fraction_min"] is None:
+                return
+        else:
+            watch[key] = why
+        checks[:] = [c for c in checks if c.get("name") != prefix + check_name]
+        checks.append(check(prefix + check_name, "SKIP", None, "unknown", why))
+
+    def _drives_part(self, prefix, job, record, watch, checks):
+        load = {"unknown": self.broken["drives"]} if self.broken.get("drives") else self.drives.end()
         names = [d["name"] for d in load.get("drives") or []]
         bdf_of = drive_bdfs(self.topology, self.sysfs_root, names)
         for drive in load.get("drives") or []:
             drive["bdf"] = bdf_of.get(drive["name"])
-        watch = {"drives": load.get("drives") or [], "drives_source": load.get("source"),
-                 "seconds": load.get("seconds")}
+        watch.update({"drives": load.get("drives") or [], "drives_source": load.get("source"),
+                      "seconds": load.get("seconds")})
         if "array" in load:
             watch["array"] = load["array"]
         if "unknown" in load:
             watch["drives_unknown"] = load["unknown"]
-        checks = [drive_load_check(prefix, load, job.get("io_type", "read"), bdf_of, self.th,
-                                   int(job.get("xfer_type", 0)) in BUFFERED_XFER_TYPES)]
-        drives = names or list(job.get("members") or [])
+        checks.append(drive_load_check(prefix, load, job.get("io_type", "read"), bdf_of, self.th,
+                                       int(job.get("xfer_type", 0)) in BUFFERED_XFER_TYPES))
+
+    def _job_drives(self, job, watch):
+        return [d["name"] for d in watch.get("drives") or []] or list(job.get("members") or [])
+
+    def _gpu_part(self, prefix, job, record, watch, checks):
         gpu = job_gpu(job)
-        if gpu is not None:
-            gpus, problem = self.traffic()
-            watch["gpus"] = gpus
-            if problem:
-                watch["gpus_unknown"] = problem
-            watch["cufile"] = self.cufile(job)
-            checks.append(bounce_check(prefix, gpu, (record or {}).get("bytes"), job.get("io_type", "read"),
-                                       gpus, self.topology, drives, self.th, problem, watch["cufile"],
-                                       bool(job.get("expect_bounce"))))
-        watch["limit"], watch["fraction"] = self.limit(job, record, drives)
+        if gpu is None:
+            return
+        gpus, problem = self.traffic()
+        watch["gpus"] = gpus
+        if problem:
+            watch["gpus_unknown"] = problem
+        watch["cufile"] = self.cufile(job)
+        checks.append(bounce_check(prefix, gpu, (record or {}).get("bytes"), job.get("io_type", "read"),
+                                   gpus, self.topology, self._job_drives(job, watch), self.th, problem,
+                                   watch["cufile"], bool(job.get("expect_bounce"))))
+
+    def _limit_part(self, prefix, job, record, watch, checks):
+        watch["limit"], watch["fraction"] = self.limit(job, record, self._job_drives(job, watch))
         if self.th["path_fraction_min"] is not None:
             checks.append(self.fraction_check(prefix, watch["limit"], watch["fraction"]))
-        return watch, checks
 
     def traffic(self):
-        """(every GPU's PCIe bytes during the job, why they are unknown or None)."""
+        """(every GPU's PCIe bytes during the job, why they are unknown or incomplete, or None)."""
         if self.traffic_before is None:
             return [], self.traffic_problem
         after, problem = self.health.traffic_mark()
         if after is None:
             return [], problem
-        return job_traffic(self.traffic_before, after), None
+        return job_traffic(self.traffic_before, after), problem or self.traffic_problem
 
     def limit(self, job, record, drives):
         """(the path's limit, measured / limit) of the job; the fraction None when unknown."""
@@ -175,15 +242,23 @@ class JobWatch(object):
         limit = path_limit(self.topology, job_gpu(job), drives, load,
                            spec_bytes(job.get("spec"), record))
         measured = (record or {}).get("throughput_gib_s")
-        if "unknown" in limit or not isinstance(measured, (int, float)):
+        if "unknown" in limit or isinstance(measured, bool) or not isinstance(measured, (int, float)) \
+                or not math.isfinite(measured) or measured < 0:
             return limit, None
         return limit, round(measured * GIB / limit["bytes_per_s"], 4)
 
     def fraction_check(self, prefix, limit, fraction):
-        """``bench: <job>: path_fraction``: measured / the path's limit against the profile's minimum."""
+        """``bench: <job>: path_fraction``: measured / the path's limit against the profile's minimum.
+        Above 1 the job moved more than the path carries: the limit or the measurement is wrong."""
+        expected = ">= %g of the path" % self.th["path_fraction_min"]
         if fraction is None:
-            return check(prefix + "path_fraction", "SKIP", ">= %g of the path" % self.th["path_fraction_min"],
-                         "unknown", "the path's limit is unknown: %s" % limit.get("unknown", "no measured throughput"))
+            return check(prefix + "path_fraction", "SKIP", expected, "unknown",
+                         "the path's limit is unknown: %s" % limit.get("unknown", "no measured throughput"))
+        where = "limit %s GB/s (%s)" % (limit["gb_s"], limit["bound"])
+        if fraction > 1:
+            return check(prefix + "path_fraction", "WARN", expected, fraction,
+                         "measured %.3f GB/s, above the path's %s: the limit or the measurement is wrong"
+                         % (fraction * limit["bytes_per_s"] / 1e9, where))
         out = evaluate("path_fraction", [self.th["path_fraction_min"], 0.0, None, "of the path"], fraction, prefix)
-        out["detail"] = "; ".join(p for p in (out.get("detail"), "limit %s GB/s (%s)" % (limit["gb_s"], limit["bound"])) if p)
+        out["detail"] = "; ".join(p for p in (out.get("detail"), where) if p)
         return out

@@ -1,0 +1,70 @@
+# -*- coding: utf-8 -*-
+# Copyright: gds-commission contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one strict reader of the numbers the watch of a job takes from outside: /proc/diskstats,
+``gds_stats`` output and NVML's answers.
+
+Python accepts too much: ``str.isdigit`` is true for "²" and other scripts' digits (then ``int``
+fails), ``int`` takes a 400-digit string (then a float of it overflows), ``float`` takes "nan",
+"inf" and "1e999". A number that is none of what its source can print is ``BadNumber``, naming the
+value, so the reader can say "unknown" with the reason instead of ending the run or inventing a
+figure.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+_DECIMAL = re.compile(r"^[0-9]+(\.[0-9]+)?$")  # ASCII digits only (re's \d takes any script's)
+MAX_TEXT = 40  # longer than any counter or decimal the sources print
+
+
+class BadNumber(ValueError):
+    """A value that is not the number its source prints; the message names it."""
+
+
+def _shown(text):
+    text = str(text)
+    return repr(text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "...")
+
+
+def counter(text, bits=64):
+    """An unsigned counter as the kernel or a tool prints it: ASCII digits only, below 2**bits
+    (``unsigned long`` is 64 bits on the kernels that run GPUs)."""
+    text = str(text)
+    if len(text) > MAX_TEXT or not text.isascii() or not text.isdigit():
+        raise BadNumber("%s is not a whole number of ASCII digits" % _shown(text))
+    value = int(text)
+    if value >= 1 << bits:
+        raise BadNumber("%s is above a %d-bit counter" % (_shown(text), bits))
+    return value
+
+
+def decimal(text):
+    """A non-negative decimal as a tool prints it ("0.124332", "4996"): a finite float."""
+    text = str(text)
+    if len(text) > MAX_TEXT or not _DECIMAL.match(text):
+        raise BadNumber("%s is not a decimal number" % _shown(text))
+    return float(text)
+
+
+def finite(value, minimum=0.0, maximum=None):
+    """A number a library returned (NVML): an int or float, not a bool, finite, within
+    [minimum, maximum]; the value as given."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise BadNumber("%s is not a number" % _shown(value))
+    if isinstance(value, float) and not math.isfinite(value):
+        raise BadNumber("%s is not finite" % _shown(value))
+    if minimum is not None and value < minimum:
+        raise BadNumber("%s is below %s" % (_shown(value), minimum))
+    if maximum is not None and value > maximum:
+        raise BadNumber("%s is above %s" % (_shown(value), maximum))
+    return value
+
+
+def whole(value, minimum=0, maximum=(1 << 64) - 1):
+    """An integer a library returned (a count, an index, a bit mask): ``finite`` and whole."""
+    value = finite(value, minimum, maximum)
+    if isinstance(value, float) and not value.is_integer():
+        raise BadNumber("%s is not a whole number" % _shown(value))
+    return int(value)
