@@ -352,3 +352,49 @@ def remove_file(dir_fd, name, ident):
 def remove_dir(parent_fd, name, ident):
     """Remove the empty directory ``name`` of ``parent_fd`` only while it is still ``ident``."""
     return _remove(parent_fd, name, ident, stat.S_ISDIR, os.rmdir)
+
+
+# ---- files the tuning roles wrote: removed only when they are still the product's -------------
+
+# the first line of every file a role writes on a node (templates, modprobe and modules-load files)
+MANAGED_MARKER = "Managed by gds-commission"
+
+
+def managed_file(path):
+    """(present, why it is not ours or None) of the file a role wrote at ``path``: not followed
+    when it is a link; ours when it is a regular file whose first 512 bytes carry MANAGED_MARKER."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False, None
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
+        return True, "%s, not a file gds-commission wrote" % _kind(st.st_mode)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        return True, "cannot read it (%s)" % (exc.strerror or exc)
+    try:
+        head = os.read(fd, 512)
+    finally:
+        os.close(fd)
+    if MANAGED_MARKER.encode() not in head:
+        return True, "it does not say '%s' in its first lines: someone else's file" % MANAGED_MARKER
+    return True, None
+
+
+def remove_managed(path):
+    """Remove the file at ``path`` only while it is the product's (``managed_file``), through its
+    directory's descriptor and only while the name still holds the file that was checked.
+    (removed, why it was left or None)."""
+    present, foreign = managed_file(path)
+    if not present or foreign:
+        return False, foreign
+    dir_fd = os.open(os.path.dirname(path) or ".", _DIR_FLAGS | os.O_NOFOLLOW)
+    try:
+        name = os.path.basename(path)
+        st = _lstat_at(dir_fd, name)
+        if st is None or not _remove(dir_fd, name, file_id(st), stat.S_ISREG, os.unlink):
+            return False, "it changed while it was being removed"
+        return True, None
+    finally:
+        os.close(dir_fd)
