@@ -173,6 +173,19 @@ def test_module_writes_reports_and_lists_not_pass(tmp_path):
                                            "junit.xml", "report.html", "summary.json"]
 
 
+def test_drift_without_the_callbacks_state_checks_no_host(tmp_path):
+    """No state file (the gds_commission callback not enabled): nothing recorded the drift items,
+    so no host is "not drifted"; each is unchecked with the reason, and the run is not clean."""
+    rc, result = run_module("gds_report", {
+        "reports_dir": str(tmp_path / "reports"), "run_id": "r1", "mode": "drift", "hosts": sample_hosts(),
+        "all_hosts": ["good", "bad"], "active_hosts": ["good", "bad"]})
+    assert rc == 0, result
+    assert result["drifted"] == ["bad", "good"]
+    doc = json.loads((tmp_path / "reports" / "r1" / "drift.json").read_text())
+    for entry in doc["hosts"].values():
+        assert entry["drifted"] is None and "callback is not enabled" in entry["detail"]
+
+
 @pytest.mark.parametrize("text", ["{not json", "[]", '{"hosts": []}', '{"hosts": {"a": "x"}}', '{"drift": "x"}'])
 def test_module_fails_cleanly_on_a_garbled_state_file(tmp_path, text):
     state = tmp_path / "state.json"

@@ -244,7 +244,8 @@ def main():
         history = dict(runs=runs, problems=problems, keep=p["history_keep"],
                        tolerance=tolerance(module, "history_tolerance", p["history_tolerance"], p["all_hosts"]))
     files, result = build_report(p["run_id"], started, now, p["mode"], p["hosts"], p["all_hosts"], states,
-                                 drift=state.get("drift") or {}, required_areas=p["required_areas"],
+                                 drift=(state.get("drift") or {}) if p["state_file"] else None,
+                                 required_areas=p["required_areas"],
                                  fleet=fleet, history=history)
     run_dir = "%s/%s" % (p["reports_dir"], p["run_id"])
     updated = result.pop("history", None) or {}

@@ -866,9 +866,19 @@ def _drift_item(item):
                 actual=item.get("actual"))
 
 
+# the drift items come only from the gds_commission callback: without its state nothing was recorded
+NO_DRIFT_STATE = ("no drift was recorded: the gds_commission callback is not enabled "
+                  "(ansible.cfg: callbacks_enabled = gds.commission.gds_commission)")
+
+
 def drift_document(run_id, hosts, drift, states):
-    """{run_id, hosts: {HOST: {drifted, items}}}; unreachable hosts are listed as such."""
+    """{run_id, hosts: {HOST: {drifted, items}}}; unreachable hosts are listed as such. ``drift``
+    None (the callback kept no state): no host was checked, never "not drifted"."""
     out = {"run_id": run_id, "hosts": {}}
+    if drift is None:
+        for host in sorted(hosts):
+            out["hosts"][host] = {"drifted": None, "items": [], "error": True, "detail": NO_DRIFT_STATE}
+        return out
     for host in sorted(hosts):
         items = drift.get(host) or []
         # a state file edited by hand: every item becomes {setting, expected, actual}
@@ -1174,7 +1184,7 @@ def build_report(run_id, started, finished, mode, hosts, all_hosts, states, drif
     states = states or {}
     stamp = _epoch(finished)
     if mode == "drift":
-        doc = drift_document(run_id, all_hosts, drift or {}, states)
+        doc = drift_document(run_id, all_hosts, drift, states)
         metrics = {host: drift_metrics(entry, stamp) for host, entry in doc["hosts"].items()}
         files = {"drift.json": to_json(doc)}
         files.update(("%s.drift.prom" % host_file_name(host), text) for host, text in metrics.items())
