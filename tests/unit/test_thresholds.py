@@ -2,7 +2,7 @@
 import pytest
 
 from ansible_collections.gds.commission.plugins.module_utils.measure.thresholds import (
-    ThresholdError, evaluate, evaluate_all, path_check,
+    ThresholdError, evaluate, evaluate_all, job_checks, path_check,
 )
 
 
@@ -46,3 +46,31 @@ def test_compat_fallback_fails_whatever_the_throughput():
     assert path_check(dict(record, path={"mode": "compat"}), 5, "compat")["verdict"] == "PASS"
     assert path_check(record, 1, "nvfs") is None  # CPU transfer types take no GPU path
 
+
+@pytest.mark.parametrize("spec", [[6.0, -0.10, None, "GiB/s"], [1200, None, 0.5, "us"], [1.1, -0.1, 0.5, "x"]])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf"), -1.0, 10 ** 400],
+                         ids=["nan", "inf", "-inf", "negative", "beyond-float"])
+def test_a_value_that_is_no_figure_is_an_error_naming_it(spec, value):
+    # NaN compares false with every bound and infinity passes an open one: never PASS
+    check = evaluate("throughput_gib_s", spec, value)
+    assert check["verdict"] == "ERROR", check
+    assert "not a finite figure" in check["detail"] and "throughput_gib_s" in check["detail"]
+
+
+@pytest.mark.parametrize("moved", [float("nan"), float("inf"), -4096])
+def test_a_record_whose_bytes_are_no_count_is_an_error_not_a_traceback(moved):
+    job = {"name": "md1 seq_read", "thresholds": {"throughput_gib_s": [6.0, -0.1, None, "GiB/s"]}}
+    record = {"exit_code": 0, "bytes": moved, "throughput_gib_s": 7.0}
+    checks = {c["name"]: c for c in job_checks(job, record)}
+    run = checks["bench: md1 seq_read: run"]
+    assert run["verdict"] == "ERROR" and run["actual"] == "exit 0, bytes unknown" and repr(moved) in run["detail"]
+    assert checks["bench: md1 seq_read: throughput_gib_s"]["verdict"] == "SKIP"  # not judged from it
+
+
+@pytest.mark.parametrize("value", [float("nan"), 0, -6.5, "6.5"])
+def test_a_drive_spec_that_is_no_figure_gives_no_fraction_of_spec(value):
+    job = {"name": "j", "spec": {"metric": "throughput_gib_s", "value": value},
+           "thresholds": {"fraction_of_spec": [0.85, -0.15, None, ""]}}
+    record = {"exit_code": 0, "bytes": 1 << 30, "throughput_gib_s": 6.0}
+    checks = {c["name"]: c for c in job_checks(job, record)}
+    assert checks["bench: j: fraction_of_spec"]["verdict"] == "ERROR" and "fraction_of_spec" not in record

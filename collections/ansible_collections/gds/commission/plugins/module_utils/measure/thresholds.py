@@ -10,9 +10,12 @@ Thresholds are written like ReFrame's references, so a profile reads like a tabl
 
 A bound of ``null`` is open. A value beyond a bound FAILs; a value inside but within
 ``WARN_MARGIN`` (5 %) of a bound WARNs, so a node that only just passes is visible; a metric the
-record lacks is an ERROR (nothing was measured, so nothing can be signed off).
+record lacks, or holds as no finite figure >= 0 (NaN, infinity, a negative number), is an ERROR
+(nothing was measured, so nothing can be signed off).
 """
 from __future__ import annotations
+
+import math
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check as _check
 
@@ -59,6 +62,17 @@ def _fmt(value):
     return float("%.4g" % value)
 
 
+def figure(value):
+    """``value`` when it is a measured figure: a number (not a boolean), finite and >= 0; else
+    None. Every metric here (throughput, IOPS, latency, bytes, seconds, ratios) is one."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return value if math.isfinite(value) and value >= 0 else None
+    except OverflowError:  # an integer no float can hold
+        return None
+
+
 def evaluate(metric, spec, value, prefix=""):
     """One check: {name, verdict, expected, actual, detail}."""
     ref, lower, upper, unit = parse_reference(metric, spec)
@@ -70,6 +84,10 @@ def evaluate(metric, spec, value, prefix=""):
     limits = dict(unit=unit, reference=ref, low=low, high=high)
     if value is None:
         return _check(prefix + metric, "ERROR", expected, None, "the benchmark record has no %s" % metric, **limits)
+    if figure(value) is None:
+        return _check(prefix + metric, "ERROR", expected, str(value),
+                      "the benchmark record's %s is %r, not a finite figure >= 0: nothing to judge" % (metric, value),
+                      **limits)
     verdict, detail = "PASS", None
     if low is not None and value < low:
         verdict, detail = "FAIL", "%g %s is below %g" % (_fmt(value), unit, _fmt(low))
@@ -97,6 +115,7 @@ def path_check(record, xfer_type, expected_mode, prefix=""):
     if not expected_mode or int(xfer_type) not in GPU_DIRECT_XFER_TYPES:
         return None
     path = record.get("path") or {}
+    path = path if isinstance(path, dict) else {"evidence": "unreadable path record: %r" % (path,)}
     mode = path.get("mode")
     evidence = path.get("evidence")
     if isinstance(evidence, (list, tuple)):
@@ -112,9 +131,12 @@ def path_check(record, xfer_type, expected_mode, prefix=""):
 # One benchmark job: did it measure anything, and what may be judged from it
 # --------------------------------------------------------------------------------------------
 def moved_bytes(record):
-    """Bytes the job moved, 0 when the record lacks the figure."""
+    """Bytes the job moved, 0 when the record lacks the figure, None when it holds no figure
+    (NaN, infinity, a negative number)."""
     value = lookup_metric(record or {}, "bytes")
-    return int(value) if value is not None else 0
+    if value is None:
+        return 0
+    return int(value) if figure(value) is not None else None
 
 
 def run_check(prefix, record, failure=None, stderr=""):
@@ -130,14 +152,18 @@ def run_check(prefix, record, failure=None, stderr=""):
         failure = "exited %s" % exit_code
     expected = "exit 0, bytes moved"
     if failure:
-        actual = "%s, %d bytes" % (failure.split(":", 1)[0], moved)
+        actual = "%s, %s bytes" % (failure.split(":", 1)[0], moved)
         return _check(prefix + "run", "ERROR", expected, actual,
                       "; ".join(part for part in (failure, (stderr or "").strip()) if part) or None)
+    if moved is None:
+        return _check(prefix + "run", "ERROR", expected, "exit 0, bytes unknown",
+                      "the record's bytes is %r, not a count of bytes: nothing was measured"
+                      % ((record or {}).get("bytes"),))
     if moved <= 0:
         return _check(prefix + "run", "ERROR", expected, "exit 0, 0 bytes",
                       "the job moved no data: nothing was measured%s"
                       % ("; " + stderr.strip() if (stderr or "").strip() else ""))
-    elapsed = lookup_metric(record, "elapsed_s")
+    elapsed = figure(lookup_metric(record, "elapsed_s"))
     return _check(prefix + "run", "PASS", expected, "exit 0, %d bytes%s"
                   % (moved, " in %.1f s" % elapsed if elapsed is not None else ""))
 
@@ -154,8 +180,9 @@ def job_checks(job, record, failure=None, stderr=""):
     checks = [run]
     if run["verdict"] == "PASS":
         spec = job.get("spec")  # {metric, value}: the summed drive spec of the array
-        if spec and spec.get("value"):
-            measured = lookup_metric(record, spec.get("metric", "throughput_gib_s"))
+        spec = spec if isinstance(spec, dict) else {}
+        if figure(spec.get("value")):
+            measured = figure(lookup_metric(record, spec.get("metric", "throughput_gib_s")))
             if measured is not None:
                 record["fraction_of_spec"] = round(measured / float(spec["value"]), 4)
         checks += evaluate_all(record, job.get("thresholds"), prefix)
