@@ -567,12 +567,17 @@ def discover(sysfs_root="/sys", procfs_root="/proc", nvml_bus_ids=None):
 def visibility_checks(facts, warnings):
     """Report checks for what discovery could not see: bridges of unknown ACS state (short
     config space, e.g. read without root) and every warning (skipped devices, looping links)."""
-    unknown = [b for b in facts["bridges"] if b.get("acs_unknown")]
+    bridges = facts.get("bridges") if isinstance(facts, dict) else None
+    bridges = [b if isinstance(b, dict) else {"acs_unknown": "not a bridge entry: %r" % (b,)} for b in bridges] \
+        if isinstance(bridges, list) else None
+    unknown = [b for b in bridges or [] if b.get("acs_unknown")]
+    warnings = warnings if isinstance(warnings, list) else None
     return [
         check("topology: ACS state readable on GPU/NVMe/NIC bridges", "WARN" if unknown else "PASS",
-              0, len(unknown), "; ".join("%s (%s)" % (b["bdf"], b["acs_unknown"]) for b in unknown)),
+              0, None if bridges is None else len(unknown),
+              "; ".join("%s (%s)" % (b.get("bdf"), b["acs_unknown"]) for b in unknown)),
         check("topology: sysfs and procfs read without warnings", "WARN" if warnings else "PASS",
-              0, len(warnings), "; ".join(warnings[:20])),
+              0, None if warnings is None else len(warnings), "; ".join(map(str, (warnings or [])[:20]))),
     ]
 
 

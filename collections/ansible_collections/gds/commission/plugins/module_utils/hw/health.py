@@ -10,6 +10,7 @@ file written is the link baseline (``link_baseline``), and never in check mode.
 from __future__ import annotations
 
 import json
+import math
 import os
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
@@ -102,7 +103,7 @@ def link_checks(pcie_links, gpu_load=None):
     while the benchmark ran); without it a lower speed is PASS, "idle: speed judged under load
     only".
     """
-    gpu_load = gpu_load or {}
+    gpu_load = gpu_load if isinstance(gpu_load, dict) else {}
     by_bdf = {link["bdf"]: link for link in pcie_links or []}
     checks = []
     for link in sorted(pcie_links or [], key=lambda entry: bdf_key(entry["bdf"])):
@@ -111,15 +112,20 @@ def link_checks(pcie_links, gpu_load=None):
         actual = _state(link.get("current_width"), link.get("current_speed_gts"))
         gpu = _gpu_side(link, by_bdf)
         slow, notes = [], []
+        # what the verdict is judged from: the width always, the speed as below
+        judged = {"current_width": link.get("current_width"), "expected_width": link.get("expected_width")}
         width_low = _below(link.get("current_width"), link.get("expected_width"))
         if width_low is True:
             slow.append(_slow_end(link, by_bdf, "width"))
         speed_low = _below(link.get("current_speed_gts"), link.get("expected_speed_gts"))
         load = gpu_load.get(gpu) if gpu else None
+        if gpu in gpu_load and not isinstance(load, dict):
+            load = {"unreadable": load}  # sampled, but nothing readable: judged as unknown
         if gpu and load:
             seen = _int(load.get("max_gen_seen"))
-            want = gen_of_speed(link.get("expected_speed_gts")) or _int(load.get("max_gen"))
+            want = gen_of_speed(_figure(link.get("expected_speed_gts"))) or _int(load.get("max_gen"))
             speed_low = None if seen is None or want is None else seen < want
+            judged.update(max_gen_seen=seen, expected_gen=want)
             actual = "%s Gen%s under load" % (_width(link.get("current_width")), seen if seen is not None else "?")
             notes.append("under load: Gen%s of Gen%s seen in %s samples (NVML, GPU %s)"
                          % (seen, want, load.get("samples"), gpu))
@@ -132,6 +138,9 @@ def link_checks(pcie_links, gpu_load=None):
             speed_low = False
         elif speed_low:
             slow.append(_slow_end(link, by_bdf, "speed"))
+        if not gpu:
+            judged.update(current_speed_gts=link.get("current_speed_gts"),
+                          expected_speed_gts=link.get("expected_speed_gts"))
         if link.get("problem"):
             notes.append(link["problem"])
         if slow:
@@ -141,18 +150,28 @@ def link_checks(pcie_links, gpu_load=None):
             notes.insert(0, "unknown: link state not fully readable")
         else:
             verdict = "PASS"
-        checks.append(check(name, verdict, expected, actual, "; ".join(slow + notes), bdf=link["bdf"]))
+        checks.append(check(name, verdict, expected, actual, "; ".join(slow + notes), bdf=link["bdf"],
+                            inputs=judged))
     return checks
 
 
+def _figure(value):
+    """A width or speed as read: a finite number >= 0, else None (unknown)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
 def _below(current, expected):
+    current, expected = _figure(current), _figure(expected)
     if current is None or expected is None:
         return None
     return current < expected
 
 
 def _int(value):
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """A counter or generation as read: a whole number >= 0, else None (unknown)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -170,14 +189,19 @@ def aer_checks(before, after, correctable_limit):
     ``correctable_limit``, SKIP when the function has no counters. A counter that went down was
     reset (the device was removed and added again): all it shows now counts."""
     limit = correctable_limit if isinstance(correctable_limit, int) and correctable_limit >= 0 else 0
-    before, after = before or {}, after or {}
+    before = before if isinstance(before, dict) else {}
+    after = after if isinstance(after, dict) else {}
     checks = []
     for bdf in sorted(set(before) | set(after), key=bdf_key):
-        old, new = before.get(bdf) or {}, after.get(bdf) or {}
-        deltas = {}
+        old, new = before.get(bdf), after.get(bdf)
+        old, new = (old if isinstance(old, dict) else {}), (new if isinstance(new, dict) else {})
+        deltas, read = {}, {}
         for key in AER_FILE_NAMES:
             if _int(old.get(key)) is not None and _int(new.get(key)) is not None:
                 deltas[key] = new[key] - old[key] if new[key] >= old[key] else new[key]
+            # a counter the device has (read on either side) but not read on both is unknown
+            if old.get(key) is not None or new.get(key) is not None:
+                read[key] = deltas.get(key)
         name = "pcie: aer %s" % bdf
         expected = "no fatal or non-fatal errors, correctable <= %d" % limit
         if not deltas:
@@ -190,7 +214,7 @@ def aer_checks(before, after, correctable_limit):
         warned = ["%s %s +%d (limit %d)" % (bdf, AER_FILE_NAMES[key], deltas[key], limit)
                   for key in AER_WARN if deltas.get(key, 0) > limit]
         verdict = "FAIL" if failed else "WARN" if warned else "PASS"
-        checks.append(check(name, verdict, expected, actual, "; ".join(failed + warned)))
+        checks.append(check(name, verdict, expected, actual, "; ".join(failed + warned), inputs=read))
     return checks
 
 

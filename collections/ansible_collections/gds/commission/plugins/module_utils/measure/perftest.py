@@ -30,6 +30,7 @@ from ansible_collections.gds.commission.plugins.module_utils.core.files import n
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import LINK_CLASSES, class_rank
 from ansible_collections.gds.commission.plugins.module_utils.core.proc import kill as proc_kill, run as proc_run, start as proc_start
 from ansible_collections.gds.commission.plugins.module_utils.measure.thresholds import WARN_MARGIN, ThresholdError, evaluate
+from ansible_collections.gds.commission.plugins.module_utils.measure.thresholds import figure as known_figure
 
 PERFTEST_TESTS = ("ib_write_bw", "ib_read_bw", "ib_write_lat")
 BW_TESTS = ("ib_write_bw", "ib_read_bw", "osu_bw")
@@ -776,13 +777,24 @@ def row_name(row):
 
 
 def row_check(row):
-    if row["gbps"] is not None or row["threshold_gbps"] is not None:
-        expected = ">= %g Gb/s" % row["threshold_gbps"] if row["threshold_gbps"] is not None else None
-        actual = None if row["gbps"] is None else "%g Gb/s" % row["gbps"]
+    """The check of one row. What its verdict was judged from: the bandwidth and, on a row with a
+    floor of its own (judge: not the far GPU's reference row), the floor; or the latency."""
+    if row.get("test") in BW_TESTS:
+        floor = row.get("threshold_gbps")
+        expected = ">= %s Gb/s" % _number_text(floor) if floor is not None else None
+        actual = None if row.get("gbps") is None else "%s Gb/s" % _number_text(row["gbps"])
+        inputs = {"gbps": row.get("gbps")}
+        if row.get("affine", True) or row.get("memory") != "cuda":
+            inputs["threshold_gbps"] = floor
     else:
-        expected = "<= %g us" % row["lat_us_max"] if row.get("lat_us_max") else None
-        actual = None if row["lat_us"] is None else "%g us" % row["lat_us"]
-    return check(row_name(row), row["verdict"], expected, actual, row["reason"] or None)
+        expected = "<= %s us" % _number_text(row["lat_us_max"]) if row.get("lat_us_max") else None
+        actual = None if row.get("lat_us") is None else "%s us" % _number_text(row["lat_us"])
+        inputs = {"lat_us": row.get("lat_us")}
+    return check(row_name(row), row["verdict"], expected, actual, row.get("reason") or None, inputs=inputs)
+
+
+def _number_text(value):
+    return "%g" % value if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
 
 
 def affinity_checks(rows, spec):
@@ -790,20 +802,25 @@ def affinity_checks(rows, spec):
     if not spec:
         return []
     near = {(r["nic"], r["port"], r["test"]): r for r in rows
-            if r["memory"] == "cuda" and r["affine"] and r["gbps"] is not None}
+            if r["memory"] == "cuda" and r["affine"] and r.get("gbps") is not None}
     out = []
     for far in rows:
         if far["memory"] != "cuda" or far["affine"] or far["nic"] is None:
             continue
         mine = near.get((far["nic"], far["port"], far["test"]))
         name = "rdma: bench %s port %s %s affinity gain" % (far["nic"], far["port"], far["test"])
-        if mine is None or far["gbps"] is None:
+        if mine is None or far.get("gbps") is None:
             out.append(check(name, "SKIP", None, None, "not measured: %s" % (
-                far["reason"] if far["gbps"] is None else "no near-GPU result")))
+                far.get("reason") if far.get("gbps") is None else "no near-GPU result")))
             continue
-        result = evaluate("affinity_gain", spec, mine["gbps"] / far["gbps"] if far["gbps"] else None)
-        detail = "GPU%s (%s) %g Gb/s / GPU%s (%s) %g Gb/s" % (
-            mine["gpu"], mine["link"], mine["gbps"], far["gpu"], far["link"], far["gbps"])
+        ratio = None
+        if known_figure(mine["gbps"]) is None or known_figure(far["gbps"]) is None:
+            ratio = float("nan")  # a bandwidth that is no figure: evaluate's ERROR, naming it
+        elif far["gbps"]:
+            ratio = mine["gbps"] / far["gbps"]
+        result = evaluate("affinity_gain", spec, ratio)
+        detail = "GPU%s (%s) %s Gb/s / GPU%s (%s) %s Gb/s" % (
+            mine["gpu"], mine["link"], _number_text(mine["gbps"]), far["gpu"], far["link"], _number_text(far["gbps"]))
         out.append(check(name, result["verdict"], result["expected"], result["actual"],
                          "; ".join(p for p in (result.get("detail"), detail) if p)))
     return out

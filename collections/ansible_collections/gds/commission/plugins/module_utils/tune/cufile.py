@@ -660,13 +660,15 @@ def report_checks(config, gds_mode, outcome, raid_devices=(), rdma_storage=False
         out.append(check("cufile: P2PDMA with md RAID", "FAIL", "no md RAID", ",".join(raid_devices),
                          "NVIDIA does not support GDS P2PDMA on md RAID"))
     if rdma_storage:
-        missing = [n["nic"] for n in rdma_nics if not n.get("address")]
+        missing = [str(n.get("nic")) for n in rdma_nics if not n.get("address")]
         listed = props.get("rdma_dev_addr_list") or []
+        listed = listed if isinstance(listed, list) else None
         out.append(check(
             "cufile: rdma_dev_addr_list", "WARN" if missing or not listed else "PASS",
-            ",".join(n["nic"] for n in rdma_nics), ",".join(listed),
+            ",".join(str(n.get("nic")) for n in rdma_nics), ",".join(map(str, listed or [])),
             "no IPv4 address for %s (set gds_cufile_rdma_addresses)" % ",".join(missing)
-            if missing else None))
+            if missing else None if listed is not None else "rdma_dev_addr_list is not a list",
+            inputs={"the NICs' addresses": [n.get("address") for n in rdma_nics], "rdma_dev_addr_list": listed}))
     return out
 
 
@@ -1274,7 +1276,8 @@ def remote_fs_check(schema, listed, notes, policy):
         detail.append("this version does not know properties.rdma_load_balancing_policy")
     if notes:
         detail.append("; ".join(notes))
+    listed = [m if isinstance(m, dict) else {} for m in listed] if isinstance(listed, list) else None
     return check("cufile: remote file systems", verdict,
                  "RDMA mounts' NIC addresses in cufile.json",
-                 ", ".join("%s %s" % (m["mountpoint"], m["address"]) for m in listed) or "none",
-                 "; ".join(detail))
+                 ", ".join("%s %s" % (m.get("mountpoint"), m.get("address")) for m in listed or []) or "none",
+                 "; ".join(detail), inputs={"mounts": listed, "addresses": [m.get("address") for m in listed or []]})

@@ -637,16 +637,17 @@ def mount_checks(mounts, topology, gpu_map=None, expect_rdma=False, tcp_verdict=
                  len(mounts), ", ".join("%s (%s)" % (m["mountpoint"], m["fstype"]) for m in mounts))]
     for m in mounts:
         mp = m["mountpoint"]
-        if m.get("errors"):
+        errors = m.get("errors")
+        if errors:
             out.append(check("netfs: %s mount options" % mp, "ERROR", "options as the kernel prints them",
-                             "; ".join(m["errors"]), "%s: the checks of what these options say "
-                             "cannot be trusted" % mp))
-        if m["transport"] is None:
+                             "; ".join(map(str, errors)) if isinstance(errors, list) else "unreadable: %r" % (errors,),
+                             "%s: the checks of what these options say cannot be trusted" % mp))
+        if m.get("transport") is None:
             out.append(check("netfs: %s transport" % mp, "SKIP", "rdma" if expect_rdma else "any",
                              "unknown", "%s shows no transport in its mount options" % m["fstype"]))
         elif m["transport"] == "rdma":
             out.append(check("netfs: %s transport" % mp, "PASS", "rdma" if expect_rdma else "any",
-                             "rdma", "port %s" % m["port"] if m["port"] else None))
+                             "rdma", "port %s" % m["port"] if m.get("port") else None))
         else:
             out.append(check(
                 "netfs: %s transport" % mp, tcp_verdict if expect_rdma else "PASS",
@@ -654,15 +655,18 @@ def mount_checks(mounts, topology, gpu_map=None, expect_rdma=False, tcp_verdict=
                 "GDS reads this mount through the CPU: mount it with proto=rdma (NFS: port 20049)"
                 if expect_rdma else "RDMA not expected by this profile"))
         if m["fstype"] in ("nfs", "nfs4"):
-            small = [k for k in ("rsize", "wsize") if m[k] is not None and m[k] < min_io_size]
-            unknown = [k for k in ("rsize", "wsize") if m[k] is None]
+            sizes = {k: _io_size(m.get(k)) for k in ("rsize", "wsize")}
+            small = [k for k in ("rsize", "wsize") if sizes[k] is not None and sizes[k] < min_io_size]
+            unknown = [k for k in ("rsize", "wsize") if sizes[k] is None]
             # present but no number (no value, a sign, out of range): not "not mounted with it"
-            bad = [k for k in unknown if k in (m.get("options") or {})]
-            actual = "rsize=%s,wsize=%s" % (m["rsize"], m["wsize"])
+            options = m.get("options") if isinstance(m.get("options"), dict) else {}
+            bad = [k for k in unknown if k in options or m.get(k) is not None]
+            actual = "rsize=%s,wsize=%s" % (m.get("rsize"), m.get("wsize"))
             if bad:
                 out.append(check("netfs: %s rsize/wsize" % mp, "ERROR", ">= %d" % min_io_size,
-                                 "; ".join(e for e in m.get("errors") or [] if e.startswith(tuple(bad)))
-                                 or ", ".join(bad), "the kernel prints rsize and wsize as numbers"))
+                                 "; ".join(e for e in errors if str(e).startswith(tuple(bad)))
+                                 if isinstance(errors, list) else ", ".join(bad),
+                                 "the kernel prints rsize and wsize as numbers"))
             elif unknown:
                 out.append(check("netfs: %s rsize/wsize" % mp, "SKIP", ">= %d" % min_io_size,
                                  actual, "%s not in the mount options" % "/".join(unknown)))
@@ -673,6 +677,11 @@ def mount_checks(mounts, topology, gpu_map=None, expect_rdma=False, tcp_verdict=
                                  if small else None))
         out += _affinity_checks(m, topology, gpu_map.get(mp, all_gpus), far_verdict, near_classes)
     return out + mapped
+
+
+def _io_size(value):
+    """rsize or wsize as parsed: a whole number >= 0, else None (unknown)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _gpu_map_check(gpu_map, mounts):
@@ -693,30 +702,36 @@ def _affinity_checks(m, topology, readers, far_verdict, near_classes):
     expected = "a NIC %s to its GPUs" % "/".join(near_classes)
     out = []
     named = GUIDE_NAME.match(mp)
-    if named and m["netdev"] and named.group(1) not in lower_names(m):
-        out.append(check("netfs: %s interface" % mp, "WARN", named.group(1), m["netdev"],
+    netdev = m.get("netdev") if isinstance(m.get("netdev"), str) else None
+    nics = [n for n in m.get("nics") if isinstance(n, str)] if isinstance(m.get("nics"), list) else None
+    # the netdev and RDMA devices the route leads to: what the pairing is judged from
+    judged = {"netdev": m.get("netdev"), "RDMA devices": m.get("nics")}
+    if named and netdev and named.group(1) not in lower_names(m):
+        out.append(check("netfs: %s interface" % mp, "WARN", named.group(1), netdev,
                          "the mount point names %s but the route to %s leaves through %s"
-                         % (named.group(1), m["server_address"], m["netdev"])))
-    if not m["netdev"]:
+                         % (named.group(1), m.get("server_address"), netdev)))
+    if not netdev:
         reason = (m.get("route") or {}).get("reason") or "no route"
         return out + [check(name, "SKIP", expected, "unknown", "%s: %s" % (mp, reason))]
-    if not m["nics"]:
-        return out + [check(name, "SKIP", expected, m["netdev"],
-                            "%s leaves through %s, a netdev with no RDMA device: GDS cannot "
-                            "use it for RDMA" % (mp, m["netdev"]))]
+    if not nics:
+        return out + [check(name, "SKIP", expected, netdev,
+                            "%s leaves through %s, a netdev with %s" % (
+                                mp, netdev, "no RDMA device: GDS cannot use it for RDMA" if nics == []
+                                else "RDMA devices unknown (%r)" % (m.get("nics"),)))]
     if not readers:
-        return out + [check(name, "SKIP", expected, m["nic"], "no GPU reads %s (gpu_map)" % mp)]
-    classes = {g: nic_class(topology, g, m["nics"]) for g in readers}
+        return out + [check(name, "SKIP", expected, m.get("nic"), "no GPU reads %s (gpu_map)" % mp)]
+    classes = {g: nic_class(topology, g, nics) for g in readers}
+    judged["link classes"] = [classes[g] for g in readers]
     near = [g for g in readers if classes[g] in near_classes]
     far = [g for g in readers if g not in near]
-    nic = "%s (%s)" % ("+".join(m["nics"]), m["netdev"])
+    nic = "%s (%s)" % ("+".join(nics), netdev)
     described = ", ".join("GPU%d %s" % (g, classes[g] or "unknown") for g in readers)
     if near:
         detail = "%s leaves through %s, paired with %s" % (mp, nic, _gpu_list(near))
         if far:
             detail += "; also read by far GPUs %s" % ", ".join(
                 "GPU%d (%s)" % (g, classes[g] or "unknown") for g in far)
-        return out + [check(name, "PASS", expected, described, detail)]
+        return out + [check(name, "PASS", expected, described, detail, inputs=judged)]
     own = []
     for g in far:
         gpu = next((x for x in topology.get("gpus") or [] if x["index"] == g), {})
@@ -730,4 +745,4 @@ def _affinity_checks(m, topology, readers, far_verdict, near_classes):
 
 
 def lower_names(m):
-    return [m["netdev"]] + list(m.get("lower_netdevs") or [])
+    return [m.get("netdev")] + list(m.get("lower_netdevs") or [])

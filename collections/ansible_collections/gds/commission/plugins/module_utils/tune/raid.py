@@ -791,8 +791,12 @@ def raid_checks(the_plan, md_data_arrays=(), group_by="affinity", run_mode="appl
 
 
 def _array_check(entry, run_mode, p2pdma):
+    members = entry.get("members")
+    # the array as found or made: its device, mount point and members are what the PASS says
+    judged = {"mount": entry.get("mount"), "members": members if isinstance(members, list) and members else None}
     if entry["action"] == "keep":
-        verdict, actual = "PASS", "kept %s at %s" % (entry["md"], entry["mount"])
+        verdict, actual = "PASS", "kept %s at %s" % (entry.get("md"), entry.get("mount"))
+        judged["md"] = entry.get("md")
     elif entry["action"] == "refuse":
         verdict, actual = "SKIP", "refused (see raid: plan)"
     elif p2pdma or run_mode in ("simulated", "plan_only"):
@@ -800,6 +804,8 @@ def _array_check(entry, run_mode, p2pdma):
     elif run_mode == "check":
         verdict, actual = "WARN", "would be created"
     else:
-        verdict, actual = "PASS", "created %s at %s" % (entry["device"], entry["mount"])
+        verdict, actual = "PASS", "created %s at %s" % (entry.get("device"), entry.get("mount"))
+        judged["device"] = entry.get("device")
     name = "raid: %s (GPUs %s)" % (entry["name"], ",".join(str(g) for g in entry["gpus"]) or "none")
-    return check(name, verdict, "+".join(entry["members"]), actual, entry.get("reason"))
+    return check(name, verdict, "+".join(map(str, members)) if isinstance(members, list) else None, actual,
+                 entry.get("reason"), inputs=judged)

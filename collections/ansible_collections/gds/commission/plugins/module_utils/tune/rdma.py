@@ -41,7 +41,7 @@ def pairing(topology):
     nics = {n["name"]: n for n in topology.get("nics") or []}
     rows = []
     for gpu in topology.get("gpus") or []:
-        names = gpu.get("nics") or []
+        names = gpu.get("nics") if isinstance(gpu.get("nics"), list) else []
         best = names[0] if names else None
         rows.append({"gpu": gpu["index"], "bdf": gpu["bdf"], "nic": best,
                      "nic_bdf": nics[best]["bdf"] if best in nics else None,
@@ -72,7 +72,8 @@ def pairing_checks(topology, link_max=None):
         if verdict == "FAIL":
             detail += ", farther than %s: GPUDirect RDMA crosses %s" % (
                 link_max, "the CPU" if class_rank(row["link"]) >= class_rank("PHB") else "several PCIe switches")
-        out.append(check("rdma: GPU%d NIC pairing" % row["gpu"], verdict, expected, actual, detail))
+        out.append(check("rdma: GPU%d NIC pairing" % row["gpu"], verdict, expected, actual, detail,
+                         inputs={"best NIC": row["nic"], "link class": row["link"]}))
     return out
 
 
@@ -80,7 +81,7 @@ def pairing_checks(topology, link_max=None):
 # Ports
 # --------------------------------------------------------------------------------------------
 def _rate_text(gbps):
-    if gbps is None:
+    if isinstance(gbps, bool) or not isinstance(gbps, (int, float)):
         return "unknown"
     return "%g Gb/s" % gbps
 
@@ -110,18 +111,24 @@ def port_checks(topology, rate_gbps=None):
         return [check("rdma: ports", "SKIP", expected, None, NO_RDMA)]
     out = []
     for nic in nics:
-        if not nic.get("ports"):
+        if not nic.get("ports") or not isinstance(nic["ports"], list):
             out.append(check("rdma: port %s" % nic["name"], "WARN", expected, None,
-                             "%s (%s) shows no ports/<n>/ directory" % (nic["name"], nic["bdf"])))
+                             "%s (%s) shows no ports/<n>/ directory" % (nic["name"], nic["bdf"])
+                             if not nic.get("ports") else "%s: ports unreadable: %r" % (nic["name"], nic["ports"])))
             continue
-        for port in nic["ports"]:
+        for number, port in enumerate(nic["ports"], 1):
+            if not isinstance(port, dict):
+                out.append(check("rdma: port %s/%d" % (nic["name"], number), "WARN", expected, None,
+                                 "%s: port entry unreadable: %r" % (nic["name"], port)))
+                continue
             problems = port_problems(port, rate_gbps)
             actual = "%s, %s, %s" % (port.get("state"), port.get("phys_state"), _rate_text(port.get("rate_gbps")))
             where = "%s port %d (%s%s, %s)" % (nic["name"], port["port"], port.get("link_layer") or "?",
                                                ", netdev %s" % port["netdev"] if port.get("netdev") else "",
                                                "software on " + nic["bdf"] if nic.get("software") else nic["bdf"])
             out.append(check("rdma: port %s" % port_label(nic, port), "FAIL" if problems else "PASS", expected, actual,
-                             "%s: %s" % (where, "; ".join(problems)) if problems else where))
+                             "%s: %s" % (where, "; ".join(problems)) if problems else where,
+                             inputs={"rate": port.get("rate_gbps")} if rate_gbps is not None else None))
     return out
 
 
@@ -263,9 +270,9 @@ def peermem_check(state, live=True):
     """``rdma: GPU peer memory``: PASS when the chosen module is loaded and persisted (or DMA-BUF
     is available), FAIL when nothing provides peer memory, SKIP without NICs or GPUs."""
     name = "rdma: GPU peer memory"
-    if state["skip"]:
-        return check(name, "SKIP", state["want"], None, state["skip"])
-    method = state["method"]
+    if state.get("skip"):
+        return check(name, "SKIP", state.get("want"), None, state["skip"])
+    method = state.get("method")
     if method is None:
         return check(name, "FAIL", state["want"], "none usable", state["reason"])
     if method == "none":
@@ -274,11 +281,14 @@ def peermem_check(state, live=True):
         return check(name, "PASS", "dmabuf", "dmabuf",
                      "DMA-BUF (Linux 5.12+, open NVIDIA kernel module): no peer-memory module needed")
     expected = "%s loaded and in modules-load.d" % method
+    state = dict(state, loaded=state.get("loaded"), persisted=state.get("persisted"))
     parts = ["loaded" if state["loaded"] else "not loaded",
-             "in " + ", ".join(state["persisted"]) if state["persisted"] else "not in modules-load.d"]
+             "in " + ", ".join(map(str, state["persisted"])) if isinstance(state["persisted"], list) and state["persisted"]
+             else "not in modules-load.d"]
     actual = "%s %s" % (method, ", ".join(parts))
     if state["loaded"] and state["persisted"]:
-        return check(name, "PASS", expected, actual)
+        return check(name, "PASS", expected, actual,
+                     inputs={"loaded": state["loaded"], "persisted": state["persisted"], "method": method})
     if not state["loaded"] and state["persisted"] and not live:
         return check(name, "WARN", expected, actual, "written to modules-load.d; loads at the next boot")
     return check(name, "FAIL", expected, actual, "GPUDirect RDMA cannot reach GPU memory until %s is %s" % (
