@@ -2,10 +2,12 @@
 import os
 import sys
 
+import pytest
+
 from conftest import COLLECTION
 
 sys.path.insert(0, os.path.join(COLLECTION, "plugins", "filter"))
-from gds_bench_plan import gds_bench_plan  # noqa: E402
+from gds_bench_plan import FilterModule, PlanError, gds_bench_plan  # noqa: E402
 
 ARRAYS = [{"mount": "/raid1", "gpus": [0, 1], "members": ["nvme0n1", "nvme1n1"]},
           {"mount": "/raid3", "gpus": [4, 5], "members": ["nvme6n1", "nvme7n1"]}]
@@ -60,3 +62,30 @@ def test_jobs_name_the_drives_their_watch_reads():
     target = [{"mount": "/data", "gpus": [0], "members": []}]
     assert all(j.get("drives_from_target") for j in gds_bench_plan(target, dict(PROFILE, live=True)) if not j.get("skip"))
     assert not any(j.get("drives_from_target") for j in gds_bench_plan(target, dict(PROFILE, live=False)))
+
+
+@pytest.mark.parametrize("spec, why", [
+    (["throughput_gib_s", float("nan")], "value nan must be a finite number >= 0.01"),
+    (["throughput_gib_s", float("inf")], "value inf must be a finite number"),
+    (["throughput_gib_s", 0], "value 0 must be"),
+    (["throughput_gib_s", 1e-300], "value 1e-300 must be"),
+    (["iops", -1100000], "value -1100000 must be"),
+    (["iops", "1100000"], "value '1100000' must be"),
+    (["throughput_gib_s", True], "value True must be"),
+    ([None, 6.5], "metric None must be a metric name"),
+    (["throughput_gib_s"], "must be [metric, value]"),
+    ("6.5", "must be [metric, value]"),
+])
+def test_a_drive_spec_that_is_no_figure_is_refused_naming_key_and_value(spec, why):
+    # .nan or ~0 would divide fraction_of_spec and cap the path's limit: refused before anything runs
+    with pytest.raises(PlanError) as info:
+        gds_bench_plan(ARRAYS, dict(PROFILE, drive_spec={"seq_read": spec}))
+    assert "gds_bench_drive_spec.seq_read" in str(info.value) and why in str(info.value)
+    assert repr(spec) in str(info.value)
+
+
+def test_the_filter_reports_a_bad_drive_spec_as_a_filter_error():
+    from ansible.errors import AnsibleFilterError
+    plan = FilterModule().filters()["gds_bench_plan"]
+    with pytest.raises(AnsibleFilterError, match="gds_bench_drive_spec.seq_read"):
+        plan(ARRAYS, dict(PROFILE, drive_spec={"seq_read": ["throughput_gib_s", float("nan")]}))

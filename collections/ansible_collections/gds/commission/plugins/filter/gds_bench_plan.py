@@ -39,6 +39,7 @@ options:
 """
 
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import class_rank
+from ansible_collections.gds.commission.plugins.module_utils.measure.thresholds import drive_spec_error
 
 GPU_XFER = (0, 2, 4, 5, 6)
 GDSIO_RW = {"read": "read", "write": "write", "randread": "randread", "randwrite": "randwrite"}
@@ -52,11 +53,24 @@ def _first_read(templates):
     return next((t for t in templates if t.get("io_type", "read") == "read"), None)
 
 
+def _drive_spec(given):
+    """The profile's gds_bench_drive_spec, every entry checked: PlanError names the first bad one."""
+    given = given or {}
+    if not isinstance(given, dict):
+        raise PlanError("gds_bench_drive_spec must be a dict of job template name: [metric, value], got %r"
+                        % (given,))
+    for name, spec in given.items():
+        why = drive_spec_error(spec)
+        if why:
+            raise PlanError("gds_bench_drive_spec.%s: %s; got %r" % (name, why, spec))
+    return given
+
+
 def gds_bench_plan(arrays, profile):
     templates = list(profile.get("templates") or [])
     templates.sort(key=lambda t: 0 if t.get("io_type") in ("write", "randwrite") else 1)
     thresholds = profile.get("thresholds") or {}
-    drive_spec = profile.get("drive_spec") or {}
+    drive_spec = _drive_spec(profile.get("drive_spec"))
     xfer = int(profile.get("xfer_type", 0))
     gpu_xfer = xfer in GPU_XFER
     all_gpus = list(profile.get("gpu_indices") or [])
@@ -337,6 +351,6 @@ def _filter_errors(function):
 
 class FilterModule(object):
     def filters(self):
-        return {"gds_bench_plan": gds_bench_plan,
+        return {"gds_bench_plan": _filter_errors(gds_bench_plan),
                 "gds_netfs_bench_targets": _filter_errors(gds_netfs_bench_targets),
                 "gds_gdsio_jobfile": _filter_errors(gds_gdsio_jobfile)}

@@ -21,6 +21,9 @@ from ansible_collections.gds.commission.plugins.module_utils.core.checks import 
 
 WARN_MARGIN = 0.05
 GPU_DIRECT_XFER_TYPES = (0, 5, 6)
+# A drive's spec (GiB/s, or IOPS) below this is a slip of unit or typing, no drive: as the divisor
+# of fraction_of_spec and a bound of the path's limit (measure/pathlimit.py) it would pass anything
+DRIVE_SPEC_MIN = 0.01
 
 
 class ThresholdError(ValueError):
@@ -71,6 +74,19 @@ def figure(value):
         return value if math.isfinite(value) and value >= 0 else None
     except OverflowError:  # an integer no float can hold
         return None
+
+
+def drive_spec_error(spec):
+    """Why ``spec``, one [metric, value] of the profile's gds_bench_drive_spec, is unusable; None
+    when it is fine."""
+    if not isinstance(spec, (list, tuple)) or len(spec) != 2:
+        return "must be [metric, value], such as [throughput_gib_s, 6.5]"
+    metric, value = spec
+    if not isinstance(metric, str) or not metric:
+        return "metric %r must be a metric name such as throughput_gib_s or iops" % (metric,)
+    if figure(value) is None or value < DRIVE_SPEC_MIN:
+        return "value %r must be a finite number >= %g (GiB/s or IOPS of one drive)" % (value, DRIVE_SPEC_MIN)
+    return None
 
 
 def evaluate(metric, spec, value, prefix=""):
