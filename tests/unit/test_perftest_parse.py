@@ -76,17 +76,37 @@ def bw_table(*rows, header=BW_HEADER):
                                   for r in rows]) + "\n"
 
 
-@pytest.mark.parametrize("tables", [
-    # two tables (a second run printed after the first): the largest size wins, not the last row
-    [[("65536", "392.10")], [("2", "0.11")]],
-    [[("2", "0.11"), ("65536", "392.10")], [("4096", "179.90"), ("8", "0.30")]],
-    # sizes out of order within one table
-    [[("65536", "392.10"), ("2", "0.11"), ("4096", "179.90")]],
-])
-def test_perftest_text_largest_message_size_of_every_table(tables):
-    text = "".join(bw_table(*rows) for rows in tables)
-    result = pt.perftest_result("ib_write_bw", text)
+def test_perftest_text_largest_message_size_of_the_table():
+    # sizes out of order within one table: the largest size's row, not the last row
+    result = pt.perftest_result("ib_write_bw", bw_table(("65536", "392.10"), ("2", "0.11"), ("4096", "179.90")))
     assert (result["gbps"], result["msg_size"]) == (392.1, 65536)
+
+
+@pytest.mark.parametrize("tables, why", [
+    # two tables (a second run printed after the first): whichever is taken, it is a guess
+    ([[("65536", "392.10")], [("65536", "12.00")]], "2 result tables"),
+    ([[("65536", "392.10")], [("2", "0.11")]], "2 result tables"),
+    ([[("2", "0.11"), ("65536", "392.10")], [("4096", "179.90"), ("8", "0.30")]], "2 result tables"),
+    # one table, the largest size twice
+    ([[("65536", "392.10"), ("65536", "12.00")]], "2 rows for 65536 bytes"),
+])
+def test_perftest_text_ambiguous_output_is_refused_never_chosen(tables, why):
+    text = "".join(bw_table(*rows) for rows in tables)
+    with pytest.raises(pt.BenchError, match="perftest printed %s: which one is this run's is ambiguous" % why):
+        pt.perftest_result("ib_write_bw", text)
+    lat = read("ib_write_lat.txt")
+    with pytest.raises(pt.BenchError, match="2 result tables"):
+        pt.perftest_result("ib_write_lat", lat + lat)
+
+
+def test_osu_ambiguous_output_is_refused_never_chosen():
+    bw = read("osu_bw_host_fdr_article.txt")
+    with pytest.raises(pt.BenchError, match="osu_bw printed 2 result tables"):
+        pt.osu_result("osu_bw", bw + bw)
+    lines = read("osu_latency_omb7.txt").splitlines()
+    row = next(line for line in lines if line.split()[:1] == ["8"])
+    with pytest.raises(pt.BenchError, match="osu_latency printed 8 bytes twice"):
+        pt.osu_result("osu_latency", "\n".join(lines + [row.replace(row.split()[1], "99.0")]) + "\n")
 
 
 NOT_FINITE_TEXT = ["nan", "-nan", "NaN", "inf", "-inf", "Infinity", "1e400", "-1e400", "-3.5"]

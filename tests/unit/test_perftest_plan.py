@@ -269,3 +269,17 @@ def test_far_gpu_row_is_the_penalty_reference_not_judged_alone():
     far["gbps"] = 10.0
     assert pt.judge(far, s)["verdict"] == "PASS"
     assert far["reason"] == "non-affine reference (judged by the affinity gain)"
+    assert pt.row_check(far)["verdict"] == "PASS"  # its floor is the gain's, not unknown
+
+
+@pytest.mark.parametrize("rate", [None, "unknown", 0])
+def test_a_row_without_a_floor_is_measured_not_passed(rate):
+    # port rate unknown and no min_gbps: nothing to judge the figure against
+    s = settings()
+    row = pt.plan(topology(ports=[port(rate=rate)]), s)[0]
+    assert (row["nic"], row["memory"], row["threshold_gbps"]) == ("mlx5_0", "host", None)
+    row["gbps"] = 390.0
+    assert pt.judge(row, s)["verdict"] == "WARN"
+    assert row["reason"] == "no threshold: port rate unknown and no min_gbps"
+    check = pt.row_check(row)
+    assert check["verdict"] == "WARN" and check["actual"] == "390 Gb/s"

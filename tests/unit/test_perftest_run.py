@@ -61,6 +61,9 @@ FAKE = textwrap.dedent('''\
     print(" #bytes     #iterations    BW peak[Gb/sec]    BW average[%%s]   MsgRate[Mpps]" %% unit)
     print(" 65536      5000             0.00               %%-7.2f\\t\\t     0.725000" %% gbps)
     print("-" * 87)
+    if "two-tables" in behaviour:  # a second run's table after the first
+        print(" #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]")
+        print(" 65536      5000             0.00               12.00\\t\\t     0.725000")
 ''') % {"python": sys.executable}
 
 
@@ -148,6 +151,14 @@ def test_unexpected_column_is_an_error_of_its_row_only(fake, monkeypatch):
     assert [(r["test"], r["verdict"]) for r in rows] == [("ib_read_bw", "ERROR"), ("ib_write_bw", "PASS")]
     assert rows[0]["reason"] == "unreadable result: perftest column 'BW average[Gbps]': unknown bandwidth unit"
     assert rows[1]["gbps"] == 380.5
+
+
+def test_two_result_tables_are_an_error_of_the_row_never_a_choice(fake, monkeypatch):
+    monkeypatch.setenv("FAKE_PERFTEST", "two-tables")
+    rows, _ = pt.run_all(topology(), settings(fake[0], memory=["host"]))
+    assert rows[0]["verdict"] == "ERROR" and rows[0]["gbps"] is None, rows[0]
+    assert rows[0]["reason"].startswith("unreadable result: perftest printed 2 result tables: which one is "
+                                        "this run's is ambiguous")
 
 
 @pytest.mark.parametrize("behaviour", ["", "json"])

@@ -101,25 +101,27 @@ def figure(value, where):
 
 
 def parse_perftest_text(text):
-    """perftest's result table: {columns, rows: [{column: number}]}; rows empty when none.
+    """perftest's result table: {columns, rows: [{column: number}], tables}; rows empty when none.
 
     The header (`` #bytes     #iterations    BW peak[Gb/sec] ...`` or the latency one) names the
     columns; a result row is a line of numbers, one per column (a trailing CPU-utilisation
-    column may follow). Each row holds the columns of the header above it (output may hold
-    several tables).
+    column may follow). Each row holds the columns of the header above it; ``tables`` counts
+    the headers with rows below them (one run prints one).
     """
-    columns, rows = [], []
+    columns, rows, tables = [], [], 0
     for line in (text or "").splitlines():
         stripped = line.strip()
         if stripped.startswith("#bytes") or stripped.startswith("#flows"):
-            columns = _COLUMN.findall(stripped)
+            columns, counted = _COLUMN.findall(stripped), False
             continue
         if not columns:
             continue
         fields = stripped.split()
         if len(fields) >= len(columns) and all(_NUMBER.match(f) for f in fields[:len(columns)]):
             rows.append(dict(zip(columns, (float(f) for f in fields))))
-    return {"columns": columns, "rows": rows}
+            if not counted:
+                tables, counted = tables + 1, True
+    return {"columns": columns, "rows": rows, "tables": tables}
 
 
 def _bw_gbps(row):
@@ -134,11 +136,20 @@ def _bw_gbps(row):
     raise BenchError("perftest table has no 'BW average[<unit>]' column (columns: %s)" % ", ".join(row))
 
 
-def _largest_size_row(rows):
-    """The row of the largest message size (the last of equals): with several tables, the last
-    row need not be the largest size."""
+def _largest_size_row(table):
+    """The row of the largest message size of the one result table; BenchError when the output
+    is ambiguous (two tables, or one size twice): which figure is the run's is not known, and
+    none is chosen."""
+    rows = table["rows"]
+    if table.get("tables", 1) > 1:
+        raise BenchError("perftest printed %d result tables: which one is this run's is ambiguous"
+                         % table["tables"])
     sizes = [figure(r.get("#bytes", 0), "perftest column '#bytes'") for r in rows]
-    return rows[max(range(len(rows)), key=lambda i: (sizes[i], i))], int(max(sizes))
+    largest = max(sizes)
+    if sizes.count(largest) > 1:
+        raise BenchError("perftest printed %d rows for %d bytes: which one is this run's is ambiguous"
+                         % (sizes.count(largest), int(largest)))
+    return rows[sizes.index(largest)], int(largest)
 
 
 def parse_perftest_json(text):
@@ -183,7 +194,7 @@ def perftest_result(test, stdout="", json_text=None, gbits=True):
     table = parse_perftest_text(stdout)
     if not table["rows"]:
         return None
-    row, size = _largest_size_row(table["rows"])
+    row, size = _largest_size_row(table)
     if latency:
         column = next((c for c in ("t_typical[usec]", "t_avg[usec]") if c in row), None)
         if column is None:
@@ -195,13 +206,13 @@ def perftest_result(test, stdout="", json_text=None, gbits=True):
 
 
 def parse_osu(text):
-    """An OSU micro-benchmark table: {title, buffers, column, unit, rows: [(size, value)]}.
+    """An OSU micro-benchmark table: {title, buffers, column, unit, rows: [(size, value)], tables}.
 
     ``# Size      Bandwidth (MB/s)`` or ``# Size          Latency (us)`` (``Avg Latency(us)`` in
     OMB 7) heads the rows; ``# Send Buffer on DEVICE (D) and Receive Buffer on DEVICE (D)`` says
-    where the buffers were.
+    where the buffers were. ``tables`` counts the headers (one run prints one).
     """
-    out = {"title": None, "buffers": None, "column": None, "unit": None, "rows": []}
+    out = {"title": None, "buffers": None, "column": None, "unit": None, "rows": [], "tables": 0}
     for line in (text or "").splitlines():
         stripped = line.strip()
         if stripped.startswith("# OSU"):
@@ -209,6 +220,7 @@ def parse_osu(text):
         elif stripped.startswith("# Send Buffer"):
             out["buffers"] = "".join(re.findall(r"\((D|H|M)\)", stripped)) or None
         elif re.match(r"#\s*Size\s", stripped):
+            out["tables"] += 1
             match = re.match(r"#\s*Size\s+(.*?)\s*\(?([A-Za-z/]+)\)\s*(.*)$", stripped)
             if match:
                 out["column"], out["unit"] = match.group(1).strip(), match.group(2)
@@ -231,6 +243,12 @@ def osu_result(test, stdout, lat_size=8):
     if not table["rows"]:
         return None
     column = "%s column %r" % (test, table["column"])
+    if table["tables"] > 1:
+        raise BenchError("%s printed %d result tables: which one is this run's is ambiguous" % (test, table["tables"]))
+    sizes = [size for size, dummy in table["rows"]]
+    twice = sorted({size for size in sizes if sizes.count(size) > 1})
+    if twice:
+        raise BenchError("%s printed %d bytes twice: which figure is this run's is ambiguous" % (test, twice[0]))
     if test == "osu_bw":
         for size, value in table["rows"]:  # the best is picked: every figure must be one
             figure(value, "%s at %d bytes" % (column, size))
@@ -358,8 +376,8 @@ def judge(row, settings):
         floor = row["threshold_gbps"]
         if not row["affine"] and row["memory"] == "cuda":
             row.update(verdict="PASS", reason="non-affine reference (judged by the affinity gain)")
-        elif floor is None:
-            row.update(verdict="PASS", reason="no threshold: port rate unknown and no min_gbps")
+        elif floor is None:  # measured, but nothing to judge it against: no PASS
+            row.update(verdict="WARN", reason="no threshold: port rate unknown and no min_gbps")
         elif row["gbps"] < floor:
             row.update(verdict="FAIL", reason="%.2f Gb/s is below %.2f Gb/s" % (row["gbps"], floor))
         elif row["gbps"] < floor * (1 + WARN_MARGIN):
