@@ -665,7 +665,7 @@ def _healthcheck_module():
 
 def test_healthcheck_copies_give_the_module_utils_answers():
     hc = _healthcheck_module()
-    for name in ("REASON_MAX", "DRIFT_TAG", "FLAG_ALIASES", "FLAG_SUFFIXES", "HANDS_OFF", "KNOWN"):
+    for name in ("REASON_MAX", "DRIFT_TAG", "FLAG_ALIASES", "FLAG_SUFFIXES", "HANDS_OFF", "KNOWN", "STATES", "MODES"):
         assert getattr(hc, name) == getattr(gds_slurm, name), name
     for name in ("NODE_NAME", "PREFIX", "_NODE_LINE", "_STATE", "_REASON"):
         assert getattr(hc, name).pattern == getattr(gds_slurm, name).pattern, name
@@ -676,6 +676,100 @@ def test_healthcheck_copies_give_the_module_utils_answers():
         assert hc.node_flags(state) == flags
         assert hc.untouchable(flags, why, "gds:") == gds_slurm.untouchable(flags, why, "gds:"), state
     assert hc.parse_nodes(SCONTROL_LINE) == gds_slurm.parse_nodes(SCONTROL_LINE)
+    for entry in VERDICT_FILES + [{"status": s, "verdict": v, "mode": "drift"}
+                                  for s, verdicts in gds_slurm.STATES.items() for v in verdicts]:
+        assert hc.state_problem(entry) == gds_slurm.state_problem(entry), entry
+
+
+def test_load_run_writes_only_states_the_healthcheck_understands(tmp_path):
+    hosts = dict(passing("good"), bad=("FAIL", [check("bench: x", "FAIL")]), err=("ERROR", [check("host: y", "ERROR")]),
+                 gone=("UNREACHABLE", []), warn=("WARN", [check("bench: z", "WARN")]))
+    run_dir = summary_run(tmp_path / "r", hosts)
+    with open(os.path.join(run_dir, "drift.json"), "w") as handle:
+        json.dump({"hosts": {"good": {"drifted": False}, "warn": {"drifted": True, "items": [{"setting": "s"}]},
+                             "gone": {"drifted": None, "unreachable": True}, "new": {"drifted": None, "error": True}}},
+                  handle)
+    states = gds_slurm.load_run(run_dir)
+    assert len(states) == 6
+    for host, entry in states.items():
+        assert gds_slurm.state_problem(entry) is None, (host, entry)
+
+
+# what no run writes: each drains the node that holds it
+VERDICT_FILES = [
+    {"status": "BAD", "verdict": "FAIL", "mode": "commission"},
+    {"status": "good", "verdict": "FAIL", "mode": "commission"},
+    {"status": "bad", "verdict": "PASS", "mode": "commission"},
+    {"status": "unknown", "verdict": "FAIL", "mode": "commission"},
+    {"status": "good", "verdict": "PASS", "mode": "later"},
+    {"status": "good", "verdict": None, "mode": "commission"},
+    {"status": "maybe", "verdict": "WARN", "mode": "commission"},
+    {"status": 1, "verdict": "PASS", "mode": "commission"},
+    {"status": ["bad"], "verdict": "FAIL", "mode": "commission"},
+    {"verdict": "PASS", "mode": "commission"},
+    {"status": "good", "verdict": "PASS"},
+]
+
+
+FAKE_SCONTROL = """#!%s
+import json, os, sys
+with open(os.environ["FAKE_SCONTROL_LOG"], "a") as handle:
+    handle.write(json.dumps(sys.argv[1:]) + "\\n")
+if sys.argv[1:3] == ["-o", "show"]:
+    print("NodeName=%%s Arch=x86_64 State=%%s Partitions=gds%%s" %% (
+        sys.argv[4], os.environ["FAKE_STATE"], " Reason=" + os.environ["FAKE_REASON"] if os.environ.get("FAKE_REASON") else ""))
+""" % sys.executable
+
+
+def fake_scontrol(tmp_path, state="IDLE", reason=None):
+    path = tmp_path / "scontrol"
+    path.write_text(FAKE_SCONTROL)
+    path.chmod(0o755)
+    env = dict(os.environ, FAKE_SCONTROL_LOG=str(tmp_path / "scontrol.log"), FAKE_STATE=state, FAKE_REASON=reason or "")
+    return str(path), env
+
+
+def updates(tmp_path):
+    log = tmp_path / "scontrol.log"
+    calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return [call for call in calls if call[:1] == ["update"]]
+
+
+@pytest.mark.parametrize("content", VERDICT_FILES, ids=lambda c: "-".join("%s" % c.get(k) for k in ("status", "verdict", "mode")))
+def test_healthcheck_drains_on_a_verdict_file_it_does_not_understand(tmp_path, content):
+    path = tmp_path / "v.json"
+    path.write_text(json.dumps(dict(content, node=REAL, reason=None)))
+    scontrol, env = fake_scontrol(tmp_path)
+    rc, out = healthcheck(path, "--scontrol", scontrol, env=env)
+    assert rc == 1 and "drained" in out, out
+    [update] = updates(tmp_path)
+    assert update[:3] == ["update", "NodeName=%s" % REAL, "State=DRAIN"]
+    assert update[3].startswith("Reason=gds: verdict file not understood: status ") and '"' not in update[3], update
+    # drained by us for it, the node stays drained while the file says so: never resumed
+    scontrol, env = fake_scontrol(tmp_path, "IDLE+DRAIN", update[3][len("Reason="):])
+    rc, out = healthcheck(path, "--scontrol", scontrol, env=env)
+    assert rc == 1 and "already drained" in out and len(updates(tmp_path)) == 1, out
+    rc, out = healthcheck(path, "--no-drain")
+    assert rc == 1 and "verdict file not understood" in out
+
+
+def test_healthcheck_unknown_status_and_foreign_drains_are_left_alone(tmp_path):
+    # the role's own unknown (host unreachable in the run): neither drain nor resume, as the module
+    path = verdict_file(tmp_path / "v.json", "good")
+    path.write_text(json.dumps({"status": "unknown", "verdict": "UNREACHABLE", "mode": "commission", "node": REAL}))
+    scontrol, env = fake_scontrol(tmp_path)
+    rc, out = healthcheck(path, "--scontrol", scontrol, env=env)
+    assert rc == 0 and "nothing to do" in out and updates(tmp_path) == []
+    # a file not understood still never touches someone else's drain
+    path.write_text(json.dumps({"status": "BAD", "verdict": "FAIL", "mode": "commission", "node": REAL}))
+    scontrol, env = fake_scontrol(tmp_path, "IDLE+DRAIN", "admin: firmware")
+    rc, out = healthcheck(path, "--scontrol", scontrol, env=env)
+    assert rc == 1 and "drained by someone else" in out and updates(tmp_path) == [], out
+    # and a file the role wrote, good, resumes only our own drain
+    verdict_file(path, "good")
+    scontrol, env = fake_scontrol(tmp_path, "IDLE+DRAIN", "gds: bench: x")
+    rc, out = healthcheck(path, "--scontrol", scontrol, env=env)
+    assert rc == 0 and "resumed" in out and updates(tmp_path)[-1][2] == "State=RESUME"
 
 
 # --------------------------------------------------------------------------------------------
@@ -879,12 +973,19 @@ def test_slurm_playbook_validates_before_any_change(slurm, tmp_path, extra, host
     assert all("DRAIN" not in slurm.state(n)[0] for n in NODES[:4])
 
 
-@pytest.mark.parametrize("doc", [{"status": ["bad"], "node": REAL}, {"status": "bad", "reason": 5, "node": REAL},
-                                 {"status": "bad", "reason_prefix": ["gds:"], "node": REAL}])
-def test_healthcheck_refuses_a_verdict_file_of_the_wrong_shape(tmp_path, doc):
-    (tmp_path / "v.json").write_text(json.dumps(doc))
+def test_healthcheck_refuses_a_verdict_file_with_a_prefix_it_cannot_use(tmp_path):
+    # without a valid prefix it cannot mark a drain as its own: nothing done
+    (tmp_path / "v.json").write_text(json.dumps({"status": "bad", "reason_prefix": ["gds:"], "node": REAL}))
     rc, out = healthcheck(tmp_path / "v.json", "--no-drain")
     assert rc == 2 and "nothing done" in out and "Traceback" not in out, out
+
+
+@pytest.mark.parametrize("doc", [{"status": ["bad"], "node": REAL},
+                                 {"status": "bad", "verdict": "FAIL", "mode": "commission", "reason": 5, "node": REAL}])
+def test_healthcheck_a_verdict_file_of_the_wrong_shape_is_not_understood(tmp_path, doc):
+    (tmp_path / "v.json").write_text(json.dumps(doc))
+    rc, out = healthcheck(tmp_path / "v.json", "--no-drain")
+    assert rc == 1 and "verdict file not understood" in out and "Traceback" not in out, out
 
 
 def test_validate_entry_point_checks_the_variables_alone(tmp_path):

@@ -28,6 +28,10 @@ REASON_MAX = 200
 BAD_VERDICTS = FAILING
 GOOD_VERDICTS = ("PASS", "WARN")
 DRIFT_TAG = "drift:"
+# every {status: verdicts} pair and mode load_run writes (and the role into a node's verdict file);
+# scripts/gds-healthcheck drains a node whose file holds anything else
+STATES = {"good": ("PASS", "WARN"), "bad": ("FAIL", "ERROR", "DRIFTED"), "unknown": ("UNREACHABLE", "SKIP")}
+MODES = ("commission", "drift", "both")
 # a Slurm node name, one node: no hostlist brackets, commas, spaces or '=' (scontrol would act
 # on every node such an expression names)
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
@@ -168,6 +172,15 @@ def reason(prefix, text):
 def is_ours(text, prefix):
     """A reason this tool wrote: the prefix, a space, then text."""
     return bool(text) and text.startswith(prefix + " ")
+
+
+def state_problem(entry):
+    """Why a host's {status, verdict, mode} is none that load_run writes (STATES, MODES), or None."""
+    status, verdict, mode = entry.get("status"), entry.get("verdict"), entry.get("mode")
+    if not isinstance(status, str) or status not in STATES or verdict not in STATES[status] or mode not in MODES:
+        # plain words: the text becomes a Slurm reason (no quotes for scontrol to read)
+        return "status %s, verdict %s, mode %s" % tuple(str(v)[:40] for v in (status, verdict, mode))
+    return None
 
 
 def first_failing_check(entry):
