@@ -3,11 +3,12 @@ under, and mount tables with bytes that are not UTF-8."""
 import copy
 import os
 
+import pytest
 from conftest import run_module
 
 from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
 from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import (
-    mounted_disks, parse_mountinfo, parse_mounts, read_mounts, system_disks,
+    ProcfsError, mounted_disks, parse_mountinfo, parse_mounts, read_mounts, source_disks, system_disks,
 )
 
 # One switch below one root port: a GPU and three drives, all PIX to each other. nvme0 carries
@@ -154,3 +155,54 @@ def test_udev_alias_without_mountinfo_is_reported(sim_node):
     unresolved = []
     assert system_disks(proc, sys_, unresolved=unresolved) == set()
     assert unresolved == [("/boot", "/dev/disk/by-uuid/5a1b")]
+
+
+# --------------------------------------------------------------------------------------------
+# A loop of md slaves: the disks below are unknown, never "no disk"
+# --------------------------------------------------------------------------------------------
+def md_loop(sim_node):
+    """/ on md0, whose only slave is md1, whose only slave is md0 (sysfs as a kernel never lays it
+    out; a corrupted or hostile tree)."""
+    mdstat = ("Personalities : [raid0]\nmd0 : active raid0 nvme1n1p2[0]\n"
+              "      1000 blocks super 1.2 512k chunks\n\nunused devices: <none>\n")
+    root, sys_, proc = node(sim_node, "/dev/md/root / ext4 rw 0 0\n", proc={"mdstat": mdstat},
+                            mount_devices={"/dev/md/root": "md0"})
+    md0 = os.path.realpath(os.path.join(sys_, "block", "md0"))
+    md1 = os.path.join(os.path.dirname(md0), "md1")
+    os.remove(os.path.join(md0, "slaves", "nvme1n1p2"))
+    os.makedirs(os.path.join(md1, "slaves"))
+    os.symlink(md1, os.path.join(md0, "slaves", "md1"))
+    os.symlink(md0, os.path.join(md1, "slaves", "md0"))
+    os.symlink(md1, os.path.join(sys_, "block", "md1"))
+    return root, sys_, proc
+
+
+def test_a_loop_of_md_slaves_is_an_error_naming_it_not_no_disk(sim_node):
+    dummy, sys_, proc = md_loop(sim_node)
+    unresolved = []
+    with pytest.raises(ProcfsError, match=r"slaves links of block devices form a loop \(md0 -> md1 -> md0\): "
+                                          r"the disks below md0 are unknown") as info:
+        system_disks(proc, sys_, unresolved=unresolved)
+    assert isinstance(info.value, ValueError)  # a job loop taking bad input as its failure reports it
+    with pytest.raises(ProcfsError, match="md0 -> md1 -> md0"):
+        source_disks("/dev/md0", sys_, {})
+    # the topology refuses to tell system drives from data drives rather than calling none system
+    with pytest.raises(ProcfsError, match="md0 -> md1 -> md0.*needed to tell system drives from data drives"):
+        discover(sys_, proc)
+    rc, result = run_module("gds_topology", {"sysfs_root": sys_, "procfs_root": proc})
+    assert rc != 0 and "md0 -> md1 -> md0" in result["msg"] and "Traceback" not in result["msg"], result
+    # nor does the RAID planner plan around drives it cannot tell
+    rc, result = run_module("gds_raid", {"topology": {"gpus": [], "nvme": []}, "procfs_root": proc,
+                                         "sysfs_root": sys_, "plan_only": True})
+    assert rc != 0 and "md0 -> md1 -> md0" in result["msg"] and "Traceback" not in result["msg"], result
+
+
+def test_a_loop_of_mdstat_members_is_an_error_naming_it(tmp_path):
+    mdstat = {"md0": {"members": [{"device": "md1"}]}, "md1": {"members": [{"device": "md0"}]}}
+    mounts = parse_mounts("/dev/md0 / ext4 rw 0 0\n")
+    with pytest.raises(ProcfsError, match=r"members of md arrays form a loop \(md0 -> md1 -> md0\)"):
+        system_disks(str(tmp_path), str(tmp_path), mounts=mounts, swaps=[], mdstat=mdstat)
+    # nested arrays without a loop still resolve
+    mdstat = {"md0": {"members": [{"device": "md1"}, {"device": "md2"}]}, "md1": {"members": [{"device": "nvme0n1"}]},
+              "md2": {"members": [{"device": "nvme1n1p1"}]}}
+    assert system_disks(str(tmp_path), str(tmp_path), mounts=mounts, swaps=[], mdstat=mdstat) == {"nvme0n1", "nvme1n1"}

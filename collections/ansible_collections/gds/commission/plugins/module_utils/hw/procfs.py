@@ -39,6 +39,12 @@ class ProcfsError(Exception):
     """A procfs file is missing or malformed; the message names the file."""
 
 
+class DeviceLoop(ProcfsError, ValueError):
+    """The sysfs ``slaves`` links of block devices lead back to a device on the way: the disks
+    below are unknown (never "no disk"). A ValueError too, so that a step that takes bad input
+    as its failure (gds_bench's job loop) reports it with the reason."""
+
+
 def _unescape_char(match):
     code = int(match.group(1), 8)
     # a byte above 0x7f as core/files.decode would have kept it (surrogateescape)
@@ -251,39 +257,51 @@ def _device_name(source, sysfs_root):
     return name
 
 
-def _disks_below_dir(path, seen):
+def _disks_below_dir(path, seen, chain=()):
     """Whole disks under the block device whose sysfs directory is ``path``: dm/md ``slaves``
-    followed down; a partition (it has a ``partition`` file) stands for the disk above it."""
+    followed down; a partition (it has a ``partition`` file) stands for the disk above it.
+    ``chain``: the devices above on this way down; one met again is a loop (DeviceLoop): what
+    is below it is unknown, not nothing."""
+    if path in chain:
+        names = [os.path.basename(p) for p in chain[chain.index(path):] + (path,)]
+        raise DeviceLoop("%s: the slaves links of block devices form a loop (%s): the disks below %s are unknown"
+                         % (os.path.dirname(path), " -> ".join(names), names[0]))
     if path in seen:
-        return set()
+        return set()  # reached before by another way (two slaves on one device): counted there
     seen.add(path)
+    chain += (path,)
     slaves = listdir(os.path.join(path, "slaves"))
     if slaves:
         disks = set()
         for slave in slaves:
             below = os.path.realpath(os.path.join(path, "slaves", slave))
-            disks |= _disks_below_dir(below, seen) if os.path.isdir(below) else {base_disk(slave)}
+            disks |= _disks_below_dir(below, seen, chain) if os.path.isdir(below) else {base_disk(slave)}
         return disks
     if os.path.exists(os.path.join(path, "partition")):
-        return _disks_below_dir(os.path.dirname(path), seen)  # the disk, or the md/dm it splits
+        return _disks_below_dir(os.path.dirname(path), seen, chain)  # the disk, or the md/dm it splits
     return {os.path.basename(path)}
 
 
-def _disks_below_name(name, sysfs_root, mdstat, seen):
+def _disks_below_name(name, sysfs_root, mdstat, seen, chain=()):
     """The same by name, for trees without sysfs entries: mdstat members, then the name's disk."""
     path = _sysfs_dir_by_name(sysfs_root, name)
     if path is not None:
         return _disks_below_dir(path, seen)
+    if name in chain:
+        names = list(chain[chain.index(name):]) + [name]
+        raise DeviceLoop("/proc/mdstat: the members of md arrays form a loop (%s): the disks below %s are unknown"
+                         % (" -> ".join(names), names[0]))
     if name in seen:
         return set()
     seen.add(name)
+    chain += (name,)
     if name in mdstat:
         disks = set()
         for member in mdstat[name]["members"]:
-            disks |= _disks_below_name(member["device"], sysfs_root, mdstat, seen)
+            disks |= _disks_below_name(member["device"], sysfs_root, mdstat, seen, chain)
         return disks
     base = base_disk(name)
-    return {name} if base == name else _disks_below_name(base, sysfs_root, mdstat, seen)
+    return {name} if base == name else _disks_below_name(base, sysfs_root, mdstat, seen, chain)
 
 
 def source_disks(source, sysfs_root, mdstat, devno=None):
