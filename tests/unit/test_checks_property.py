@@ -143,6 +143,7 @@ DELEGATES = {
     "report:host_document": "the report's FAIL, UNREACHABLE and ERROR checks of a host",
     "report:_with_error": "the ERROR check of a host input the report cannot render",
     "watch:JobWatch._broken_part": "the SKIP check of a part of the watch that raised",
+    "checks:fold_skips": "one SKIP for a family of SKIPs",
 }
 # named like a builder, builds no check
 NOT_BUILDERS = {

@@ -322,3 +322,20 @@ def test_one_verdict_list_and_one_order_everywhere():
         gds_checks.check("x: y", "MAYBE", 1, 1)
     assert gds_checks.check("pcie: link 0000:01:00.0", "PASS", 1, 1, bdf="0000:01:00.0", unit=None) == {
         "name": "pcie: link 0000:01:00.0", "verdict": "PASS", "expected": 1, "actual": 1, "bdf": "0000:01:00.0"}
+
+
+def test_fold_skips_says_a_repeated_skip_once():
+    from ansible_collections.gds.commission.plugins.module_utils.core.checks import check, fold_skips
+    rows = [check("rdma: bench mlx5_%d port 1 ib_write_bw %s" % (n, mem), "SKIP", ">= 180 Gb/s", None, "simulated node")
+            for n in range(3) for mem in ("host", "cuda")]
+    other = check("rdma: bench mlx5_9 port 1 ib_read_bw host", "SKIP", None, None, "perftest not installed")
+    passed = check("rdma: port mlx5_0/1", "PASS", "ACTIVE", "ACTIVE")
+    out = fold_skips([passed] + rows[:2] + [other] + rows[2:])
+    assert [c["name"] for c in out] == ["rdma: port mlx5_0/1", "rdma: bench (6 checks)",
+                                        "rdma: bench mlx5_9 port 1 ib_read_bw host"]
+    folded = out[1]
+    assert (folded["verdict"], folded["actual"], folded["detail"]) == ("SKIP", "6 skipped", "simulated node")
+    assert folded["covers"] == [c["name"] for c in rows]
+    # fewer than three, another area or another reason: each stays as it is
+    pair = rows[:2] + [check("nvme: nvme0 health", "SKIP", None, None, "simulated node")]
+    assert fold_skips(pair) == pair

@@ -116,6 +116,42 @@ def check(name, verdict, expected, actual, detail=None, inputs=None, **extra):
     return out
 
 
+def fold_skips(checks, least=3):
+    """``checks`` with each family of SKIPs that share their area and reason (``detail``, else
+    ``actual``) folded into one check at the place of its first: ``<common words of the names>
+    (N checks)``, the reason kept, the folded names in ``covers``. A run that could not measure
+    one thing 112 times says so once: in the report, JUnit and the first-problem column alike."""
+    def key(c):
+        if c.get("verdict") != "SKIP" or not isinstance(c.get("name"), str):
+            return None
+        return c["name"].split(":", 1)[0], str(c.get("detail") or c.get("actual"))
+    families = {}
+    for c in checks:
+        if key(c) is not None:
+            families.setdefault(key(c), []).append(c)
+    out, done = [], set()
+    for c in checks:
+        k = key(c)
+        family = families.get(k) if k is not None else None
+        if not family or len(family) < least:
+            out.append(c)
+            continue
+        if k in done:
+            continue
+        done.add(k)
+        words = family[0]["name"].split(" ")
+        for other in family[1:]:
+            other_words = other["name"].split(" ")
+            n = 0
+            while n < min(len(words), len(other_words)) and words[n] == other_words[n]:
+                n += 1
+            words = words[:n]
+        prefix = " ".join(words) or k[0] + ":"
+        out.append(check("%s (%d checks)" % (prefix, len(family)), "SKIP", family[0].get("expected"),
+                         "%d skipped" % len(family), k[1], covers=[f["name"] for f in family]))
+    return out
+
+
 def profile_thresholds(given, defaults, kind, error, check_value):
     """A profile's thresholds over ``defaults``: ``given`` must be a dict of known keys, each
     value passing ``check_value(key, value)`` (which returns why not, or None). ``error`` (an

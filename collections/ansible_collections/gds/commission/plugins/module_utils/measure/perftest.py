@@ -25,7 +25,7 @@ import subprocess
 import tempfile
 import time
 
-from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
+from ansible_collections.gds.commission.plugins.module_utils.core.checks import check, fold_skips
 from ansible_collections.gds.commission.plugins.module_utils.core.files import natural_key
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import LINK_CLASSES, class_rank
 from ansible_collections.gds.commission.plugins.module_utils.core.proc import kill as proc_kill, run as proc_run, start as proc_start
@@ -845,8 +845,9 @@ def affinity_checks(rows, spec):
 
 
 def checks_for(rows, settings):
-    checks = [row_check(r) for r in rows] + affinity_checks(rows, settings["affinity_gain"])
-    return checks
+    """Every row's check and the affinity checks; the rows skipped for one reason (a simulated
+    node, no perftest) as one check each (core/checks.fold_skips)."""
+    return fold_skips([row_check(r) for r in rows] + affinity_checks(rows, settings["affinity_gain"]))
 
 
 def public_rows(rows):
