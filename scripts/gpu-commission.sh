@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Commission the GPU machine this runs on, against itself (connection local, inventory/gpu-local):
+#   0. a capture of the machine's sysfs/procfs and NVML's view of its GPUs (scripts/capture-node.py),
+#      a fixture for the tests;
 #   1. GPU facts: gds_topology and gds_platform against nvidia-smi;
 #   2. commission with the udev record of the data file system missing (the preflight finding),
 #      only when the record is absent on this machine: an existing record (udevd's) is never
@@ -49,6 +51,10 @@ MM=$(findmnt -no MAJ:MIN -T "$DATA" | tr -d ' ')
 FST=$(findmnt -no FSTYPE -T "$DATA")
 RECORD=${UDEV_DATA:-/run/udev/data}/b$MM
 say "data directory $DATA on $(findmnt -no SOURCE -T "$DATA") ($FST, $MM)"
+
+say "0. capture the machine for the tests (tests/fixtures/captured/)"
+python3 scripts/capture-node.py "$OUT/capture" --name "${CAPTURE_NAME:-gpu-node}" --expect \
+	|| failed "0. the capture of this machine"
 
 say "1. GPU facts"
 nvidia-smi --query-gpu=index,pci.bus_id,name,driver_version --format=csv | tee "$OUT/nvidia-smi.csv" || failed "nvidia-smi"
