@@ -13,9 +13,10 @@ WARN where some of them are known, and says why in ``detail``. Every check passe
 """
 from __future__ import annotations
 
-import math
 import os
 import re
+
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import TOO_LARGE, figure_fault, is_figure
 
 # The one list of verdicts and the one order of them, best to worst: a host's verdict, an area's
 # (metrics), the fleet page's order and the report's validation all come from here.
@@ -60,13 +61,12 @@ def unknown_why(value):
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        try:
-            number = float(value)
-        except OverflowError:
-            return "%s... is too large for a figure" % str(value)[:20]
-        if not math.isfinite(number):
-            return "%r is not a finite number" % value
-        return "%r is negative" % value if number < 0 else None
+        fault = figure_fault(value)
+        if fault == TOO_LARGE:
+            return "an integer of %d bits %s" % (value.bit_length(), fault)
+        if fault:
+            return "%r %s" % (value, fault)
+        return "%r is negative" % value if value < 0 else None
     if isinstance(value, str):
         return "%r" % value if value.strip().lower() in UNKNOWN_WORDS else None
     if isinstance(value, dict):
@@ -168,17 +168,6 @@ def profile_thresholds(given, defaults, kind, error, check_value):
             raise error("%s threshold %s must be %s; got %r" % (kind, key, why, value))
         out[key] = value
     return out
-
-
-def is_figure(value):
-    """A number to compare or show: not a bool, and a finite float can hold it (NaN, infinity,
-    10**400 and text are no figures)."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
 
 
 def gb_text(value):

@@ -20,9 +20,12 @@ import statistics
 import time
 import xml.etree.ElementTree as ET
 
-from ansible_collections.gds.commission.plugins.module_utils.core.checks import FAILING, SEVERITY, VERDICTS, gb_text, host_verdict, is_figure
+from ansible_collections.gds.commission.plugins.module_utils.core.checks import (
+    FAILING, SEVERITY, VERDICTS, gb_text, host_verdict, refuse_unknown,
+)
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check as make_check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import natural_key, printable
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import figure, is_figure
 from ansible_collections.gds.commission.plugins.module_utils.hw.health import KIND_ROLES, PORT_ROLES
 from ansible_collections.gds.commission.plugins.module_utils.fleet.metrics import COMMISSION_FILE, DRIFT_FILE, area_of, commission_metrics, drift_metrics
 from ansible_collections.gds.commission.plugins.module_utils.fleet.output import OutDir, RefusedPath
@@ -107,17 +110,20 @@ def _value(value):
 
 def normalize_check(item):
     """A check as every writer may rely on: a dict with a text name and a known verdict (else
-    ERROR); anything that is no check at all becomes an ERROR naming it."""
+    ERROR); anything that is no check at all becomes an ERROR naming it. A recorded PASS whose
+    ``actual`` is unknown is no PASS here either (core/checks.refuse_unknown: SKIP, the reason
+    added to ``detail``): what a host recorded is judged by the same rule as what it built."""
     if not isinstance(item, dict):
         return make_check("host: check record", "ERROR", "a check record", _short(item),
                           "the host recorded something that is not a check")
     verdict = item.get("verdict", "ERROR")
     verdict = verdict.upper() if isinstance(verdict, str) else "ERROR"
-    out = {"name": _text(item.get("name", "unnamed check")),
-           "verdict": verdict if verdict in VERDICTS else "ERROR",
+    verdict, why = refuse_unknown(verdict if verdict in VERDICTS else "ERROR", item.get("actual"))
+    out = {"name": _text(item.get("name", "unnamed check")), "verdict": verdict,
            "expected": _value(item.get("expected")), "actual": _value(item.get("actual"))}
-    if item.get("detail"):
-        out["detail"] = _text(item["detail"])
+    detail = "; ".join(_text(part) for part in (item.get("detail"), why) if part)
+    if detail:
+        out["detail"] = detail
     for key in CHECK_KEYS:
         if item.get(key) is not None:
             out[key] = _text(item[key]) if key == "unit" else _value(item[key])
@@ -992,8 +998,8 @@ def history_checks(host, doc, runs, tolerance=HISTORY_TOLERANCE, problem=None):
     if last is None:
         return out
     for metric, check in sorted(measured(doc["checks"]).items()):
-        before = last["values"].get(metric)
-        if not is_figure(before):
+        before = figure(last["values"].get(metric))
+        if before is None:  # no figure (NaN, negative, text) to compare with
             continue
         higher = check.get("low") is not None
         unit = (" " + check["unit"]) if check.get("unit") else ""
@@ -1009,7 +1015,8 @@ def history_checks(host, doc, runs, tolerance=HISTORY_TOLERANCE, problem=None):
             ("lost %.0f%% since the last PASS, %s: %s%s then, %s%s now" % (
                 loss * 100, since, _fmt(before), unit, _fmt(check["actual"]), unit)
                 if verdict == "WARN" else "%s%s in the last PASS %s" % (_fmt(before), unit, since)),
-            unit=check.get("unit") or "", reference=before, previous_run=last.get("run_id")))
+            unit=check.get("unit") or "", reference=before, previous_run=last.get("run_id"),
+            inputs={"last PASS figure": before}))
     return out
 
 

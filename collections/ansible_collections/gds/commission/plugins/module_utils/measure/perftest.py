@@ -17,7 +17,6 @@ reason}`` (plus ``link``, ``rate_gbps``, ``lat_us_max``, ``cmd``, ``server_cmd``
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import shutil
@@ -27,10 +26,11 @@ import time
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check, fold_skips
 from ansible_collections.gds.commission.plugins.module_utils.core.files import natural_key
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import NOT_A_NUMBER, figure_fault
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import figure as known_figure
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import LINK_CLASSES, class_rank
 from ansible_collections.gds.commission.plugins.module_utils.core.proc import kill as proc_kill, run as proc_run, start as proc_start
 from ansible_collections.gds.commission.plugins.module_utils.measure.thresholds import WARN_MARGIN, ThresholdError, evaluate
-from ansible_collections.gds.commission.plugins.module_utils.measure.thresholds import figure as known_figure
 
 PERFTEST_TESTS = ("ib_write_bw", "ib_read_bw", "ib_write_lat")
 BW_TESTS = ("ib_write_bw", "ib_read_bw", "osu_bw")
@@ -87,17 +87,14 @@ def figure(value, where):
     Raises BenchError naming ``where`` (the JSON key or the table column) and the value."""
     shown = repr(value)
     shown = shown if len(shown) <= 40 else shown[:37] + "..."
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    fault = figure_fault(value)
+    if fault == NOT_A_NUMBER:
         raise BenchError("%s: %s is not a number" % (where, shown))
-    try:
-        number = float(value)
-    except OverflowError:  # an integer beyond float range
-        number = float("inf")
-    if not math.isfinite(number):
+    if fault:  # NaN, infinity, an integer beyond float range
         raise BenchError("%s: %s is not a finite number" % (where, shown))
-    if number < 0:
+    if value < 0:
         raise BenchError("%s: %s is negative" % (where, shown))
-    return number
+    return float(value)
 
 
 def parse_perftest_text(text):
