@@ -19,11 +19,12 @@ import re
 import pytest
 
 from ansible_collections.gds.commission.plugins.module_utils.core import checks as core_checks
-from ansible_collections.gds.commission.plugins.module_utils.core.checks import (
-    acs_checks, check, driver_checks, iommu_checks, refuse_unknown, topology_checks, udev_check,
-    udev_record_check, unknown_why,
-)
-from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import visibility_checks
+from ansible_collections.gds.commission.plugins.module_utils.core.checks import check, refuse_unknown, unknown_why
+from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import topology_checks, visibility_checks
+from ansible_collections.gds.commission.plugins.module_utils.tune import acs as tune_acs
+from ansible_collections.gds.commission.plugins.module_utils.tune.acs import acs_checks
+from ansible_collections.gds.commission.plugins.module_utils.tune.driver import driver_checks, udev_check, udev_record_check
+from ansible_collections.gds.commission.plugins.module_utils.tune.iommu import iommu_checks
 from ansible_collections.gds.commission.plugins.module_utils.hw.health import aer_checks, link_checks
 from ansible_collections.gds.commission.plugins.module_utils.measure import perftest, thresholds
 from ansible_collections.gds.commission.plugins.module_utils.measure.devhealth import (
@@ -143,17 +144,17 @@ BUILDERS = discover()
 
 # builders that only hand on checks built by builders with a case, or build none that can PASS
 DELEGATES = {
-    "gds_checks:gds_topology_checks": "core/checks.topology_checks as a filter",
-    "gds_checks:gds_acs_checks": "core/checks.acs_checks as a filter",
-    "gds_checks:gds_iommu_checks": "core/checks.iommu_checks as a filter",
-    "gds_checks:gds_driver_checks": "core/checks.driver_checks as a filter",
+    "gds_checks:gds_topology_checks": "hw/affinity.topology_checks as a filter",
+    "gds_checks:gds_acs_checks": "tune/acs.acs_checks as a filter",
+    "gds_checks:gds_iommu_checks": "tune/iommu.iommu_checks as a filter",
+    "gds_checks:gds_driver_checks": "tune/driver.driver_checks as a filter",
     "rdma:rdma_checks": "pairing_checks, port_checks, peermem_check",
     "thresholds:skipped_job_checks": "SKIP only",
     "thresholds:jobs_run_check": "FAIL only",
     "thresholds:gpu_skip_check": "SKIP only",
     "mounts:_gpu_map_check": "WARN only",
     "module:utf8_result": "the WARN check of bytes that are not UTF-8",
-    "gds_bench:udev_check": "the device of a file from os.stat, judged by core/checks.udev_record_check",
+    "gds_bench:udev_check": "the device of a file from os.stat, judged by tune/driver.udev_record_check",
     "gds_bench:run_all": "job_checks, the watch, compare_check; its own checks are SKIP",
     "gds_bench:main": "the ERROR check of a run that could not start",
     "report:host_document": "the report's FAIL, UNREACHABLE and ERROR checks of a host",
@@ -315,39 +316,39 @@ def _history():
 
 
 CASES = {
-    "checks:topology_checks": Case(
+    "affinity:topology_checks": Case(
         lambda: (topology_checks, [_topology()], {"expect": {"gpus": 2, "data_drives": 1, "nics": 1, "groups": 1},
                                                   "profile": "dgx_h100"}),
         [((0, "gpus"), r"topology: gpus$"), ((0, "nvme"), r"data_drives"), ((0, "nics"), r"topology: nics"),
          ((0, "groups"), r"topology: (groups|every group)"), ((0, "groups", 0, "nvme"), r"every group"),
          (("profile",), r"platform profile"), ((0,), r"topology: (gpus|data_drives|nics|groups|every)")]),
-    "checks:acs_checks": Case(
+    "acs:acs_checks": Case(
         lambda: (acs_checks, [{"bridges": [
             {"bdf": "0000:00:01.1", "acs_offset": 256, "before": "0x001d", "after": "0x0000"},
             {"bdf": "0000:06:00.0", "acs_offset": 256, "before": "0x001d", "after": "0x0000"}],
             "vfio_devices": []}, "disabled"], {"live": False}),
         [((0, "bridges", 0, "after"), r"acs: disabled"), ((0, "bridges", 1), r"acs: disabled"),
          ((0, "bridges"), r"acs: disabled"), ((0,), r"acs: disabled")]),
-    "checks:_acs_persistence": Case(
-        lambda: (core_checks._acs_persistence, [2, "cmdline", "config_acs", None, True,
+    "acs:_acs_persistence": Case(
+        lambda: (tune_acs._acs_persistence, [2, "cmdline", "config_acs", None, True,
                                                 {"kernel": {"release": "6.8.0"}, "acs_cmdline": {"device_lists": True}}], {}),
         [((5, "acs_cmdline", "device_lists"), r"kept disabled"), ((5, "acs_cmdline"), r"kept disabled")]),
-    "checks:iommu_checks": Case(
+    "iommu:iommu_checks": Case(
         lambda: (iommu_checks, [{"mode": "pt", "units": ["dmar0"], "groups": 40, "cmdline": "iommu=pt"}, "pt"],
                  {"live": False, "dropin": "/etc/default/grub.d/99-gds-iommu.cfg", "params": "iommu=pt"}),
         [((0, "mode"), r"iommu: mode"), ((0,), r"iommu: mode")]),
-    "checks:driver_checks": Case(
+    "driver:driver_checks": Case(
         lambda: (driver_checks, [_platform(), "nvfs"], {"gpus": 2}),
         [((0, "nvidia_driver", "loaded"), r"NVIDIA kernel module"), ((0, "nvidia_driver"), r"NVIDIA kernel module"),
          ((0, "nvidia_fs", "loaded"), r"nvidia-fs loaded"), ((0, "nvidia_fs", "proc_version"), r"nvidia-fs loaded"),
          ((0, "nvidia_fs", "rw_stats_enabled"), r"IO statistics"), ((0, "nvidia_fs"), r"nvidia-fs"),
          ((0, "udev", "readable"), r"udev"), ((0, "udev", "missing"), r"udev"), ((0, "udev", "devices"), r"udev"),
          ((0, "udev"), r"udev"), ((0, "arch"), None), ((0, "nvme_multipath"), None)]),
-    "checks:udev_check": Case(
+    "driver:udev_check": Case(
         lambda: (udev_check, [_platform()["udev"]], {}),
         [((0, "readable"), r"udev"), ((0, "missing"), r"udev"), ((0, "devices"), r"udev"),
          ((0, "devices", 0), r"udev"), ((0, "devices", 0, "dev"), None)]),
-    "checks:udev_record_check": Case(
+    "driver:udev_record_check": Case(
         # a file that exists stands for /run/udev/data/b259:0
         lambda: (udev_record_check, ["bench: j: udev record", os.path.abspath(__file__), [259, 0]], {}),
         [((2,), r"udev record"), ((2, 0), r"udev record"), ((1,), r"udev record")]),

@@ -1,5 +1,5 @@
-"""The verdicts of the tuning roles, computed in plugins/module_utils/core/checks: every branch of the ACS,
-IOMMU, driver, udev and topology checks, the gds_facts_expect and ExecStart path validators, and
+"""The verdicts of the tuning roles, computed in their areas' files (hw/affinity, tune/acs, tune/iommu,
+tune/driver): every branch of the ACS, IOMMU, driver, udev and topology checks, the gds_facts_expect and ExecStart path validators, and
 the filter plugin the roles call them through."""
 import copy
 import os
@@ -8,11 +8,11 @@ import pytest
 import simtree
 from conftest import COLLECTION
 
-from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
-from ansible_collections.gds.commission.plugins.module_utils.core.checks import (
-    VERDICTS, acs_checks, driver_checks, driver_reboot_pending, expect_error, iommu_checks, topology_checks,
-    udev_check, unit_exec_error,
-)
+from ansible_collections.gds.commission.plugins.module_utils.core.checks import VERDICTS
+from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover, expect_error, topology_checks
+from ansible_collections.gds.commission.plugins.module_utils.tune.acs import acs_checks, unit_exec_error
+from ansible_collections.gds.commission.plugins.module_utils.tune.driver import driver_checks, driver_reboot_pending, udev_check
+from ansible_collections.gds.commission.plugins.module_utils.tune.iommu import iommu_checks
 from ansible_collections.gds.commission.plugins.module_utils.hw.platform import collect
 
 
@@ -339,3 +339,17 @@ def test_fold_skips_says_a_repeated_skip_once():
     # fewer than three, another area or another reason: each stays as it is
     pair = rows[:2] + [check("nvme: nvme0 health", "SKIP", None, None, "simulated node")]
     assert fold_skips(pair) == pair
+
+
+def test_core_keeps_only_what_every_area_uses():
+    """Each area's verdicts live in its layer's file; core/checks.py holds the record, the verdicts
+    and their order, and the helpers every area uses (one home per rule)."""
+    from ansible_collections.gds.commission.plugins.module_utils.core import checks as core
+    from ansible_collections.gds.commission.plugins.module_utils.hw import affinity
+    from ansible_collections.gds.commission.plugins.module_utils.tune import acs, driver, iommu
+    area = [name for name, value in vars(core).items()
+            if callable(value) and getattr(value, "__module__", None) == core.__name__
+            and (name.endswith(("_checks", "_check")) or name.startswith(("acs", "iommu", "driver", "udev", "topology")))]
+    assert area == []
+    assert (affinity.topology_checks, acs.acs_checks, iommu.iommu_checks, driver.driver_checks, driver.udev_check) \
+        and acs.unit_exec_error and driver.udev_record_check
