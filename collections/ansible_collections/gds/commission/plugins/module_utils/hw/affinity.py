@@ -617,8 +617,20 @@ def expect_error(expect):
         if key not in TOPOLOGY_COUNTS:
             return "gds_facts_expect: unknown key %r (known: %s)" % (key, ", ".join(TOPOLOGY_COUNTS))
         if isinstance(want, bool) or not isinstance(want, int) or want < 0:
-            return "gds_facts_expect.%s must be a whole number >= 0, got %r" % (key, want)
+            return ("gds_facts_expect.%s must be a whole number >= 0, got %r (gds_facts_expect maps %s to whole "
+                    "numbers >= 0)" % (key, want, ", ".join(TOPOLOGY_COUNTS)))
     return None
+
+
+def validate_vars(values, host=None, hosts=()):
+    """The gds_facts role's variables (gds_facts_*): [message naming the variable and the value]."""
+    baseline = values.get("gds_facts_link_baseline", "")
+    baseline_ok = isinstance(baseline, str) and (baseline == "" or baseline.startswith("/") and not baseline.endswith("/")
+                                                  and "/../" not in baseline + "/")
+    return [message for message in (
+        expect_error(values.get("gds_facts_expect")),
+        None if baseline_ok else "gds_facts_link_baseline must be an absolute file path without '..' (or empty for "
+        "none), got %s" % (baseline,)) if message]
 
 
 def _listed(facts, key):

@@ -12,11 +12,13 @@ rests on ACS) and kernel lockdown (the kernel refuses config writes from user sp
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import struct
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
+from ansible_collections.gds.commission.plugins.module_utils.core.variables import errors, is_list
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import PORT_NAMES, acs_state, find_pcie_port_type, normalize_bdf
 
 # ACS Control bits (PCIe spec 7.7.8.3)
@@ -303,3 +305,18 @@ def unit_exec_error(path):
                 "component starting with '.'): "
                 "it is written into a root systemd unit, so no shell words, spaces or specifiers" % (path,))
     return None
+
+
+def validate_vars(values, host=None, hosts=()):
+    """The pcie_acs role's variables (gds_pcie_acs_*): [message naming the variable and the value]."""
+    bridges, setpci = values.get("gds_pcie_acs_bridges", []), values.get("gds_pcie_acs_setpci", "")
+    if not is_list(bridges):
+        # the argument specs would split a string at commas, the role would loop over its characters
+        return ["gds_pcie_acs_bridges must be a YAML list of PCI addresses ([\"0000:04:10.0\"]), got the %s %s"
+                % (type(bridges).__name__, json.dumps(bridges, default=str))]
+    bad = [str(bdf) for bdf in bridges if normalize_bdf(str(bdf)) is None]
+    setpci_error = unit_exec_error(setpci) if setpci != "" else None
+    return errors(
+        "gds_pcie_acs_bridges: %s are not PCI addresses (DDDD:BB:DD.F)" % bad if bad else None,
+        "gds_pcie_acs_setpci=%s must be empty (find setpci on the node) or the absolute path of the setpci "
+        "executable: %s" % (json.dumps(setpci, default=str), setpci_error) if setpci_error else None)

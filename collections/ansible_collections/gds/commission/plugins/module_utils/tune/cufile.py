@@ -24,6 +24,7 @@ import re
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import backup_copy, write_atomic
+from ansible_collections.gds.commission.plugins.module_utils.core.variables import errors, is_list, path_error, whole
 
 BOOL, INT, STR, KB = "bool", "int", "str", "kb"
 
@@ -376,6 +377,30 @@ def validate(config, extra_keys=()):
         return ["(top level): expected an object, got %s" % _type_name(config)]
     _section("", config, SCHEMA, errors, set(extra_keys or ()))
     return errors
+
+
+# a key the schema does not know yet, by its dotted path (properties.some_new_knob)
+DOTTED_KEY = re.compile(r"^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$")
+
+
+def validate_vars(values, host=None, hosts=()):
+    """The cufile role's variables (gds_cufile_*): [message naming the variable and the value]."""
+    path, alternative = values.get("gds_cufile_path"), values.get("gds_cufile_alternative_path")
+    priority = whole(values.get("gds_cufile_alternative_priority"))
+    keys, addresses = values.get("gds_cufile_extra_keys", []), values.get("gds_cufile_rdma_addresses", {})
+    bad_keys = [key for key in keys if not isinstance(key, str) or not DOTTED_KEY.match(key)] if is_list(keys) else [keys]
+    bad_addresses = {nic: address for nic, address in addresses.items() if not (isinstance(address, str) and _ipv4(address))} \
+        if isinstance(addresses, dict) else addresses
+    return errors(
+        path_error("gds_cufile_path", path), path_error("gds_cufile_alternative_path", alternative),
+        "gds_cufile_path and gds_cufile_alternative_path must be two different paths, both are %s" % (path,)
+        if path == alternative else None,
+        None if priority is not None and priority > 0 else "gds_cufile_alternative_priority must be a positive "
+        "integer, got %s" % (values.get("gds_cufile_alternative_priority"),),
+        "gds_cufile_extra_keys: %s are not dotted cufile.json keys (e.g. properties.some_new_knob)" % (bad_keys,)
+        if bad_keys else None,
+        "gds_cufile_rdma_addresses: %s are not IPv4 addresses (a map of NIC to address)" % (bad_addresses,)
+        if bad_addresses else None)
 
 
 def deprecations(config):
