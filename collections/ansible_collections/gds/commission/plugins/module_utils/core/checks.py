@@ -15,7 +15,6 @@ WARN where some of them are known, and says why in ``detail``. Every check passe
 """
 from __future__ import annotations
 
-
 from ansible_collections.gds.commission.plugins.module_utils.core.numbers import TOO_LARGE, figure_fault, is_figure
 
 # The one list of verdicts and the one order of them, best to worst: a host's verdict, an area's

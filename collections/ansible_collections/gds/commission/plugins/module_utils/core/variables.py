@@ -11,33 +11,30 @@ message names the variable and the value, as the role's users wrote them.
 """
 from __future__ import annotations
 
-import math
 import re
+
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import is_figure
 
 _DOTDOT = re.compile(r"(^|/)\.\.(/|$)")
 
 
-def whole(value):
-    """``value`` as a whole number, the way the argument specs take one (an int, or its digits
-    as text from ``-e``); None when it is none (a bool, a fraction, other text)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
+def given_int(value):
+    """``value`` as the argument specs take an int (an int, or its digits as text from ``-e``);
+    None when it is none (a bool, a fraction, other text)."""
     if isinstance(value, str) and re.match(r"^\s*[-+]?[0-9]+\s*$", value):
         return int(value)
-    return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def figure(value):
-    """``value`` as a finite number (an int, a float or its text from ``-e``); None when it is none."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return number if math.isfinite(number) else None
+def given_number(value):
+    """``value`` as the argument specs take a float (a number, or its text from ``-e``) when it is
+    a figure (core/numbers.is_figure: finite); None when it is none."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return None
+    return value if is_figure(value) else None
 
 
 def is_list(value):

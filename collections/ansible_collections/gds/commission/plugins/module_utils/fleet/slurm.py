@@ -21,7 +21,7 @@ import os
 import re
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import FAILING, VERDICTS
-from ansible_collections.gds.commission.plugins.module_utils.core.variables import errors, figure, path_error, whole
+from ansible_collections.gds.commission.plugins.module_utils.core.variables import errors, given_int, given_number, path_error
 from ansible_collections.gds.commission.plugins.module_utils.fleet.output import OutDir, RefusedPath
 
 REASON_MAX = 200
@@ -459,7 +459,7 @@ def check_prefix(prefix):
 def validate_vars(values, host=None, hosts=()):
     """The gds_slurm role's variables (gds_slurm_*, and the host's gds_slurm_node_name) by the rules
     the module applies (PREFIX, NODE_NAME): [message naming the variable and the value]."""
-    percent, least = figure(values.get("gds_slurm_max_drain_percent")), whole(values.get("gds_slurm_max_drain_min"))
+    percent, least = given_number(values.get("gds_slurm_max_drain_percent")), given_int(values.get("gds_slurm_max_drain_min"))
     node, scontrol = values.get("gds_slurm_node_name"), values.get("gds_slurm_scontrol")
     try:
         check_prefix(values.get("gds_slurm_reason_prefix"))

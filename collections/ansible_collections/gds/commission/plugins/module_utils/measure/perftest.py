@@ -28,7 +28,7 @@ from ansible_collections.gds.commission.plugins.module_utils.core.checks import 
 from ansible_collections.gds.commission.plugins.module_utils.core.files import natural_key
 from ansible_collections.gds.commission.plugins.module_utils.core.numbers import NOT_A_NUMBER, figure_fault
 from ansible_collections.gds.commission.plugins.module_utils.core.numbers import figure as known_figure
-from ansible_collections.gds.commission.plugins.module_utils.core.variables import whole
+from ansible_collections.gds.commission.plugins.module_utils.core.variables import given_int
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import LINK_CLASSES, class_rank
 from ansible_collections.gds.commission.plugins.module_utils.core.proc import kill as proc_kill, run as proc_run, start as proc_start
 from ansible_collections.gds.commission.plugins.module_utils.measure.thresholds import WARN_MARGIN, ThresholdError, evaluate
@@ -360,7 +360,7 @@ def validate_vars(values, host=None, hosts=()):
             except BenchError as exc:
                 out.append("%s (%s): %s" % (name, values[name], exc))
     poll = values.get("gds_rdma_bench_poll_interval")
-    if poll is not None and not (whole(poll) is not None and whole(poll) >= 0):
+    if poll is not None and not (given_int(poll) is not None and given_int(poll) >= 0):
         out.append("gds_rdma_bench_poll_interval (%s) must be a whole number of seconds >= 0" % (poll,))
     for name in ("gds_rdma_bench_perftest_dir", "gds_rdma_bench_osu_dir"):
         where = values.get(name, "")

@@ -24,7 +24,7 @@ import re
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import backup_copy, write_atomic
-from ansible_collections.gds.commission.plugins.module_utils.core.variables import errors, is_list, path_error, whole
+from ansible_collections.gds.commission.plugins.module_utils.core.variables import errors, given_int, is_list, path_error
 
 BOOL, INT, STR, KB = "bool", "int", "str", "kb"
 
@@ -386,7 +386,7 @@ DOTTED_KEY = re.compile(r"^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$")
 def validate_vars(values, host=None, hosts=()):
     """The cufile role's variables (gds_cufile_*): [message naming the variable and the value]."""
     path, alternative = values.get("gds_cufile_path"), values.get("gds_cufile_alternative_path")
-    priority = whole(values.get("gds_cufile_alternative_priority"))
+    priority = given_int(values.get("gds_cufile_alternative_priority"))
     keys, addresses = values.get("gds_cufile_extra_keys", []), values.get("gds_cufile_rdma_addresses", {})
     bad_keys = [key for key in keys if not isinstance(key, str) or not DOTTED_KEY.match(key)] if is_list(keys) else [keys]
     bad_addresses = {nic: address for nic, address in addresses.items() if not (isinstance(address, str) and _ipv4(address))} \

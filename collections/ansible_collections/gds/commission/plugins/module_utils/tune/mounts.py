@@ -26,7 +26,7 @@ import struct
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import UnreadableFile, read_file
-from ansible_collections.gds.commission.plugins.module_utils.core.variables import errors, is_list, path_error, whole
+from ansible_collections.gds.commission.plugins.module_utils.core.variables import errors, given_int, is_list, path_error
 from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import lower_netdevs, netdev_by_ifindex
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import LINK_CLASSES, class_rank
 from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import ProcfsError, read_mounts
@@ -499,7 +499,7 @@ _PATH_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 def _mount_entry_ok(item):
     if not isinstance(item, dict):
         return False
-    index, options = whole(item.get("server_index")), item.get("options")
+    index, options = given_int(item.get("server_index")), item.get("options")
     return (valid_ifname(item.get("client_if")) and bool(_PATH_NAME.match(item["client_if"]))
             and isinstance(item.get("server"), str) and bool(_SERVER.match(item["server"]))
             and isinstance(item.get("export"), str) and bool(_EXPORT.match(item["export"]))
@@ -512,7 +512,7 @@ def validate_vars(values, host=None, hosts=()):
     """The gds_netfs role's variables (gds_netfs_*): [message naming the variable and the value]."""
     root, fstab = values.get("gds_netfs_mount_root", "/mnt/nfs"), values.get("gds_netfs_fstab", "/etc/fstab")
     options, mounts = values.get("gds_netfs_mount_options", ""), values.get("gds_netfs_mounts", [])
-    size = whole(values.get("gds_netfs_min_io_size", 1))
+    size = given_int(values.get("gds_netfs_min_io_size", 1))
     out = errors(
         None if size is not None and size > 0 else "gds_netfs_min_io_size must be a positive number of bytes, got %s"
         % values.get("gds_netfs_min_io_size"),

@@ -35,7 +35,7 @@ import re
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import natural_key
-from ansible_collections.gds.commission.plugins.module_utils.core.variables import is_list, whole
+from ansible_collections.gds.commission.plugins.module_utils.core.variables import given_int, is_list
 from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import base_disk
 
 DEFAULT_CHUNK_KB = 512          # DGX OS creates its data RAID0 with 512 KiB chunks
@@ -210,7 +210,7 @@ def validate_vars(values, host=None, hosts=()):
     chunk = values.get("gds_raid_chunk_kb", DEFAULT_CHUNK_KB)
     rules = [(validate_name_prefix, text("gds_raid_name_prefix", "raid")),
              (validate_mount_prefix, text("gds_raid_mount_prefix", "/raid")),
-             (validate_chunk, chunk if whole(chunk) is None else whole(chunk))]
+             (validate_chunk, chunk if given_int(chunk) is None else given_int(chunk))]
     out = []
     if is_list(mkfs):
         rules.append((validate_mkfs_options, [str(word) for word in mkfs]))
