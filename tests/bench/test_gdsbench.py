@@ -1,4 +1,4 @@
-"""Tests of bench/gdsbench (docs/benchmark.md): builds (with and without CUDA,
+"""Tests of gdsbench (roles/gds_bench/files/bench, docs/benchmark.md): builds (with and without CUDA,
 ASan/UBSan), every CPU transfer/I/O type, verify, the JSON contract, the gdsio
 text line, config files, and bad arguments (exit 2, never a crash).
 
@@ -15,8 +15,7 @@ import subprocess
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BENCH = os.path.join(ROOT, "bench")
+from conftest import GDSBENCH_SRC as BENCH, ROOT  # noqa: F401
 HERE = os.path.dirname(os.path.abspath(__file__))
 SECTOR = 4096
 CONTRACT_KEYS = {"io_type", "xfer_type", "threads", "io_size_bytes", "bytes", "ops", "elapsed_s",
@@ -85,7 +84,7 @@ def gdsbench_nocuda():
 
 @pytest.fixture
 def data_dir(tmp_path):
-    """A directory that takes O_DIRECT (tmpfs does not): tmp_path, else one under bench/obj/."""
+    """A directory that takes O_DIRECT (tmpfs does not): tmp_path, else one under the build's obj/."""
     probe = tmp_path / "probe"
     try:
         os.close(os.open(str(probe), os.O_CREAT | os.O_RDWR | os.O_DIRECT, 0o644))

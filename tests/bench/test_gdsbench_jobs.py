@@ -1,4 +1,4 @@
-"""gdsio job files in gdsbench (bench/jobfile.c, docs/benchmark.md): the guide's format
+"""gdsio job files in gdsbench (gdsbench's jobfile.c, docs/benchmark.md): the guide's format
 ([global] then [jobN] sections), every job run at once with its own threads, NUMA node and
 GPU, results per job and in total (JSON and gdsio's result lines), and errors that name the
 file and the line. CPU transfer types only, so the tests need no GPU."""

@@ -12,7 +12,7 @@ import zipfile
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from conftest import GDSBENCH_SRC, ROOT
 LIB = os.path.join(ROOT, "bench", "gpu_lib.sh")
 CARRY = os.path.join(ROOT, "scripts", "carry-wheels.sh")
 MANIFEST = os.path.join(ROOT, "scripts", "carried-wheels.txt")
@@ -507,10 +507,10 @@ def test_fio_seq_runs_the_eight_file_read_and_writes_a_row(tmp_path):
 
 # ---------------------------------------------------------------- the watch's overhead
 
-GDSBENCH = os.path.join(ROOT, "bench", "gdsbench")
+GDSBENCH = os.path.join(GDSBENCH_SRC, "gdsbench")
 
 
-@pytest.mark.skipif(not os.access(GDSBENCH, os.X_OK), reason="bench/gdsbench not built (make -C bench)")
+@pytest.mark.skipif(not os.access(GDSBENCH, os.X_OK), reason="gdsbench not built (make -C bench)")
 def test_watch_overhead_runs_bare_and_watched_on_this_disk(tmp_path):
     """bench/watch_overhead.py (bench/gpu_watch.sh's measurement) with the CPU transfer type, where
     no GPU is: two rounds bare and watched, the table and the ratio, the drive load of the disk

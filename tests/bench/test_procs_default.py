@@ -8,8 +8,7 @@ import subprocess
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BENCH = os.path.join(ROOT, "bench")
+from conftest import GDSBENCH_SRC as BENCH
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 

@@ -7,7 +7,7 @@ NVML sampling of every GPU (measure/devhealth.py's NvmlSampler: link state and P
 before and after, gds_stats -p PID -l 3 beside a cuFile job. Prints GiB/s side by side with their
 ratio, the median overhead, and per watched run the GPU's PCIe receive bytes against the bytes
 the job read, the drive load, cuFile's placement and the path's limit. No ansible needed: the
-collection's module_utils are imported from the ansible_collections tree this file is in.
+collection's module_utils are imported from the repository's collections/ (collection_path.py).
 
   watch_overhead.py --gdsbench PATH --dir DATA [--gpu 0] [--xfer 0] [--rounds 4] [--seconds 5]
                     [--threads 8] [--size 1G] [--io-size 1M] [--interval 0.5] [--gds-stats PATH]

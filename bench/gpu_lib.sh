@@ -7,7 +7,7 @@
 #   gdsv_init             result files under $OUT, log to $OUT/log.txt
 #   gdsv_environment      machine, driver, GDS, nvidia-fs, cufile.json
 #   gdsv_modules [FILE]   nvidia_fs / nvidia / nvme from /proc/modules (no lsmod needed)
-#   gdsv_build            bench/gdsbench against $CUDA_HOME -> $GDS
+#   gdsv_build            gdsbench in $GDSBENCH_SRC against $CUDA_HOME -> $GDS
 #   gdsv_data_dir [DIR]   a directory on ext4/xfs on a /dev block device -> $DATA
 #   gdsv_udev             the udev record cuFile needs for $DATA's block device
 #   gdsv_setup [DIR]      the four above in order: environment, build, data dir, udev record
@@ -23,6 +23,9 @@
 #   gdsv_verdict SCRIPT   names every failed run; returns 1 when there is one
 
 say() { printf '\n== %s\n' "$*"; }
+
+# gdsbench's sources: what the gds_bench role ships to the nodes (the lab is outside the collection)
+GDSBENCH_SRC=${GDSBENCH_SRC:-$ROOT/collections/ansible_collections/gds/commission/roles/gds_bench/files/bench}
 
 gdsv_setup() {	# gdsv_setup [DIR]: what every measurement needs before its first run
 	gdsv_environment
@@ -78,15 +81,15 @@ gdsv_modules() {
 gdsv_build() {
 	local log=$OUT/build.log
 	say "build against $CUDA_HOME"
-	make -C "$HERE" clean >/dev/null
-	if ! make -C "$HERE" -j"$(nproc)" CUDA_HOME="$CUDA_HOME" >"$log" 2>&1; then
-		echo "FATAL: make -C bench failed; last lines of $log:"
+	make -C "$GDSBENCH_SRC" clean >/dev/null
+	if ! make -C "$GDSBENCH_SRC" -j"$(nproc)" CUDA_HOME="$CUDA_HOME" >"$log" 2>&1; then
+		echo "FATAL: make -C $GDSBENCH_SRC failed; last lines of $log:"
 		tail -n 25 "$log" | sed 's/^/  | /'
 		exit 1
 	fi
 	grep -E "warning|error" "$log" || true
-	make -C "$HERE" info CUDA_HOME="$CUDA_HOME"
-	GDS=$HERE/gdsbench
+	make -C "$GDSBENCH_SRC" info CUDA_HOME="$CUDA_HOME"
+	GDS=$GDSBENCH_SRC/gdsbench
 	"$GDS" --version || { echo "FATAL: no gdsbench"; exit 1; }
 }
 
