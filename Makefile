@@ -23,7 +23,7 @@ DEBS_VM := qemu-system-x86 qemu-utils debootstrap openssh-client e2fsprogs
 # a real slurmctld/slurmd for the gds_slurm tests (tests/unit/test_slurm.py)
 DEBS_SLURM := slurm-wlm munge
 
-.PHONY: help setup debs test unit lint bench demo sim drift report vm-test molecule wheels clean fleet-perf
+.PHONY: help setup debs test unit lint bench demo sim drift report vm-test molecule wheels clean fleet-perf capabilities
 help:
 	@echo "make demo     commission the bundled simulated nodes and write reports/latest/"
 	@echo "make test     unit tests, benchmark tests, lint, molecule default (and vm when qemu is usable)"
@@ -33,6 +33,7 @@ help:
 	@echo "make vm-test  molecule vm scenario: a QEMU guest with NVMe behind PCIe switches"
 	@echo "make setup    create .venv/ with the pinned controller dependencies"
 	@echo "make wheels   the wheels and collections tarball a GPU machine without an index needs (.whl/)"
+	@echo "make capabilities  regenerate the collection's copy of gdsbench's vocabulary (measure/gdsbench_vocab.py)"
 
 debs:
 	@scripts/ensure-debs.sh $(DEBS_BASE)
@@ -48,6 +49,12 @@ setup: $(VENV)/.stamp
 
 $(GDSBENCH): $(wildcard $(GDSBENCH_SRC)/*.c $(GDSBENCH_SRC)/*.h $(GDSBENCH_SRC)/Makefile)
 	$(MAKE) -C $(GDSBENCH_SRC)
+
+# gdsbench's vocabulary for the controller, generated from the benchmark's own tables (a build
+# without CUDA prints the same: the vocabulary does not depend on the build)
+capabilities:
+	$(MAKE) -C $(GDSBENCH_SRC) nocuda
+	python3 scripts/gdsbench-vocab.py $(GDSBENCH_SRC)/gdsbench-nocuda
 
 # Simulated nodes: fixture topologies turned into sysfs/procfs trees under build/sim/<host>/.
 sim: setup

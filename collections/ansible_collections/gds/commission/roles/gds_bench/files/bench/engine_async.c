@@ -199,9 +199,6 @@ static int async_reap(struct worker *w, struct slot **done, int max)
 
 const struct engine engine_async = {
 	.xfer = 5,
-	.name = "GPUD_ASYNC",
-	.desc = "GPU direct, cuFile stream API: cuFileReadAsync/WriteAsync on -B registered streams",
-	.flags = ENG_GPU | ENG_CUFILE | ENG_ODIRECT | ENG_QUEUED,
 	.global_init = async_global_init,
 	.global_exit = gpu_global_exit,
 	.thread_init = async_thread_init,

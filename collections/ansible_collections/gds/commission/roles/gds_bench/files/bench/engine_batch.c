@@ -250,9 +250,6 @@ static const char *batch_strerror(ssize_t res, char *buf, size_t len)
 
 const struct engine engine_batch = {
 	.xfer = 6,
-	.name = "GPU_BATCH",
-	.desc = "GPU direct, cuFile batch API: two double-buffered batch handles of -B/2 entries",
-	.flags = ENG_GPU | ENG_CUFILE | ENG_ODIRECT | ENG_QUEUED,
 	.global_init = batch_global_init,
 	.global_exit = gpu_global_exit,
 	.thread_init = batch_thread_init,

@@ -223,17 +223,17 @@ void path_finish(struct job *jobs, int njobs)
 	memset(&gpu, 0, sizeof(gpu));
 	for (int i = 0; i < njobs; i++) {
 		struct path_info *pi = &jobs[i].res.path;
-		const struct engine *e = jobs[i].eng;
+		const struct xfer_type *x = jobs[i].xt;
 
 		memset(pi, 0, sizeof(*pi));
 		pi->n_nvfs = pi->n_p2p = pi->n_posix = pi->n_total = -1;
-		if (!(e->flags & ENG_CUFILE)) {
+		if (!(x->flags & ENG_CUFILE)) {
 			snprintf(pi->mode, sizeof(pi->mode), "posix");
-			if (e->flags & ENG_GPU)
-				ev(pi, "xfer_type %d (%s) moves data through host memory by design: %s", e->xfer,
-				   e->name, e->desc);
+			if (x->flags & ENG_GPU)
+				ev(pi, "xfer_type %d (%s) moves data through host memory by design: %s", x->xfer,
+				   x->name, x->desc);
 			else
-				ev(pi, "xfer_type %d (%s): %s; no GPU involved", e->xfer, e->name, e->desc);
+				ev(pi, "xfer_type %d (%s): %s; no GPU involved", x->xfer, x->name, x->desc);
 			continue;
 		}
 #ifdef HAVE_CUDA

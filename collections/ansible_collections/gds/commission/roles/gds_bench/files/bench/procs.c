@@ -54,7 +54,7 @@ static int job_threads_here(const struct run_place *pl, const struct job *jobs, 
 int run_here(struct job *jobs, int njobs, const struct run_place *pl, int *run_rc, double *cpu_s, char *err,
 	     size_t errlen)
 {
-	int inited[7] = { 0 };
+	int inited[GDS_XFER_TYPES] = { 0 };
 	char msg[PATH_MAX + 256];
 
 	for (int i = 0; i < njobs; i++) {
@@ -73,10 +73,11 @@ int run_here(struct job *jobs, int njobs, const struct run_place *pl, int *run_r
 		/* Batch entries of all threads of this process together stay within
 		 * the library's queue (execution.max_io_queue_depth): past it
 		 * submissions stall. The queue is per cuFile instance, so per process. */
-		size_t limit = inited[6] ? cufile_queue_limit() : 0, total = 0, threads = 0;
+		size_t limit = 0, total = 0, threads = 0;
 
 		for (int i = 0; i < njobs; i++)
-			if (jobs[i].xfer == 6) {
+			if (jobs[i].xt->flags & ENG_IOQUEUE) {
+				limit = cufile_queue_limit();
 				size_t here = (size_t)job_threads_here(pl, jobs, i);
 
 				total += here * (size_t)jobs[i].depth;
@@ -92,7 +93,7 @@ int run_here(struct job *jobs, int njobs, const struct run_place *pl, int *run_r
 					"exceed cuFile's max_io_queue_depth (%zu)\n", d, total,
 					pl->nprocs > 1 ? " per process" : "", limit);
 			for (int i = 0; i < njobs; i++)
-				if (jobs[i].xfer == 6 && jobs[i].depth > d)
+				if ((jobs[i].xt->flags & ENG_IOQUEUE) && jobs[i].depth > d)
 					jobs[i].depth = d;
 		}
 	}
@@ -102,7 +103,7 @@ int run_here(struct job *jobs, int njobs, const struct run_place *pl, int *run_r
 	err[0] = 0;
 	*run_rc = run_jobs(jobs, njobs, pl, cpu_s, err, errlen);
 	path_finish(jobs, njobs);
-	for (int x = 0; x <= 6; x++) {
+	for (int x = 0; x < GDS_XFER_TYPES; x++) {
 		const struct engine *e = engine_get(x);
 
 		if (inited[x] && e && e->global_exit)
@@ -113,25 +114,27 @@ int run_here(struct job *jobs, int njobs, const struct run_place *pl, int *run_r
 
 /* ---- how many processes when -P is not given ---- */
 
-/* In cuFile's compat mode (no nvidia-fs, no P2PDMA) every cuFileRead/Write of
- * a process goes through that process's one cuFile instance (its POSIX
- * bounce-buffer pool, I/O threads and locks) and its one CUDA context.
- * bench/probe/cufile_probe, the bare cuFileRead loop, moved 1.37x more with 8
- * processes than with 8 threads of one process on 1 MiB sequential reads
- * (1.27x on writes); more I/O threads, parallel_io off or unregistered
- * buffers did not help the threads (bench/RESULTS.md section 9). So a job of
- * large sequential cuFileRead/Write runs one process per thread (capped at
- * the online CPUs), as fio's libcufile engine does by default. Small or
- * random I/O stays in threads: there a CUDA context and a cuFile instance per
- * process cost more than they gain (4 KiB random reads: 0.14x-0.3x with
- * processes). -P 1 keeps threads for any job. */
+/* In cuFile's compat mode (no nvidia-fs, no P2PDMA) every op of a process
+ * goes through that process's one cuFile instance (its POSIX bounce-buffer
+ * pool, I/O threads and locks) and its one CUDA context. bench/probe/cufile_probe
+ * (the lab's), the bare cuFileRead loop, moved 1.37x more with 8 processes than
+ * with 8 threads of one process on 1 MiB sequential reads (1.27x on writes);
+ * more I/O threads, parallel_io off or unregistered buffers did not help the
+ * threads (bench/RESULTS.md section 9). So a job of large sequential I/O
+ * through libcufile (ENG_CUFILE: the synchronous, stream and batch APIs alike,
+ * since all three share the process's instance) runs one process per thread
+ * (capped at the online CPUs), as fio's libcufile engine does by default.
+ * Small or random I/O stays in threads: there a CUDA context and a cuFile
+ * instance per process cost more than they gain (4 KiB random reads:
+ * 0.14x-0.3x with processes). -P 1 keeps threads for any job. */
 int procs_default(const struct job *jobs, int njobs, int total_threads)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	int n = total_threads;
 
 	for (int i = 0; i < njobs; i++)
-		if (jobs[i].xfer != 0 || io_is_rand(jobs[i].io_type) || jobs[i].io_size < PROCS_DEFAULT_MIN_IO)
+		if (!(jobs[i].xt->flags & ENG_CUFILE) || io_is_rand(jobs[i].io_type) ||
+		    jobs[i].io_size < PROCS_DEFAULT_MIN_IO)
 			return 1;
 	if (cpus > 0 && n > cpus)
 		n = (int)cpus;

@@ -216,7 +216,7 @@ static int open_file(struct worker *w)
 		werr(w, "%s", j->refused);
 		return -1;
 	}
-	if ((w->eng->flags & ENG_ODIRECT) && !j->buffered)
+	if ((w->job->xt->flags & ENG_ODIRECT) && !j->buffered)
 		flags |= O_DIRECT;
 	if (job_file_place(j, w->idx, dir, sizeof(dir), w->name, sizeof(w->name)) != 0) {
 		werr(w, "%s: not a file name", w->path);
@@ -295,10 +295,10 @@ static inline int prepare(struct wctx *c, struct slot *s)
 	w->issued += s->len;
 	if (s->write && j->refill) {
 		fill_random(s->host, s->len, &w->fill_rng);
-		if ((w->eng->flags & ENG_GPU) && w->eng->from_host(w, s) != 0)
+		if ((w->job->xt->flags & ENG_GPU) && w->eng->from_host(w, s) != 0)
 			return -1;
 	} else if (s->write && !j->fill_random) {
-		if (!(w->eng->flags & ENG_GPU)) {
+		if (!(w->job->xt->flags & ENG_GPU)) {
 			pattern_stamp(s->host, s->len, s->off);
 		} else if (j->verify) {
 			/* GPU buffers get the stamped pattern only under -V: an H2D
@@ -555,7 +555,7 @@ static void *worker_main(void *arg)
 			fill_random(s->host, j->io_size, &w->fill_rng);
 		else
 			pattern_fill(s->host, j->io_size, 0);
-		if ((w->eng->flags & ENG_GPU) && w->eng->from_host(w, s) != 0)
+		if ((w->job->xt->flags & ENG_GPU) && w->eng->from_host(w, s) != 0)
 			ok = 0;
 	}
 	if (!ok) {
@@ -569,7 +569,7 @@ static void *worker_main(void *arg)
 	c.cpu0 = thread_cpu_ns();
 	started = ok && !atomic_load(&g_abort);
 	if (started) {
-		if (w->eng->flags & ENG_QUEUED)
+		if (w->job->xt->flags & ENG_QUEUED)
 			loop_queued(&c);
 		else
 			loop_sync(&c);
