@@ -7,6 +7,7 @@ libcudart and libcufile) when CUDA headers are found at build time
 (/usr/local/cuda, the pip wheels, or $GDSBENCH_TEST_CUDA_HOME); otherwise those
 tests skip. Everything uses small files: the whole module takes well under a
 minute on two cores."""
+import glob
 import json
 import os
 import re
@@ -15,7 +16,7 @@ import subprocess
 
 import pytest
 
-from conftest import GDSBENCH_SRC as BENCH, ROOT  # noqa: F401
+from conftest import GDSBENCH_SRC as BENCH, LAB, ROOT
 HERE = os.path.dirname(os.path.abspath(__file__))
 SECTOR = 4096
 CONTRACT_KEYS = {"io_type", "xfer_type", "threads", "io_size_bytes", "bytes", "ops", "elapsed_s",
@@ -752,3 +753,37 @@ def test_engine_files_export_only_their_table(gdsbench):
     assert "engine_posix" in engines
     for f, defined in engines.items():
         assert defined == {f}, "%s.c exports %s besides its operations table" % (f, sorted(defined - {f}))
+
+
+# ---------------------------------------------------------------- function length
+
+MAX_FUNCTION_LINES = 80
+
+
+def c_functions(path):
+    """(name, first line, lines) of every function defined in a C file written in the kernel's
+    style: the header from the line after the previous blank line, comment or closing brace, the
+    body from a "{" to a "}" in column 0."""
+    lines = open(path).read().split("\n")
+    out = []
+    for i, line in enumerate(lines):
+        if line != "{":
+            continue
+        start = i
+        while start > 0 and lines[start - 1].strip() and not lines[start - 1].startswith(("}", "#", "/*", " *")) \
+                and not lines[start - 1].rstrip().endswith((";", "*/")):
+            start -= 1
+        end = next(k for k in range(i, len(lines)) if lines[k] == "}")
+        name = re.search(r"(\w+)\s*\(", " ".join(lines[start:i]))
+        out.append((name.group(1) if name else "?", start + 1, end - start + 1))
+    return out
+
+
+def test_no_c_function_is_longer_than_80_lines():
+    """Functions split by concern, each named for what it decides (issue 30 item 8): gdsbench's
+    sources and the lab's cuFile probe."""
+    sources = sorted(glob.glob(os.path.join(BENCH, "*.c"))) + sorted(glob.glob(os.path.join(LAB, "probe", "*.c")))
+    assert len(sources) > 10
+    long = ["%s:%d %s() %d lines" % (os.path.relpath(p, ROOT), first, name, n)
+            for p in sources for name, first, n in c_functions(p) if n > MAX_FUNCTION_LINES]
+    assert not long, "functions over %d lines:\n  %s" % (MAX_FUNCTION_LINES, "\n  ".join(long))
