@@ -210,7 +210,7 @@ static const struct gds_option table[] = {
 	  "gdsbench writes; writes are read back and checked after the run" },
 	{ O_DEPTH, 'B', NULL, "io_depth|iodepth|batch_size", OPT_INT, J(depth), 1, GDS_MAX_DEPTH,
 	  "expected 1.." STR(GDS_MAX_DEPTH), "N",
-	  "I/Os in flight per thread for xfer 5 (streams, default 8)\nand 6 (two batches of N/2, default 4)" },
+	  "I/Os in flight per thread for xfer 5 (streams, default 8)\nand 6 (batches of up to N/2, default 4)" },
 	{ O_NAME, 0, NULL, "name", OPT_NAME, J(name), 0, 0, "expected a name", NULL,
 	  "[global]: names the run; a job: its name" },
 	{ -1, 'P', "procs", NULL, OPT_INT, R(nprocs), 1, GDS_MAX_THREADS,
@@ -219,7 +219,7 @@ static const struct gds_option table[] = {
 	  "none): each process opens its own CUDA context and cuFile driver (as\n"
 	  "fio's default one process per job); I/O, text line and JSON are the\n"
 	  "same, merged over the processes. Default: one process per thread\n"
-	  "(at most the online CPUs) for sequential -x 0 with -i 256K or more,\n"
+	  "(at most the online CPUs) for sequential cuFile types (0, 5, 6) with -i 256K or more,\n"
 	  "where threads of one cuFile instance move less; else 1" },
 	{ -1, 256, "json", NULL, OPT_STR, R(json), 0, 0, NULL, "FILE",
 	  "write the JSON record to FILE ('-' = stdout; the text line then goes to stderr)" },
