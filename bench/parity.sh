@@ -62,13 +62,9 @@ ROUNDS=${PARITY_ROUNDS:-5}
 MIN_ROUNDS=5
 BUDGET=${PARITY_BUDGET:-540}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-SBS="python3 $HERE/side_by_side.py"
 # shellcheck source-path=SCRIPTDIR source=gpu_lib.sh
 . "$HERE/gpu_lib.sh"
-gdsv_init
-T0=$(date +%s)
-RUNS=$OUT/runs.jsonl
-: >"$RUNS"
+gdsv_rounds_init
 STEPS_FAILED=()
 step_failed() { echo "STEP FAILED: $*"; STEPS_FAILED+=("$*"); }
 finish() {	# finish: the verdict of the steps; the exit status
@@ -87,14 +83,8 @@ FIO_BG=""
 FIO=${PARITY_FIO:-}
 if [ -z "$FIO" ] && [ -x "$CARRY/fio-cufile" ] && "$CARRY/fio-cufile" --version >/dev/null 2>&1; then
 	FIO=$CARRY/fio-cufile
-elif [ -z "$FIO" ]; then
-	src=$(find "$CARRY" -maxdepth 1 -name 'fio_*.orig.tar.gz' 2>/dev/null | sort | tail -1)
-	if [ -n "$src" ]; then
-		fio_build "$src" /tmp/parity-fio "$OUT/fio-build.log" >"$OUT/fio-build.out" 2>&1 &
-		FIO_BG=$!
-	else
-		step_failed "fio: neither $CARRY/fio-cufile nor $CARRY/fio_*.orig.tar.gz (run bench/parity.sh fetch, carry .peers)"
-	fi
+elif [ -z "$FIO" ] && ! fio_build_start; then
+	step_failed "fio: neither $CARRY/fio-cufile nor $CARRY/fio_*.orig.tar.gz (run bench/parity.sh fetch, carry .peers)"
 fi
 if [ -n "${PARITY_GDSBENCH:-}" ]; then
 	GDS=$PARITY_GDSBENCH
@@ -103,9 +93,8 @@ else
 	gdsv_build	# exits 1 naming the failure
 fi
 if [ -n "$FIO_BG" ]; then
-	wait "$FIO_BG" && FIO=/tmp/parity-fio/fio
-	cat "$OUT/fio-build.out"
-	[ -n "$FIO" ] || step_failed "fio: the build from $(basename "$src") failed (log: $OUT/fio-build.log)"
+	fio_build_wait
+	[ -n "$FIO" ] || step_failed "fio: the build from the carried source failed (log: $OUT/fio-build.log)"
 fi
 if [ -n "$FIO" ] && ! "$FIO" --enghelp=libcufile >"$OUT/fio-enghelp.txt" 2>&1; then
 	step_failed "fio: $FIO has no libcufile engine ($(head -c 200 "$OUT/fio-enghelp.txt"))"
@@ -125,23 +114,7 @@ F0=$D/gdsbench.0
 [ "${#STEPS_FAILED[@]}" -eq 0 ] || finish
 
 # ---- 3. the rounds ----
-LIMIT=$(( ${T%.*} + 90 ))
-g_run() {	# g_run ROUND WORKLOAD TOOL GDSBENCH-ARGS...
-	local r=$1 wl=$2 tool=$3 rc; shift 3
-	gds "$wl-$tool-r$r" "$@"
-	rc=$?
-	$SBS record "$RUNS" "$r" "$wl" "$tool" gdsbench "$JSONDIR/$wl-$tool-r$r.json" "$rc" gdsbench "$@"
-}
-f_run() {	# f_run ROUND WORKLOAD TOOL FIO-ARGS...
-	local r=$1 wl=$2 tool=$3 js rc; shift 3
-	js=$JSONDIR/fio-$wl-$tool-r$r.json
-	echo "+ fio $wl $tool $*"
-	timeout -k 5 "$LIMIT" "$FIO" --name="$wl" --direct=1 --time_based --runtime="$T" --group_reporting \
-		--output-format=json "$@" >"$js" 2>"$js.err"
-	rc=$?
-	[ "$rc" = 0 ] || { echo "FAILED: fio $wl $tool r$r (rc=$rc): $(head -c 400 "$js.err")"; GDSV_FAILED+=("fio $wl $tool r$r (rc=$rc)"); }
-	$SBS record "$RUNS" "$r" "$wl" "$tool" fio "$js" "$rc" fio "$@"
-}
+FIO_MUST_PASS=1	# the peers are the point: a failed fio run fails the script
 tool_run() {	# tool_run ROUND WORKLOAD TOOL
 	local r=$1 wl=$2 tool=$3
 	local -a g f cuf=(--ioengine=libcufile --cuda_io=cufile --gpu_dev_ids="$GPU")
@@ -153,14 +126,14 @@ tool_run() {	# tool_run ROUND WORKLOAD TOOL
 		f=(--filename="$F0" --numjobs=32 --randrepeat=0 --size="$BIG" --bs=4k --rw=randread)
 	fi
 	case $tool in
-	gdsbench-default) g_run "$r" "$wl" "$tool" "${g[@]}" -x 0 ;;
-	gdsbench-x6) g_run "$r" "$wl" "$tool" "${g[@]}" -x 6 ;;
-	gdsbench-x5) g_run "$r" "$wl" "$tool" "${g[@]}" -x 5 ;;
-	gdsbench-x6-threads) g_run "$r" "$wl" "$tool" "${g[@]}" -x 6 -P 1 ;;
-	gdsbench-x5-threads) g_run "$r" "$wl" "$tool" "${g[@]}" -x 5 -P 1 ;;
-	fio-cufile-procs) f_run "$r" "$wl" "$tool" "${f[@]}" "${cuf[@]}" ;;
-	fio-cufile-threads) f_run "$r" "$wl" "$tool" "${f[@]}" "${cuf[@]}" --thread ;;
-	fio-psync) f_run "$r" "$wl" "$tool" "${f[@]}" --ioengine=psync ;;
+	gdsbench-default) round_gds "$r" "$wl" "$tool" "${g[@]}" -x 0 ;;
+	gdsbench-x6) round_gds "$r" "$wl" "$tool" "${g[@]}" -x 6 ;;
+	gdsbench-x5) round_gds "$r" "$wl" "$tool" "${g[@]}" -x 5 ;;
+	gdsbench-x6-threads) round_gds "$r" "$wl" "$tool" "${g[@]}" -x 6 -P 1 ;;
+	gdsbench-x5-threads) round_gds "$r" "$wl" "$tool" "${g[@]}" -x 5 -P 1 ;;
+	fio-cufile-procs) round_fio "$r" "$wl" "$tool" "${f[@]}" "${cuf[@]}" ;;
+	fio-cufile-threads) round_fio "$r" "$wl" "$tool" "${f[@]}" "${cuf[@]}" --thread ;;
+	fio-psync) round_fio "$r" "$wl" "$tool" "${f[@]}" --ioengine=psync ;;
 	*) step_failed "parity: unknown tool $tool" ;;
 	esac
 }
