@@ -22,7 +22,7 @@
 #    parity.json, runs.jsonl, log.txt.
 #
 # Exit status: 0 when every step ran (builds, data, every run, at least 5 rounds); 1 when a step
-# failed (each named); with PARITY_REQUIRE=1, 3 when a gdsbench mode was below the peer (or
+# failed (each named; a round with a failed run is the last one, sparing the device's time); with PARITY_REQUIRE=1, 3 when a gdsbench mode was below the peer (or
 # unknown) in a round. Time: about 90 s of builds and data, then about 75 s per round at
 # PARITY_T=3 (13 runs): 5 rounds fit one 10-minute device call; a round that would end past
 # PARITY_BUDGET (540 s) is not started.
@@ -160,8 +160,12 @@ for r in $(seq 1 "$ROUNDS"); do
 	done
 	LAST=$(( $(date +%s) - start ))
 	DONE=$r
+	if [ "${#GDSV_FAILED[@]}" -gt 0 ]; then
+		step_failed "round $r: ${#GDSV_FAILED[@]} run(s) failed (named below): no more rounds"
+		break
+	fi
 done
-[ "$DONE" -ge "$MIN_ROUNDS" ] || step_failed "rounds: $DONE completed, at least $MIN_ROUNDS are needed (PARITY_ROUNDS, PARITY_T, PARITY_BUDGET)"
+[ "$DONE" -ge "$MIN_ROUNDS" ] || [ "${#GDSV_FAILED[@]}" -gt 0 ] || step_failed "rounds: $DONE completed, at least $MIN_ROUNDS are needed (PARITY_ROUNDS, PARITY_T, PARITY_BUDGET)"
 
 # ---- 4. the table ----
 say "parity (also $OUT/parity.md, $OUT/parity.json)"

@@ -689,3 +689,6 @@ def test_parity_script_fails_on_a_missing_step(parity_env):
     assert rc == 1 and "has no libcufile engine" in out and not recs    # no device time spent on rounds
     rc, out, recs, _ = parity_env(PARITY_ROUNDS="2")
     assert rc == 1 and "rounds: 2 completed, at least 5 are needed" in out and len(recs) == 2 * 6
+    rc, out, recs, _ = parity_env(MOCK_NO_GPU="1")    # every gdsbench run fails: round 1 is the last
+    assert rc == 1 and "round 1: 2 run(s) failed" in out and {r["round"] for r in recs} == {1}
+    assert "seqread-gdsbench-x6-r1 (rc=1" in out
