@@ -130,6 +130,14 @@ def test_health_covers_every_gpu_and_a_gpu_without_a_job_fails_the_node(tmp_path
     rc, result = run_module("gds_bench", {"binary": binary, "jobs": [job, job1], "udev_root": "",
                                           "expect_gpus": [0, 1], "nvml_interval": 0.05})
     assert by_name(result["checks"])["bench: every GPU measured"]["verdict"] == "PASS"
+    # the planner's non-affine pair (GPU 1 reading another group's array) is no job of GPU 1's own;
+    # a GPU without drives measured on the nearest array (non-affine too) is
+    pair = dict(job1, expect_bounce=True)
+    rc, result = run_module("gds_bench", {"binary": binary, "jobs": [job, pair], "udev_root": "", "expect_gpus": [0, 1]})
+    assert by_name(result["checks"])["bench: every GPU measured"]["verdict"] == "FAIL"
+    rc, result = run_module("gds_bench", {"binary": binary, "jobs": [job, dict(pair, nonaffine=True)], "udev_root": "",
+                                          "expect_gpus": [0, 1]})
+    assert by_name(result["checks"])["bench: every GPU measured"]["verdict"] == "PASS"
     # a GPU whose job broke is no measured GPU either
     broken = fake_bench(tmp_path, 'if [[ " $* " == *" -d 1 "* ]]; then exit 1; fi; echo \'%s\'' % json.dumps(RECORD))
     rc, result = run_module("gds_bench", {"binary": broken, "jobs": [job, job1], "udev_root": "", "expect_gpus": [0, 1]})

@@ -166,7 +166,9 @@ def gds_bench_plan(arrays, profile):
             "procs": (None if template.get("procs") is None else int(template["procs"])) if gpu_xfer else 1,
         }
         if not own:
-            job["nonaffine"] = True
+            # far from the drives: cuFile may stage the data in a GPU near them, as it does for
+            # the non-affine pair (the watch's bounce check PASSes naming that GPU)
+            job.update(nonaffine=True, expect_bounce=bool(gpu_xfer))
         # the drives the job's watch reads: the array's, else (a target directory on a live
         # node) the disk under the target
         if array.get("md"):

@@ -54,7 +54,8 @@ options:
       - "C(ceiling) names the job that read the same drives into host memory in the same run: the
         job's C(watch.ceiling) is its throughput over that one's (C(bench: <job>: ceiling_fraction)
         with the watch's C(ceiling_fraction_min)). C(nonaffine) marks a GPU measured on storage
-        outside its affinity group (its thresholds are the non-affine ones)."
+        outside its affinity group (its thresholds are the non-affine ones); it counts for
+        C(bench: every GPU measured), the planner's non-affine pair (C(expect_bounce) alone) does not."
       - "Every GPU at once: C(jobs) lists the sub-jobs (C(name), C(gpu), C(numa), C(target),
         C(threads), C(array), C(members), C(single): the single job of that GPU to compare with)
         and C(jobfile) the gdsio job file that runs them, one C([jobN]) per sub-job in the same

@@ -245,10 +245,10 @@ def every_gpu_check(expected, jobs, results):
     """``bench: every GPU measured``: each GPU of the node (``expected``, from the topology) had a
     job of its own that completed. A GPU without one FAILs the node, named with why (no job was
     planned for it, its jobs broke or were skipped). None without ``expected`` or when no job of
-    the plan uses a GPU (a CPU transfer type). The planner's non-affine comparison read
-    (``expect_bounce``) is no GPU's own job."""
+    the plan uses a GPU (a CPU transfer type). The planner's non-affine comparison read (an
+    ``expect_bounce`` job that is not ``nonaffine``) is no GPU's own job."""
     gpu_jobs = [j for j in jobs if isinstance(j, dict) and j.get("gpu") is not None and not j.get("jobs")
-                and not j.get("expect_bounce")]
+                and (j.get("nonaffine") or not j.get("expect_bounce"))]
     if not gpu_jobs or not expected:
         return None
     done = {r.get("name") for r in results if isinstance(r, dict) and isinstance(r.get("checks"), list)
