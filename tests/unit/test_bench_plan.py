@@ -223,3 +223,13 @@ def test_a_bad_every_gpu_setting_is_refused_by_name(key, value, named):
     with pytest.raises(PlanError) as info:
         gds_bench_plan(ARRAYS, dict(PROFILE, **{key: value}))
     assert ("gds_bench_" + key) in str(info.value) and named in str(info.value)
+
+
+def test_an_array_without_gpus_is_no_gpus_own_array():
+    """An array that names no GPU runs with the node's first GPU (as before), but that is no
+    GPU's own array: every GPU at once compares each GPU with its single on its own array."""
+    arrays = [{"mount": "/scratch", "gpus": [], "members": ["nvme9n1"]}] + ARRAYS[:1]
+    jobs = by_name(gds_bench_plan(arrays, dict(PROFILE, gpu_indices=[0, 1])))
+    assert jobs["scratch seq_read"]["gpu"] == 0
+    own = jobs["all GPUs on own arrays seq_read"]
+    assert [(s["gpu"], s["single"]) for s in own["jobs"]] == [(0, "raid1 gpu0 seq_read"), (1, "raid1 gpu1 seq_read")]

@@ -202,7 +202,8 @@ def gds_bench_plan(arrays, profile):
                 name = "%s gpu%d %s" % (label, gpu, template["name"]) if per_gpu else "%s %s" % (label, template["name"])
                 jobs.append(single(array, gpu, template, name))
                 singles[(gpu, id(array), template["name"])] = name
-                home.setdefault((gpu, template["name"]), name)
+                if per_gpu:
+                    home.setdefault((gpu, template["name"]), name)
         others = [g for g in all_gpus if g not in gpus]
         gain = profile.get("affinity_gain")
         if read and gain and gpus and "far_mount" in array:
