@@ -24,11 +24,12 @@ running a gdsio job file) is read three ways here:
 from __future__ import annotations
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import figure
 from ansible_collections.gds.commission.plugins.module_utils.hw.health import KIND_ROLES, PORT_ROLES
 from ansible_collections.gds.commission.plugins.module_utils.measure.pathlimit import (
     GIB, PathLoop, PathModel, PathUnknown, host_bridge, path_limit, route_links,
 )
-from ansible_collections.gds.commission.plugins.module_utils.measure.thresholds import evaluate, figure, lookup_metric
+from ansible_collections.gds.commission.plugins.module_utils.measure.thresholds import evaluate, lookup_metric
 
 
 def _gb(value):
