@@ -85,6 +85,7 @@ for index in sorted(set(smi) | set(ours)):
           "MATCH" if smi.get(index) == ours.get(index) else "MISMATCH"))
 print("groups:", topo["groups"])
 print("nvme:", [(d["name"], d["bdf"], d["system"]) for d in topo["nvme"]])
+print("disks:", [(d["name"], d["kind"], d["bdf"], d["system"], d.get("unknown")) for d in topo.get("disks", [])])
 print("platform:", json.dumps({k: plat.get(k) for k in ("kernel", "arch", "iommu", "nvidia", "gpus", "nvidia_fs", "p2pdma", "udev", "lockdown")}, default=str)[:3000])
 if smi != ours:
     sys.exit("the facts' GPUs differ from nvidia-smi's")
