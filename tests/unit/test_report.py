@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 
 from ansible_collections.gds.commission.plugins.module_utils.fleet import report as gds_report
-from ansible_collections.gds.commission.plugins.module_utils.core.checks import VERDICTS, gb_text
+from ansible_collections.gds.commission.plugins.module_utils.core.checks import VERDICTS, check, gb_text
 from ansible_collections.gds.commission.plugins.module_utils.hw.health import link_checks
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report import (
     bar_chart, build_report, drift_document, host_document, host_file_name, json_ready, junit, render_html, summary,
@@ -864,6 +864,26 @@ def test_every_gpu_at_once_is_shown_against_its_singles_the_shared_link_and_the_
     assert "per root port: root port 0000:4e:00.0</td><td>4</td>" in table
     # the records table and the job's chart give the host read too
     assert "96 % (all GPUs on nvme23 seq_read host" in page and "measured / host read" in page
+
+
+def test_every_gpu_at_once_into_host_memory_renders(tmp_path):
+    """The concurrent run's read into host memory (no GPU: the host ceiling) on the two-GPU VM:
+    seen on the H100 machine as 'report: cannot render host input: ... gpus[0] is None'."""
+    import simtree
+    from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
+    from ansible_collections.gds.commission.plugins.module_utils.measure.concurrency import concurrency_entry
+    root = simtree.build("cloud-vm-2gpu", str(tmp_path / "vm"))
+    topology, _ = discover(root + "/sys", root + "/proc")
+    job = {"name": "all GPUs on own arrays seq_read host", "jobs": [
+        {"name": "gpu%d data host" % g, "gpu": None, "array": "data", "single": "data seq_read host"} for g in (0, 1)]}
+    record = {"throughput_gib_s": 2.2, "jobs": [{"throughput_gib_s": 1.1}, {"throughput_gib_s": 1.1}]}
+    entry = concurrency_entry(job, record, {"data seq_read host": {"throughput_gib_s": 2.1}}, topology)
+    assert [(g["key"], g["gpus"]) for g in entry["groups"]] == [("host memory (no GPU)", [])]
+    result = {"name": job["name"], "record": record, "watch": {"concurrency": entry}, "checks": []}
+    docs = docs_for({"h": {"checks": [check("bench: x: run", "PASS", "exit 0", "exit 0")], "topology": topology,
+                           "bench": [result]}})
+    assert docs["h"]["verdict"] == "PASS", [c for c in docs["h"]["checks"] if c["verdict"] != "PASS"]
+    assert "host memory (no GPU)" in render_html(summary("r", "s", "f", docs), docs)
 
 
 def test_every_gpu_section_shows_unknowns_and_no_hostile_figure():

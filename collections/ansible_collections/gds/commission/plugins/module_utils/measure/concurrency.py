@@ -146,11 +146,14 @@ def _throughput(record):
     return figure(lookup_metric(record or {}, "throughput_gib_s"))
 
 
+HOST_MEMORY = "host memory (no GPU)"
+
+
 def _bucket(key, rows, parts, topology, gpu_load):
     """The aggregate of some sub-jobs against the sum of their singles and their part's limit."""
     aggregate = [r["gib_s"] for r in rows]
     singles = [r["single_gib_s"] for r in rows]
-    out = {"key": key, "gpus": [r["gpu"] for r in rows],
+    out = {"key": key, "gpus": [r["gpu"] for r in rows if r["gpu"] is not None],
            "aggregate_gib_s": round(sum(aggregate), 4) if None not in aggregate else None,
            "singles_gib_s": round(sum(singles), 4) if None not in singles and singles else None}
     out["scaling"] = (round(out["aggregate_gib_s"] / out["singles_gib_s"], 4)
@@ -192,7 +195,8 @@ def concurrency_entry(job, record, records, topology=None, gpu_load=None, drives
     for title, key_of in (("groups", group_of), ("root_ports", root_port_of)):
         buckets = {}
         for row in rows:
-            key = key_of(topology, row["gpu"]) if row["gpu"] is not None else None
+            # a read into host memory (the ceiling's run) crosses no GPU's link: one bucket of its own
+            key = key_of(topology, row["gpu"]) if row["gpu"] is not None else HOST_MEMORY
             buckets.setdefault(key or "unknown", []).append(row)
         out[title] = [_bucket(key, members, [parts[r["name"]] for r in members], topology, gpu_load)
                       for key, members in sorted(buckets.items())]
