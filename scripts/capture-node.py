@@ -116,15 +116,18 @@ class Capture(object):
                 return True
         return False
 
-    def file(self, rel):
+    def file(self, rel, follow=False):
+        """``rel`` as a regular file of the capture. sysfs links are kept as links (``link``), so
+        nothing is read through one; procfs's own links (/proc/mounts -> self/mounts, /proc/self)
+        are the kernel's view of this process: read through them (``follow``)."""
         path = self._abs(rel)
-        if self.through_link(rel):
+        if not follow and self.through_link(rel):
             return
         try:
-            st = os.lstat(path)
+            st = os.stat(path) if follow else os.lstat(path)
             if not stat.S_ISREG(st.st_mode):
                 return
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW))
             try:
                 data = os.read(fd, LIMIT)
             finally:
@@ -298,7 +301,7 @@ class Capture(object):
                 self.file("sys/class/iommu/%s/intel-iommu/version" % unit)
         self.file("sys/kernel/security/lockdown")
         for rel in PROC_FILES:
-            self.file("proc/" + rel)
+            self.file("proc/" + rel, follow=True)
         self.filtered("proc/kallsyms", lambda line: any(line.endswith(b" " + s.encode()) for s in KALLSYMS))
         self.filtered("var/lib/dpkg/status", lambda stanza: any(
             stanza.startswith(b"Package: " + p.encode()) for p in DPKG_PREFIXES), separator=b"\n\n")

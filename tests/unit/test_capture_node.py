@@ -54,3 +54,24 @@ def test_serials_and_addresses_are_anonymised(tmp_path):
     captured = capture(src, tmp_path / "out", "a100")
     text = b"".join(open(os.path.join(d, f), "rb").read() for d, _, fs in os.walk(captured) for f in fs)
     assert b"S6EWNE0R123456" not in text
+
+
+def test_procfs_links_are_read_through(tmp_path, module_runner):
+    """On a real node /proc/mounts is a link to self/mounts and /proc/self a link to the pid: the
+    capture holds their text (the first capture of the H100 machine lacked both)."""
+    src = tmp_path / "tree"
+    simtree.build("cloud-vm", str(src))
+    proc = src / "proc"
+    (proc / "4242").mkdir()
+    os.rename(proc / "mounts", proc / "4242" / "mounts")
+    if (proc / "self").exists():
+        os.rename(proc / "self", proc / "4242.self")
+        for name in os.listdir(proc / "4242.self"):
+            os.rename(proc / "4242.self" / name, proc / "4242" / name)
+        os.rmdir(proc / "4242.self")
+    os.symlink("4242", proc / "self")
+    os.symlink("self/mounts", proc / "mounts")
+    captured = capture(src, tmp_path / "out", "vm")
+    assert not os.path.islink(captured / "proc" / "mounts")
+    assert (captured / "proc" / "mounts").read_text() == (proc / "4242" / "mounts").read_text()
+    assert facts(module_runner, captured)["gds_topology"]["gpus"]
