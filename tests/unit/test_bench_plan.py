@@ -168,6 +168,9 @@ def test_every_gpu_at_once_on_own_arrays_then_on_one_array_from_job_files():
     write = jobs["all GPUs on own arrays seq_write"]
     assert [(s["target"], s["threads"]) for s in write["jobs"]] == [(s["target"], s["threads"]) for s in own["jobs"]]
     assert write["io_type"] == "write" and "scaling" not in write and "ceiling" not in write
+    # and writes them whole: one full pass, no runtime to cut it short (the read then refuses short files)
+    assert write["duration"] == 0 and "runtime=0" in write["jobfile"]
+    assert own["duration"] == 30 and "runtime=30" in own["jobfile"]
     host = jobs["all GPUs on own arrays seq_read host"]
     assert host["xfer_type"] == 1 and all(s["gpu"] is None for s in host["jobs"]) and "gpu_dev_id" not in host["jobfile"]
     assert [s["single"] for s in host["jobs"]] == ["raid1 seq_read host"] * 2 + ["raid3 seq_read host"] * 2

@@ -7,15 +7,15 @@ import sys
 
 import pytest
 
-from conftest import COLLECTION, ROOT, run_module
+from conftest import COLLECTION, GDSBENCH_SRC, ROOT, run_module
 from test_gds_bench import RECORD, fake_bench
 
 sys.path.insert(0, os.path.join(COLLECTION, "plugins", "filter"))
 from gds_bench_plan import gds_gdsio_jobfile  # noqa: E402
 
-BENCH = os.path.join(ROOT, "bench", "gdsbench")
+BENCH = os.path.join(GDSBENCH_SRC, "gdsbench")
 FAULT = os.path.join(ROOT, "tests", "fault")
-needs_bench = pytest.mark.skipif(not os.access(BENCH, os.X_OK), reason="bench/gdsbench not built (make -C bench)")
+needs_bench = pytest.mark.skipif(not os.access(BENCH, os.X_OK), reason="gdsbench not built (make -C bench)")
 
 
 def by_name(checks):
