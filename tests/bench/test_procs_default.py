@@ -87,14 +87,3 @@ def test_small_random_other_engines_and_explicit_p1_stay_threads(gds, files, tmp
     assert procs_of(gds, tmp_path, *d, "-x", 2, "-I", 0, "-i", "1M") == 1
     assert procs_of(gds, tmp_path, *d, "-x", 6, "-I", 2, "-i", "4K", "-T", "0.2") == 1
     assert procs_of(gds, tmp_path, *d, "-x", 0, "-I", 0, "-i", "1M", "-P", 1) == 1
-
-
-def test_the_stream_api_runs_in_processes_whatever_the_io(gds, files, tmp_path):
-    """-x 5 completes a process's ops on one host thread (the per_process_completion flag): small
-    random reads of 32 threads in one process made a third of -x 0's IOPS on the H100 machine."""
-    cpus = os.sysconf("SC_NPROCESSORS_ONLN")
-    d = ["-D", files, "-s", "1M", "-w", 2, "-x", 5]
-    assert procs_of(gds, tmp_path, *d, "-I", 1, "-i", "1M") == min(2, cpus)  # (writes the files)
-    assert procs_of(gds, tmp_path, *d, "-I", 2, "-i", "4K", "-T", "0.2") == min(2, cpus)
-    assert procs_of(gds, tmp_path, *d, "-I", 0, "-i", "128K") == min(2, cpus)
-    assert procs_of(gds, tmp_path, *d, "-I", 2, "-i", "4K", "-T", "0.2", "-P", 1) == 1

@@ -55,7 +55,6 @@ enum engine_flags {
 	ENG_ODIRECT = 1u << 2,	/* files opened with O_DIRECT (4 KiB alignment) */
 	ENG_QUEUED = 1u << 3,	/* submit/reap with -B slots in flight */
 	ENG_IOQUEUE = 1u << 4,	/* its ops in flight occupy cuFile's I/O queue (max_io_queue_depth) */
-	ENG_PERPROC = 1u << 5,	/* its ops complete on one host thread per process: processes scale it */
 };
 
 struct flag_info {
@@ -284,8 +283,7 @@ int run_here(struct job *jobs, int njobs, const struct run_place *pl, int *run_r
  * 0 ok, -1 run errors, -2 an engine could not start (messages printed) */
 int run_procs(struct job *jobs, int njobs, int nprocs, double *cpu_s, char *err, size_t errlen);
 /* worker processes when -P is not given: one per thread for large sequential
- * cuFile I/O (ENG_CUFILE, I/O size >= PROCS_DEFAULT_MIN_IO) and for an engine whose ops complete
- * on one host thread per process (ENG_PERPROC), whatever the I/O; else 1 */
+ * cuFile I/O (ENG_CUFILE, I/O size >= PROCS_DEFAULT_MIN_IO), else 1 */
 #define PROCS_DEFAULT_MIN_IO (256u << 10)
 int procs_default(const struct job *jobs, int njobs, int total_threads);
 

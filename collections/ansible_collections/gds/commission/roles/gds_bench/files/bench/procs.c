@@ -132,13 +132,9 @@ int procs_default(const struct job *jobs, int njobs, int total_threads)
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	int n = total_threads;
 
-	/* the stream engine in compat mode completes a process's ops one at a time on CUDA's
-	 * callback thread: 4 KiB random reads of 32 threads in one process made 31k IOPS against
-	 * 90k for -x 0 on the H100 machine (bench/RESULTS.md section 13) */
 	for (int i = 0; i < njobs; i++)
-		if (!(jobs[i].xt->flags & ENG_PERPROC) &&
-		    (!(jobs[i].xt->flags & ENG_CUFILE) || io_is_rand(jobs[i].io_type) ||
-		     jobs[i].io_size < PROCS_DEFAULT_MIN_IO))
+		if (!(jobs[i].xt->flags & ENG_CUFILE) || io_is_rand(jobs[i].io_type) ||
+		    jobs[i].io_size < PROCS_DEFAULT_MIN_IO)
 			return 1;
 	if (cpus > 0 && n > cpus)
 		n = (int)cpus;

@@ -16,8 +16,6 @@ static const struct flag_info flags[] = {
 	{ ENG_ODIRECT, "odirect", "files opened with O_DIRECT (4 KiB alignment); without it the page cache serves" },
 	{ ENG_QUEUED, "queued", "keeps -B ops in flight per thread (submit and reap)" },
 	{ ENG_IOQUEUE, "cufile_queue", "its ops in flight occupy cuFile's I/O queue (execution.max_io_queue_depth, per process)" },
-	{ ENG_PERPROC, "per_process_completion",
-	  "its ops complete on one host thread per process (CUDA stream callbacks): worker processes scale it" },
 };
 
 /* indexed by gdsio's number; an entry with refused set is gdsio's but not run here */
@@ -32,7 +30,7 @@ static const struct xfer_type xfer_types[] = {
 	{ 4, "CPU_CACHED_GPU", "page cache then GPU: buffered pread into pinned host memory, cudaMemcpyAsync",
 	  ENG_GPU, 0, NULL },
 	{ 5, "GPUD_ASYNC", "GPU direct, cuFile stream API: cuFileReadAsync/WriteAsync on -B registered streams",
-	  ENG_GPU | ENG_CUFILE | ENG_ODIRECT | ENG_QUEUED | ENG_PERPROC, 8, NULL },
+	  ENG_GPU | ENG_CUFILE | ENG_ODIRECT | ENG_QUEUED, 8, NULL },
 	{ 6, "GPU_BATCH", "GPU direct, cuFile batch API: -B entries per thread in batches on several handles",
 	  ENG_GPU | ENG_CUFILE | ENG_ODIRECT | ENG_QUEUED | ENG_IOQUEUE, 4, NULL },
 	{ 7, "GPU_BATCH_STREAM", "cuFile batch API on a CUDA stream", 0, 0,
