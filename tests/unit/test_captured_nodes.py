@@ -43,3 +43,14 @@ def test_gpu_pairs_as_nvidia_smi_topo_mp(machine):
     for pair, level in expected["gpu_pairs"].items():
         a, b = pair.split()
         assert topology["matrix"][a][b] == level, (pair, topology["matrix"][a][b], level)
+
+
+def test_every_disk_has_its_pci_function_and_the_root_disk_is_a_system_drive(machine):
+    """The data disks of a rented machine (virtio) are found with the PCI function their data
+    crosses, and the disk under / is never a data drive."""
+    topology, _ = machine
+    disks = topology.get("disks") or []
+    assert disks
+    for disk in disks:
+        assert disk.get("bdf"), disk
+    assert any(d.get("system") for d in disks + (topology.get("nvme") or []))
