@@ -147,8 +147,8 @@ DELEGATES = {
 # named like a builder, builds no check
 NOT_BUILDERS = {
     "slurm:first_failing_check": "picks the check that failed a host",
-    "report:_link_checks": "selects the link checks by bdf",
-    "report:_rdma_checks": "selects the rdma: checks by name",
+    "report_links:_link_checks": "selects the link checks by bdf",
+    "report_html:_rdma_checks": "selects the rdma: checks by name",
 }
 
 
@@ -430,14 +430,14 @@ CASES = {
                   {"record": {"throughput_gib_s": 12.0}}, {"b": {"throughput_gib_s": 8.0}}], {}),
         [((1, "record", "throughput_gib_s"), r"affinity_gain"), ((2, "b", "throughput_gib_s"), r"affinity_gain"),
          ((2, "b"), r"affinity_gain")]),
-    "report:normalize_check": Case(
+    "report_inputs:normalize_check": Case(
         lambda: (report.normalize_check, [{"name": "bench: j: run", "verdict": "PASS", "expected": "x",
                                            "actual": "exit 0, 1 bytes"}], {}),
         [((0, "actual"), r"bench: j: run")], xfail=REPORT),
-    "report:fleet_checks": Case(
+    "report_baselines:fleet_checks": Case(
         lambda: (lambda docs, platforms: report.fleet_checks(docs, platforms).get("node0"), list(_fleet_docs()), {}),
         [((0, "node0", "checks", 0, "actual"), r"fleet"), ((0, "node1", "checks", 0, "actual"), None)]),
-    "report:history_checks": Case(
+    "report_baselines:history_checks": Case(
         lambda: (lambda doc, runs: report.history_checks("node0", doc, runs), list(_history()), {}),
         [((0, "checks", 0, "actual"), r"history"), ((1, 0, "values", "md1 seq_read: throughput_gib_s"), r"history")],
         xfail=REPORT),
