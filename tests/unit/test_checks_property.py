@@ -359,7 +359,7 @@ CASES = {
         [(("rdma_nics", 0, "address"), r"rdma_dev_addr_list"),
          ((0, "properties", "rdma_dev_addr_list"), r"rdma_dev_addr_list"),
          ((0, "properties", "rdma_dev_addr_list", 0), r"rdma_dev_addr_list")]),
-    "cufile:remote_fs_check": Case(
+    "cufile_remote:remote_fs_check": Case(
         lambda: (remote_fs_check, [{"version": "1.13.0", "source": "libcufile.so.1.13.0",
                                     "keys": {"properties": ["rdma_load_balancing_policy"]}},
                                    [{"mountpoint": "/mnt/nfs", "address": "10.0.0.1"}], [], None], {}),
