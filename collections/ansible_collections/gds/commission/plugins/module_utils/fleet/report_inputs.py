@@ -10,6 +10,7 @@ import re
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import VERDICTS
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check as make_check
+from ansible_collections.gds.commission.plugins.module_utils.hw.facts_schema import PLATFORM, TOPOLOGY
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_text import as_text, check_value, short_text
 
 
@@ -103,17 +104,55 @@ def normalize_check(item):
 # The shape the report reads
 # --------------------------------------------------------------------------------------------
 _M, _L = dict, list
+_NAMES = (_L, ((str, int), None))  # device names, GPU indices, command words
+_SCALARS = {"string", "integer", "number", "boolean", "null"}
+
+
+def _schema_types(schema):
+    """The JSON types a schema node allows ({"object"}, {"string", "null"} ...)."""
+    kind = schema.get("type")
+    if kind is not None:
+        return set(kind) if isinstance(kind, list) else {kind}
+    if "anyOf" in schema:
+        return set().union(*(_schema_types(member) for member in schema["anyOf"]))
+    return {"string"} if "enum" in schema else set()
+
+
+def fact_shape(schema, levels=None):
+    """The shape the report walks of a fact, from its JSON schema (hw/facts_schema.py): each
+    object and list of it down ``levels`` levels (None: all), a list of plain values as one of
+    names; a leaf, or a value of several kinds, is not walked (None): it is shown, never judged."""
+    kinds = _schema_types(schema) - {"null"}
+    if kinds == {"object"}:
+        if levels == 0:
+            return (_M, {})
+        deeper = None if levels is None else levels - 1
+        inner = {}
+        for key, sub in (schema.get("properties") or {}).items():
+            shape = fact_shape(sub, deeper)
+            if shape:
+                inner[key] = shape
+        values = schema.get("additionalProperties")
+        shape = fact_shape(values, deeper) if isinstance(values, dict) else None
+        if shape:
+            inner["*"] = shape
+        return (_M, inner)
+    if kinds == {"array"}:
+        items = schema.get("items") or {}
+        if _schema_types(items) <= _SCALARS:
+            return _NAMES
+        return (_L, fact_shape(items, None if levels is None else levels - 1) or (_M, {}))
+    return None
+
+
 # What the report walks of a host's inputs (host_inputs, HOST.json): each key's type where it is
 # present (null: not recorded), a list's items, a mapping's keys ("*": each value). Figures are
 # shown or "unknown" (figure_text, table_figure), never judged here: the checks are the judges.
-_NAMES = (_L, ((str, int), None))  # device names, GPU indices, command words
+# The facts' shapes come from their schema: the topology's every container (the report's tables
+# walk it), the platform as one mapping (copied into HOST.json as it is).
 INPUT_SHAPE = (_M, {
-    "topology": (_M, {
-        "gpus": (_L, (_M, {"nics": _NAMES})), "nvme": (_L, (_M, {"paths": (_L, (_M, {}))})),
-        "nics": (_L, (_M, {"ports": (_L, (_M, {}))})),
-        "groups": (_L, (_M, {"gpus": _NAMES, "nvme": _NAMES, "nics": _NAMES})),
-        "pcie_links": (_L, (_M, {})), "bridges": (_L, (_M, {})), "matrix": (_M, {"*": (_M, {})})}),
-    "platform": (_M, {}),
+    "topology": fact_shape(TOPOLOGY),
+    "platform": fact_shape(PLATFORM, levels=0),
     "arrays": (_L, (_M, {"members": _NAMES})),
     "bench": (_L, (_M, {"cmd": _NAMES, "record": (_M, {"lat_us": (_M, {}), "path": (_M, {})}),
                         "watch": (_M, {"limit": (_M, {}), "cufile": (_M, {"buffer_gpus": _NAMES}),

@@ -67,7 +67,9 @@ AER_FILES = (("correctable", "aer_dev_correctable", "TOTAL_ERR_COR"),
              ("rootport_fatal", "aer_rootport_total_err_fatal", None))
 AER_FILE_NAMES = dict((key, name) for key, name, dummy in AER_FILES)
 
-_BDF = re.compile(r"^([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
+# a PCI address as sysfs names it (domain of 4 hex digits, more in Intel VMD domains)
+BDF_PATTERN = r"^([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$"
+_BDF = re.compile(BDF_PATTERN)
 _ROOT_BUS = re.compile(r"^pci([0-9a-f]{4,8}):([0-9a-f]{2})$")
 
 
