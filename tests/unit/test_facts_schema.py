@@ -16,7 +16,7 @@ import yaml
 from ansible_collections.gds.commission.plugins.module_utils.fleet import report as gds_report
 from ansible_collections.gds.commission.plugins.module_utils.hw.facts_schema import FACTS_SCHEMA, PLATFORM, TOPOLOGY
 from conftest import COLLECTION, ROOT, run_module
-from test_gds_platform import FAKE_PYNVML_MODULE
+from test_gds_platform import fake_pynvml  # noqa: F401  (a fixture: NVML answering like two A100s)
 
 FIXTURES = sorted(os.path.splitext(os.path.basename(p))[0] for p in glob.glob(os.path.join(ROOT, "tests", "fixtures", "*.yml")))
 VALIDATOR = jsonschema.Draft202012Validator(FACTS_SCHEMA)
@@ -48,15 +48,7 @@ def test_every_fixture_nodes_facts_are_valid(sim_node, fixture):
     assert problems(facts) == [], fixture
 
 
-@pytest.fixture
-def fake_nvml(tmp_path, monkeypatch):
-    path = tmp_path / "fake_pynvml"
-    path.mkdir()
-    (path / "pynvml.py").write_text(FAKE_PYNVML_MODULE)
-    monkeypatch.syspath_prepend(str(path))  # run_module passes sys.path on as PYTHONPATH
-
-
-def test_facts_with_nvml_are_valid(sim_node, fake_nvml):
+def test_facts_with_nvml_are_valid(sim_node, fake_pynvml):
     """What only NVML gives: GPU names in the topology, the platform's GPU list."""
     facts = module_facts(sim_node("dgx-a100"), topology={"gpu_index_source": "nvml"}, platform={"gpu_source": "nvml"})
     assert facts["gds_platform"]["gpus"] and facts["gds_platform"]["nvml"]["used"]
