@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Commission the GPU machine this runs on, against itself (connection local, inventory/gpu-local):
+#   0. a capture of the machine's sysfs/procfs and NVML's view of its GPUs (scripts/capture-node.py),
+#      a fixture for the tests;
 #   1. GPU facts: gds_topology and gds_platform against nvidia-smi;
 #   2. commission with the udev record of the data file system missing (the preflight finding),
 #      only when the record is absent on this machine: an existing record (udevd's) is never
@@ -10,6 +12,8 @@
 # ansible-core and the collections come carried in .whl/ when the machine has no package index:
 # make them with `make wheels` (scripts/carry-wheels.sh); a missing wheel is named.
 # Outputs go to $OUT (default build/gpu-commission). UDEV_DATA overrides /run/udev/data.
+# Every step checks its own outcome (a run that must PASS, one that must FAIL with its evidence);
+# the script names each step that did not come out as expected and exits 1 when there is one.
 #   scripts/gpu-commission.sh [DATA_DIR]
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,6 +23,8 @@ mkdir -p "$OUT"
 # shellcheck source-path=SCRIPTDIR source=../bench/gpu_lib.sh
 . "$ROOT/bench/gpu_lib.sh"	# udev_record
 say() { printf '\n==== %s\n' "$*"; }
+FAILED=()
+failed() { FAILED+=("$1"); echo "STEP FAILED: $1"; }
 
 if ! command -v ansible-playbook >/dev/null 2>&1; then
 	echo "ansible-playbook not found: installing the carried wheels from .whl/"
@@ -46,27 +52,42 @@ FST=$(findmnt -no FSTYPE -T "$DATA")
 RECORD=${UDEV_DATA:-/run/udev/data}/b$MM
 say "data directory $DATA on $(findmnt -no SOURCE -T "$DATA") ($FST, $MM)"
 
+say "0. capture the machine for the tests (tests/fixtures/captured/)"
+python3 scripts/capture-node.py "$OUT/capture" --name "${CAPTURE_NAME:-gpu-node}" --expect \
+	|| failed "0. the capture of this machine"
+
 say "1. GPU facts"
-nvidia-smi --query-gpu=index,pci.bus_id,name,driver_version --format=csv | tee "$OUT/nvidia-smi.csv"
-ANSIBLE_LOAD_CALLBACK_PLUGINS=1 ANSIBLE_STDOUT_CALLBACK=ansible.builtin.json ansible all -i localhost, -c local -m gds_topology > "$OUT/topology.json"
-ANSIBLE_LOAD_CALLBACK_PLUGINS=1 ANSIBLE_STDOUT_CALLBACK=ansible.builtin.json ansible all -i localhost, -c local -m gds_platform > "$OUT/platform.json"
-python3 - "$OUT" <<'PY'
+nvidia-smi --query-gpu=index,pci.bus_id,name,driver_version --format=csv | tee "$OUT/nvidia-smi.csv" || failed "nvidia-smi"
+nvidia-smi topo -m > "$OUT/nvidia-smi-topo-m.txt" 2>&1 && cat "$OUT/nvidia-smi-topo-m.txt"
+for module in gds_topology gds_platform; do
+	ANSIBLE_LOAD_CALLBACK_PLUGINS=1 ANSIBLE_STDOUT_CALLBACK=ansible.builtin.json \
+		ansible all -i localhost, -c local -m "gds.commission.$module" > "$OUT/${module#gds_}.json" \
+		|| failed "1. the $module module (see $OUT/${module#gds_}.json)"
+done
+# every GPU of nvidia-smi is a GPU of the facts at the same index and PCI address, and no other
+python3 - "$OUT" <<'PY' || failed "1. GPU facts against nvidia-smi"
 import csv, json, sys
 out = sys.argv[1]
 def facts(name, key):
     doc = json.load(open("%s/%s.json" % (out, name)))
-    return doc["plays"][0]["tasks"][0]["hosts"]["localhost"]["ansible_facts"][key]
+    result = doc["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    if key not in (result.get("ansible_facts") or {}):
+        sys.exit("%s: no %s in the result: %s" % (name, key, str(result.get("msg"))[:500]))
+    return result["ansible_facts"][key]
 topo = facts("topology", "gds_topology")
 plat = facts("platform", "gds_platform")
 rows = list(csv.DictReader(open(out + "/nvidia-smi.csv"), skipinitialspace=True))
 smi = {int(r["index"]): r["pci.bus_id"].lower()[4:] for r in rows}
+ours = {gpu["index"]: gpu["bdf"] for gpu in topo["gpus"]}
 print("gds_topology index source:", topo.get("index_source"))
-for gpu in topo["gpus"]:
-    print("GPU%d %s name=%s | nvidia-smi %s -> %s" % (gpu["index"], gpu["bdf"], gpu.get("name"),
-          smi.get(gpu["index"]), "MATCH" if smi.get(gpu["index"]) == gpu["bdf"] else "MISMATCH"))
+for index in sorted(set(smi) | set(ours)):
+    print("GPU%d facts %s | nvidia-smi %s -> %s" % (index, ours.get(index), smi.get(index),
+          "MATCH" if smi.get(index) == ours.get(index) else "MISMATCH"))
 print("groups:", topo["groups"])
 print("nvme:", [(d["name"], d["bdf"], d["system"]) for d in topo["nvme"]])
 print("platform:", json.dumps({k: plat.get(k) for k in ("kernel", "arch", "iommu", "nvidia", "gpus", "nvidia_fs", "p2pdma", "udev", "lockdown")}, default=str)[:3000])
+if smi != ours:
+    sys.exit("the facts' GPUs differ from nvidia-smi's")
 PY
 
 if [ -e "$RECORD" ]; then
@@ -76,34 +97,48 @@ if [ -e "$RECORD" ]; then
 else
 	say "2. commission with $RECORD missing (it is absent on this machine)"
 	ansible-playbook -i inventory/gpu-local playbooks/commission.yml -e gds_bench_target_dir="$DATA" -e gds_bench_duration=5 > "$OUT/commission-no-udev.log" 2>&1
-	echo "exit $?"; grep -E "udev|msg: 'gpu-local" "$OUT/commission-no-udev.log" | head -12
+	rc=$?; echo "exit $rc (expected: not 0, the missing record found)"
+	grep -E "udev|msg: 'gpu-local" "$OUT/commission-no-udev.log" | head -12
+	[ "$rc" -ne 0 ] && grep -q "udev" "$OUT/commission-no-udev.log" || failed "2. the missing udev record was not reported"
 fi
 
 say "3. commission with the udev record"
 udev_record "$MM" "$FST" || exit 1
 ansible-playbook -i inventory/gpu-local playbooks/commission.yml -e gds_bench_target_dir="$DATA" > "$OUT/commission.log" 2>&1
-echo "exit $?"; grep -E "msg: 'gpu-local|^ *- ?'?group|PLAY RECAP" -A1 "$OUT/commission.log" | head -20
-python3 - "$OUT/reports/latest/summary.json" <<'PY'
+rc=$?; echo "exit $rc"; grep -E "msg: 'gpu-local|^ *- ?'?group|PLAY RECAP" -A1 "$OUT/commission.log" | head -20
+[ "$rc" -eq 0 ] || failed "3. the compat commissioning did not PASS (exit $rc, $OUT/commission.log)"
+python3 - "$OUT/reports/latest/summary.json" <<'PY' || failed "3. the report of the compat run"
 import json, sys
 doc = json.load(open(sys.argv[1]))
 for host, entry in doc["hosts"].items():
     print(host, entry["verdict"])
     for c in entry["checks"]:
-        print("  %-5s %-55s expected %-22s actual %s %s" % (c["verdict"], c["name"][:55], c.get("expected"), c.get("actual"), c.get("detail", "")[:90]))
+        print("  %-5s %-55s expected %-22s actual %s %s" % (c["verdict"], c["name"][:55], c.get("expected"), c.get("actual"), (c.get("detail") or "")[:90]))
 PY
 cp -rL "$OUT/reports/latest" "$OUT/compat-report" 2>/dev/null
 
 say "4. benchmark again, expecting nvidia-fs"
 ansible-playbook -i inventory/gpu-local playbooks/bench.yml playbooks/report.yml -e gds_bench_target_dir="$DATA" \
 	-e gds_bench_duration=5 -e gds_bench_expect_path=nvfs > "$OUT/commission-nvfs.log" 2>&1
-echo "exit $?"
-python3 - "$OUT/reports/latest/summary.json" <<'PY'
+rc=$?; echo "exit $rc (expected: not 0, the io path check FAIL)"
+[ "$rc" -ne 0 ] || failed "4. a run expecting nvidia-fs passed on a node without it"
+python3 - "$OUT/reports/latest/summary.json" <<'PY' || failed "4. no io path FAIL with its evidence"
 import json, sys
 doc = json.load(open(sys.argv[1]))
+found = 0
 for host, entry in doc["hosts"].items():
     print(host, entry["verdict"])
     for c in entry["checks"]:
         if c["name"].endswith("io path"):
             print("  %-5s %s expected %s actual %s: %s" % (c["verdict"], c["name"], c["expected"], c["actual"], c.get("detail")))
+            found += c["verdict"] == "FAIL"
+sys.exit(0 if found else "no io path check FAILed")
 PY
 tar czf "$OUT/reports.tgz" -C "$OUT" reports compat-report 2>/dev/null
+
+if ((${#FAILED[@]})); then
+	say "${#FAILED[@]} step(s) did not come out as expected"
+	printf '  %s\n' "${FAILED[@]}"
+	exit 1
+fi
+say "every step came out as expected"

@@ -59,26 +59,66 @@ def commission_env(tmp_path):
         #!/bin/sh
         case "$2" in MAJ:MIN) echo " 254:0" ;; FSTYPE) echo ext4 ;; SOURCE) echo /dev/vda ;; esac
         """))
-    executable(bin_dir / "nvidia-smi", "#!/bin/sh\necho 'index, pci.bus_id, name, driver_version'\n")
-    facts = {"gds_topology": {"gpus": [], "groups": [], "nvme": []}, "gds_platform": {}}
+    executable(bin_dir / "nvidia-smi", "#!/bin/sh\necho 'index, pci.bus_id, name, driver_version'\n"
+                                         "echo '0, 00000000:00:06.0, NVIDIA H100 80GB HBM3, 580.159.04'\n")
+    facts = {"gds_topology": {"gpus": [{"index": 0, "bdf": "0000:00:06.0"}], "groups": [], "nvme": []},
+             "gds_platform": {}}
     doc = {"plays": [{"tasks": [{"hosts": {"localhost": {"ansible_facts": facts}}}]}]}
-    executable(bin_dir / "ansible", "#!/bin/sh\necho '%s'\n" % json.dumps(doc))
+    unresolved = {"plays": [{"tasks": [{"hosts": {"localhost": {"msg": "Cannot resolve module"}}}]}]}
+    # as ansible does: a module name the collection layout does not resolve is an error
+    executable(bin_dir / "ansible", textwrap.dedent("""\
+        #!/bin/sh
+        [ -n "$FAKE_ANSIBLE_FAILS" ] && { echo '%s'; exit 2; }
+        case "$*" in *"-m gds.commission."*) echo '%s' ;; *) echo '%s'; exit 2 ;; esac
+        """ % (json.dumps(unresolved), json.dumps(doc), json.dumps(unresolved))))
+    # the outcomes a real node gives: no udev record -> not PASS naming it; nvfs expected in compat
+    # mode -> the io path check FAILs; else PASS ($PLAYBOOK_RC forces another exit status)
     executable(bin_dir / "ansible-playbook", textwrap.dedent("""\
         #!/bin/sh
         [ "$1" = --version ] && { echo "ansible-playbook [core 2.19.14]"; exit 0; }
+        mkdir -p "$GDS_REPORTS_DIR/latest"
         if [ -e "$UDEV_DATA/b254:0" ]; then echo present >>"$CALLS"; else echo missing >>"$CALLS"; fi
-        mkdir -p "$GDS_REPORTS_DIR/latest" && echo '{"hosts": {}}' >"$GDS_REPORTS_DIR/latest/summary.json"
+        if [ ! -e "$UDEV_DATA/b254:0" ]; then
+          echo "driver: udev record of vda: missing"; echo '{"hosts": {}}' >"$GDS_REPORTS_DIR/latest/summary.json"; exit 2
+        fi
+        case "$*" in *expect_path=nvfs*)
+          echo '{"hosts": {"gpu-local": {"verdict": "FAIL", "checks": [{"name": "bench: seq_read: io path",
+            "verdict": "FAIL", "expected": "nvfs", "actual": "compat"}]}}}' >"$GDS_REPORTS_DIR/latest/summary.json"
+          exit 2 ;;
+        esac
+        echo '{"hosts": {"gpu-local": {"verdict": "PASS", "checks": []}}}' >"$GDS_REPORTS_DIR/latest/summary.json"
+        exit "${PLAYBOOK_RC:-0}"
         """))
     env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]), UDEV_DATA=str(udev),
                CALLS=str(calls), OUT=str(tmp_path / "out"))
     data = tmp_path / "data"
     data.mkdir()
 
-    def run():
+    def run(**extra):
         proc = subprocess.run([os.path.join(ROOT, "scripts", "gpu-commission.sh"), str(data)], capture_output=True,
-                              text=True, env=env, timeout=120)
+                              text=True, env=dict(env, **extra), timeout=120)
+        run.rc = proc.returncode
         return proc.stdout + proc.stderr, calls.read_text().split() if calls.exists() else []
     return udev, run
+
+
+def test_gpu_commission_passes_when_every_step_comes_out_as_expected(commission_env):
+    udev, run = commission_env
+    out, _ = run()
+    assert run.rc == 0, out
+    assert "MATCH" in out and "every step came out as expected" in out
+
+
+@pytest.mark.parametrize("env, step", [
+    # what the script met once: Ansible could not resolve the module (a traceback, exit 0 then)
+    ({"FAKE_ANSIBLE_FAILS": "1"}, "1. the gds_topology module"),
+    ({"PLAYBOOK_RC": "2"}, "3. the compat commissioning did not PASS"),
+])
+def test_gpu_commission_fails_naming_the_step(commission_env, env, step):
+    udev, run = commission_env
+    out, _ = run(**env)
+    assert run.rc == 1, out
+    assert "STEP FAILED: " + step in out, out
 
 
 def test_gpu_commission_never_deletes_a_live_udev_record(commission_env):

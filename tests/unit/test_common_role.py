@@ -25,11 +25,33 @@ def test_each_checked_role_starts_with_the_shared_preamble_naming_itself(role):
     preamble = [t for t in tasks if "ansible.builtin.import_role" in t]
     assert len(preamble) == 1, "%s: no gds_common preamble in tasks/main.yml" % role
     assert preamble[0]["ansible.builtin.import_role"] == {"name": "gds.commission.gds_common", "tasks_from": "validate_role"}
-    assert preamble[0]["vars"] == {"gds_common_role": role}
-    # first, or right after the check that gds_facts ran: before the role reads or changes anything
-    assert tasks.index(preamble[0]) <= 1 and all("ansible.builtin.assert" in t for t in tasks[:tasks.index(preamble[0])])
-    # and no copy of it of the role's own
+    assert preamble[0]["vars"]["gds_common_role"] == role and set(preamble[0]["vars"]) <= {"gds_common_role", "gds_common_facts"}
+    # first: before the role reads or changes anything
+    assert tasks.index(preamble[0]) == 0
+    # and no copy of it of the role's own: neither its validate nor the check that gds_facts ran
     assert not [t for t in tasks if t.get("ansible.builtin.include_tasks") == "validate.yml"]
+    assert not [t for t in tasks if "ansible.builtin.assert" in t and "gds_facts_checks" in str(t)]
+
+
+VALIDATE_VARS = {"gds_facts", "pcie_acs", "gds_rdma", "gds_netfs", "nvme_raid", "cufile", "gds_rdma_bench", "gds_slurm"}
+
+
+@pytest.mark.parametrize("role", sorted(set(tune_roles()) | {"gds_rdma_bench", "gds_slurm"}))
+def test_each_validate_entry_point_is_one_task(role):
+    """The rules live in Python beside the module's (plugins/filter/gds_validate.py names each role's
+    validator); validate.yml only hands the role's variables over, through gds_common."""
+    tasks = role_tasks(role, "validate.yml")
+    assert len(tasks) == 1
+    if role in VALIDATE_VARS:
+        assert tasks[0]["ansible.builtin.import_role"] == {"name": "gds.commission.gds_common", "tasks_from": "validate_vars"}
+        assert tasks[0]["vars"]["gds_common_role"] == role
+    else:  # nothing a spec cannot say
+        assert "ansible.builtin.debug" in tasks[0]
+
+
+def test_every_validator_is_called_by_its_role():
+    from ansible_collections.gds.commission.plugins.filter.gds_validate import VALIDATORS
+    assert set(VALIDATORS) == VALIDATE_VARS
 
 
 PLAY = """
@@ -77,9 +99,70 @@ def test_a_role_run_alone_checks_its_variables_and_not_after_the_tune_playbook_d
         if res.get("failed") and host not in failed:
             failed[host] = (name, str(res.get("msg")))
     # run alone: the role's own validate fails the bad value before the role does anything
-    assert failed["netfs-alone"][0] == "gds.commission.gds_netfs : Check gds_netfs_gpu_map", failed
-    assert failed["cufile-alone"][0] == "gds.commission.cufile : Check gds_cufile_extra_keys" and "properties..x" in failed["cufile-alone"][1]
+    assert failed["netfs-alone"][0].endswith("Check the variables of gds_netfs") and "gds_netfs_gpu_map" in failed["netfs-alone"][1], failed
+    assert failed["cufile-alone"][0].endswith("Check the variables of cufile") and "properties..x" in failed["cufile-alone"][1]
     assert preamble["reboot-alone"] == ("Check the role variables of gds_reboot", False) and "reboot-alone" not in failed
     # checked by the tune playbook's first play (gds_checked_roles): skipped
     assert preamble["netfs-checked"] == ("Check the role variables of gds_netfs", True)
     assert preamble["reboot-checked"] == ("Check the role variables of gds_reboot", True)
+
+
+ALONE = """
+- name: Run gds_common and the tuning roles without gds_facts
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Discover the topology, but not through gds_facts
+      gds.commission.gds_topology:
+        sysfs_root: "{{ gds_root }}/sys"
+        procfs_root: "{{ gds_root }}/proc"
+      when: inventory_hostname is search('cached')
+    - name: Run gds_common itself
+      ansible.builtin.include_role:
+        name: gds.commission.gds_common
+      when: inventory_hostname == 'common'
+    - name: Run its variable check from a playbook
+      ansible.builtin.include_role:
+        name: gds.commission.gds_common
+        tasks_from: validate_vars
+      vars:
+        gds_common_role: gds_netfs
+        gds_common_vars: ^gds_netfs_
+      when: inventory_hostname == 'common-vars'
+    - name: Run a tuning role
+      ansible.builtin.include_role:
+        name: "gds.commission.{{ inventory_hostname.split('-')[0] }}"
+      when: inventory_hostname is search('-')
+"""
+
+
+def test_gds_common_owns_the_facts_check_and_refuses_to_run_by_itself(tmp_path):
+    """The tuning roles decide from facts gds_facts read in this run (gds_facts_checks), never from a
+    fact cache or a bare gds_topology run: gds_common checks that for each of them. Run by itself,
+    gds_common refuses, as prometheus-community's internal _common role does."""
+    hosts = ["common", "common-vars", "pcie_acs-cached", "iommu-none", "gds_driver-cached", "gds_rdma-none",
+             "nvme_raid-cached", "nvme_raid-off"]
+    inventory = {"all": {"hosts": {}, "vars": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable, "gds_live": False}}}
+    for host in hosts:
+        root = simtree.build("dgx-a100", str(tmp_path / "sim" / host))
+        inventory["all"]["hosts"][host] = {"gds_root": root, "gds_raid_enabled": host != "nvme_raid-off"}
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    (tmp_path / "play.yml").write_text(ALONE)
+    _, data, _ = run_playbook_json(tmp_path / "hosts.yml", tmp_path / "play.yml")
+    failed = {}
+    for name, host, res in task_results(data):
+        if res.get("failed") and host not in failed:
+            failed[host] = (name, str(res.get("msg")))
+    for host in ("common", "common-vars"):
+        assert "gds_common is an internal role" in failed[host][1], failed
+    for host, facts in (("pcie_acs-cached", "ansible_facts['gds_topology'] and ansible_facts['gds_platform']"),
+                        ("iommu-none", "ansible_facts['gds_platform']"),
+                        ("gds_driver-cached", "ansible_facts['gds_topology'] and ansible_facts['gds_platform']"),
+                        ("gds_rdma-none", "ansible_facts['gds_topology']"), ("nvme_raid-cached", "ansible_facts['gds_topology']")):
+        role = host.split("-")[0]
+        assert failed[host] == ("gds.commission.gds_common : Check the facts were read in this run for %s" % role,
+                                "%s decides from %s, which gds_facts has not read in this run: run the gds_facts role first"
+                                % (role, facts)), failed
+    # nvme_raid with gds_raid_enabled false reads no facts: it records that it planned nothing
+    assert "nvme_raid-off" not in failed, failed

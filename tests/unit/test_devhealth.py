@@ -159,7 +159,7 @@ def test_remapped_rows_pending_fails_and_retired_pages_are_unknown_on_hopper():
     checks, health = run_health(FakeNvml(remapped=(0, 1, True, False)))
     gpu = checks["gpu: health 0"]
     assert gpu["verdict"] == "FAIL" and "remapped rows pending" in gpu["actual"]
-    assert "retired_pages_pending: not supported" in gpu["detail"]
+    assert "not supported on this GPU: retired_pages_pending" in gpu["detail"]
     facts = health.facts()["gpus"]["0"]
     assert facts["retired_pages_pending"] is None and facts["remapped_rows"]["pending"] is True
     checks, _ = run_health(FakeNvml(remapped=(0, 1, True, False)), thresholds={"gpu_remapped_rows_pending": False})
@@ -214,7 +214,46 @@ def test_memory_health_facts():
     facts = gpu_memory_health(fake, 0)
     assert facts["ecc_uncorrected_volatile"] == 1 and facts["ecc_uncorrected_aggregate"] == 3
     assert facts["remapped_rows"] == {"correctable": 4, "uncorrectable": 1, "pending": False, "failure": False}
-    assert facts["retired_pages_pending"] is None and len(facts["unknown"]) == 3
+    assert facts["retired_pages_pending"] is None and facts["unknown"] == []
+    assert facts["not_supported"] == ["retired_pages_pending", "retired_pages_sbe", "retired_pages_dbe"]
+
+
+class UnreadableNvml(FakeNvml):
+    """A GPU whose ``broken`` calls fail with an error other than Not Supported."""
+
+    def __init__(self, broken, **kw):
+        FakeNvml.__init__(self, **kw)
+        self.broken = broken
+
+    def __getattribute__(self, name):
+        if name in object.__getattribute__(self, "broken"):
+            def fail(*args):
+                raise NVMLError("Unknown Error")
+            return fail
+        return object.__getattribute__(self, name)
+
+
+def test_hopper_without_retired_pages_passes_from_the_fields_it_has():
+    checks, _ = run_health(FakeNvml())
+    gpu = checks["gpu: health 0"]
+    assert gpu["verdict"] == "PASS" and gpu["actual"] == "healthy"
+    assert "not supported on this GPU: retired_pages_pending" in gpu["detail"]
+
+
+@pytest.mark.parametrize("broken,field", [
+    (("nvmlDeviceGetTotalEccErrors",), "ecc_uncorrected_volatile"),
+    (("nvmlDeviceGetRemappedRows",), "remapped_rows.pending"),
+    (("nvmlDeviceGetRetiredPagesPendingStatus",), "retired_pages_pending"),
+    (("nvmlDeviceGetCurrentClocksEventReasons",), "clock events"),
+])
+def test_a_field_that_could_not_be_read_is_never_pass(broken, field):
+    """Not Supported is the GPU's answer (judged from the rest); any other error leaves the
+    field unknown: WARN, naming it, never PASS."""
+    checks, health = run_health(UnreadableNvml(broken))
+    gpu = checks["gpu: health 0"]
+    assert gpu["verdict"] == "WARN" and field in gpu["actual"], gpu
+    if field != "clock events":
+        assert "Unknown Error" in gpu["detail"]
 
 
 # NVMe SMART: nvme-cli's JSON (temperature in Kelvin), or the controller's hwmon in sysfs.
@@ -265,6 +304,26 @@ def test_nvme_smart_log_healthy_and_failing(tmp_path):
     assert nvme_check("nvme5", cli, thresholds={"nvme_temperature_max_c": 85})["verdict"] == "PASS"
 
 
+@pytest.mark.parametrize("field,value", [
+    ("critical_warning", None), ("critical_warning", float("nan")), ("critical_warning", 2.5),
+    ("media_errors", None), ("percentage_used", float("nan")), ("percentage_used", -3),
+    ("temperature_c", float("nan")), ("temperature_c", -1.0), ("temperature_c", "unknown"),
+])
+def test_nvme_smart_field_unknown_is_never_pass(field, value):
+    """One SMART field that could not be read, or reads as no figure, keeps the drive's health
+    from PASS (WARN naming it); a finding in the fields read still FAILs."""
+    from ansible_collections.gds.commission.plugins.module_utils.measure.devhealth import nvme_health_check
+    good = {"source": "nvme-cli", "critical_warning": 0, "media_errors": 0, "percentage_used": 3,
+            "temperature_c": 41.0, "problem": None}
+    th = health_thresholds({})
+    assert nvme_health_check("nvme0", good, good, th)["verdict"] == "PASS"
+    check = nvme_health_check("nvme0", good, dict(good, **{field: value}), th)
+    assert check["verdict"] == "WARN" and "not read: %s" % field in check["actual"], check
+    worn = dict(good, **{field: value})
+    worn["media_errors" if field != "media_errors" else "critical_warning"] = 4
+    assert nvme_health_check("nvme0", good, worn, th)["verdict"] == "FAIL"
+
+
 def test_nvme_cli_error_is_unknown_not_a_traceback(tmp_path):
     cli = fake_nvme(tmp_path, {"nvme0": SMART})
     check = nvme_check("nvme7", cli)
@@ -284,8 +343,10 @@ def test_nvme_without_cli_reads_the_hwmon_temperature(tmp_path):
     older.mkdir(parents=True)
     (older / "temp1_input").write_text("75000\n")
     check = nvme_check("nvme0", str(tmp_path / "absent-nvme"), sysfs=str(sysfs))
-    assert check["verdict"] == "PASS" and "41.85" in check["actual"]
-    assert "critical_warning" in check["detail"] and "not installed" in check["detail"]
+    # only the temperature read: the warnings, errors and wear are unknown, so no PASS
+    assert check["verdict"] == "WARN" and "41.85" in check["actual"]
+    assert "not read: critical_warning, media_errors, percentage_used" in check["actual"]
+    assert "not installed" in check["detail"]
     assert nvme_check("nvme1", "", sysfs=str(sysfs))["verdict"] == "WARN"
     assert nvme_check("nvme2", "", sysfs=str(sysfs))["verdict"] == "SKIP"
 

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 
 import jsonschema
 import pytest
@@ -18,6 +19,7 @@ from ansible_collections.gds.commission.plugins.module_utils.hw.facts_schema imp
 from conftest import COLLECTION, ROOT, run_module
 from test_gds_platform import fake_pynvml  # noqa: F401  (a fixture: NVML answering like two A100s)
 
+CAPTURED = os.path.join(ROOT, "tests", "fixtures", "captured")
 FIXTURES = sorted(os.path.splitext(os.path.basename(p))[0] for p in glob.glob(os.path.join(ROOT, "tests", "fixtures", "*.yml")))
 VALIDATOR = jsonschema.Draft202012Validator(FACTS_SCHEMA)
 
@@ -46,6 +48,15 @@ def test_the_schema_is_a_schema():
 def test_every_fixture_nodes_facts_are_valid(sim_node, fixture):
     facts = module_facts(sim_node(fixture, fixture))
     assert problems(facts) == [], fixture
+
+
+@pytest.mark.parametrize("name", sorted(f[:-4] for f in os.listdir(CAPTURED) if f.endswith(".tgz"))
+                         if os.path.isdir(CAPTURED) else [])
+def test_every_captured_machines_facts_are_valid(tmp_path, name):
+    """The machines scripts/capture-node.py captured (tests/fixtures/captured/NAME.tgz)."""
+    with tarfile.open(os.path.join(CAPTURED, name + ".tgz")) as tar:
+        tar.extractall(tmp_path, filter="tar")
+    assert problems(module_facts(str(tmp_path / name))) == [], name
 
 
 def test_facts_with_nvml_are_valid(sim_node, fake_pynvml):

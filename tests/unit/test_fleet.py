@@ -117,6 +117,19 @@ def test_a_node_that_lost_since_its_last_pass_warns_with_both_figures_and_the_ru
     assert saved["runs"][0]["values"]["raid1 seq_read: throughput_gib_s"] == 10.0
 
 
+def test_a_last_pass_figure_that_is_no_figure_is_never_the_reference():
+    """A history file's figure that is negative (or NaN, text) is no figure to lose against:
+    that metric is not compared, never judged PASS."""
+    from ansible_collections.gds.commission.plugins.module_utils.fleet.report import history_checks
+    doc = host_document("n1", bench(10.0, 300.0), {})
+    for value in (-1, -0.5, float("nan"), "unknown", None):
+        runs = [{"verdict": "PASS", "run_id": "r1", "values": {"raid1 seq_read: throughput_gib_s": 10.0,
+                                                                "raid1 rand_read: lat_us.p99": value}}]
+        checks = {c["name"]: c for c in history_checks("n1", doc, runs)}
+        assert list(checks) == ["history: raid1 seq_read: throughput_gib_s"], (value, checks)
+        assert checks["history: raid1 seq_read: throughput_gib_s"]["verdict"] == "PASS"
+
+
 def test_history_is_bounded_and_untouched_in_check_mode(tmp_path):
     for i in range(5):
         run(tmp_path, "r%d" % i, {"n1": bench(10.0)}, history_keep=3)

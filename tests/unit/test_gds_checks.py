@@ -1,5 +1,5 @@
-"""The verdicts of the tuning roles, computed in plugins/module_utils/core/checks: every branch of the ACS,
-IOMMU, driver, udev and topology checks, the gds_facts_expect and ExecStart path validators, and
+"""The verdicts of the tuning roles, computed in their areas' files (hw/affinity, tune/acs, tune/iommu,
+tune/driver): every branch of the ACS, IOMMU, driver, udev and topology checks, the gds_facts_expect and ExecStart path validators, and
 the filter plugin the roles call them through."""
 import copy
 import os
@@ -8,11 +8,11 @@ import pytest
 import simtree
 from conftest import COLLECTION
 
-from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
-from ansible_collections.gds.commission.plugins.module_utils.core.checks import (
-    VERDICTS, acs_checks, driver_checks, driver_reboot_pending, expect_error, iommu_checks, topology_checks,
-    udev_check, unit_exec_error,
-)
+from ansible_collections.gds.commission.plugins.module_utils.core.checks import VERDICTS
+from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover, expect_error, topology_checks
+from ansible_collections.gds.commission.plugins.module_utils.tune.acs import acs_checks, unit_exec_error
+from ansible_collections.gds.commission.plugins.module_utils.tune.driver import driver_checks, driver_reboot_pending, udev_check
+from ansible_collections.gds.commission.plugins.module_utils.tune.iommu import iommu_checks
 from ansible_collections.gds.commission.plugins.module_utils.hw.platform import collect
 
 
@@ -322,3 +322,34 @@ def test_one_verdict_list_and_one_order_everywhere():
         gds_checks.check("x: y", "MAYBE", 1, 1)
     assert gds_checks.check("pcie: link 0000:01:00.0", "PASS", 1, 1, bdf="0000:01:00.0", unit=None) == {
         "name": "pcie: link 0000:01:00.0", "verdict": "PASS", "expected": 1, "actual": 1, "bdf": "0000:01:00.0"}
+
+
+def test_fold_skips_says_a_repeated_skip_once():
+    from ansible_collections.gds.commission.plugins.module_utils.core.checks import check, fold_skips
+    rows = [check("rdma: bench mlx5_%d port 1 ib_write_bw %s" % (n, mem), "SKIP", ">= 180 Gb/s", None, "simulated node")
+            for n in range(3) for mem in ("host", "cuda")]
+    other = check("rdma: bench mlx5_9 port 1 ib_read_bw host", "SKIP", None, None, "perftest not installed")
+    passed = check("rdma: port mlx5_0/1", "PASS", "ACTIVE", "ACTIVE")
+    out = fold_skips([passed] + rows[:2] + [other] + rows[2:])
+    assert [c["name"] for c in out] == ["rdma: port mlx5_0/1", "rdma: bench (6 checks)",
+                                        "rdma: bench mlx5_9 port 1 ib_read_bw host"]
+    folded = out[1]
+    assert (folded["verdict"], folded["actual"], folded["detail"]) == ("SKIP", "6 skipped", "simulated node")
+    assert folded["covers"] == [c["name"] for c in rows]
+    # fewer than three, another area or another reason: each stays as it is
+    pair = rows[:2] + [check("nvme: nvme0 health", "SKIP", None, None, "simulated node")]
+    assert fold_skips(pair) == pair
+
+
+def test_core_keeps_only_what_every_area_uses():
+    """Each area's verdicts live in its layer's file; core/checks.py holds the record, the verdicts
+    and their order, and the helpers every area uses (one home per rule)."""
+    from ansible_collections.gds.commission.plugins.module_utils.core import checks as core
+    from ansible_collections.gds.commission.plugins.module_utils.hw import affinity
+    from ansible_collections.gds.commission.plugins.module_utils.tune import acs, driver, iommu
+    area = [name for name, value in vars(core).items()
+            if callable(value) and getattr(value, "__module__", None) == core.__name__
+            and (name.endswith(("_checks", "_check")) or name.startswith(("acs", "iommu", "driver", "udev", "topology")))]
+    assert area == []
+    assert (affinity.topology_checks, acs.acs_checks, iommu.iommu_checks, driver.driver_checks, driver.udev_check) \
+        and acs.unit_exec_error and driver.udev_record_check

@@ -10,6 +10,7 @@ import pytest
 import simtree
 
 from ansible.module_utils import basic
+from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule
 from ansible_collections.gds.commission.plugins.module_utils.tune import raid_host as gds_raid_host
 from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
 from ansible.module_utils.testing import patch_module_args
@@ -135,7 +136,7 @@ class FakeSystem(object):
 def run_in_process(mod, args, fake, monkeypatch, check_mode=False):
     monkeypatch.setattr(gds_raid_host, "is_live_root", lambda _root, _live: True)
     monkeypatch.setattr(gds_raid_host, "DEV_MD", "/nonexistent-dev-md")
-    monkeypatch.setattr(basic.AnsibleModule, "run_command",
+    monkeypatch.setattr(GdsModule, "run_command",
                         lambda self, args, **kw: fake.run_command(args, **kw))
     tools = {"mdadm", "blkid", "wipefs", "udevadm", "update-initramfs", "umount", "mkfs.ext4"}
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path",
@@ -231,7 +232,7 @@ def test_missing_mdadm_is_a_clear_failure_before_anything_runs(a100, tmp_path, m
     mod = load_module()
     monkeypatch.setattr(gds_raid_host, "is_live_root", lambda _root, _live: True)
     monkeypatch.setattr(gds_raid_host, "DEV_MD", "/nonexistent-dev-md")
-    monkeypatch.setattr(basic.AnsibleModule, "run_command",
+    monkeypatch.setattr(GdsModule, "run_command",
                         lambda self, args, **kw: fake.run_command(args, **kw))
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path",
                         lambda self, name, required=False, opt_dirs=None:

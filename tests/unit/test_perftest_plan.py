@@ -229,10 +229,16 @@ def test_checks_names_and_public_rows():
     pt.judge(rows[0], s)
     for row in rows[1:]:
         row.update(verdict="SKIP", reason="perftest built without CUDA")
+    rows[1].update(reason="perftest not installed (ib_write_bw not found)")
     checks = pt.checks_for(rows, s)
     assert checks[0]["name"] == "rdma: bench mlx5_0 port 1 ib_write_bw host"
     assert (checks[0]["verdict"], checks[0]["expected"], checks[0]["actual"]) == ("PASS", ">= 360 Gb/s", "380 Gb/s")
-    assert checks[2]["name"] == "rdma: bench mlx5_0 port 1 ib_write_bw cuda GPU1 (far)"
+    assert checks[1]["name"] == "rdma: bench mlx5_0 port 1 ib_write_bw cuda GPU0"
+    # the rows skipped for one reason: one check, the reason once, every row named in covers
+    folded = checks[2]
+    assert folded["name"] == "rdma: bench (%d checks)" % (len(rows) - 2), folded
+    assert (folded["verdict"], folded["detail"]) == ("SKIP", "perftest built without CUDA")
+    assert "rdma: bench mlx5_0 port 1 ib_write_bw cuda GPU1 (far)" in folded["covers"]
     public = pt.public_rows(rows)
     assert set(public[0]) >= {"nic", "port", "test", "memory", "gpu", "affine", "gbps", "lat_us",
                               "threshold_gbps", "verdict", "reason"}

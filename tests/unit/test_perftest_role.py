@@ -73,6 +73,11 @@ def test_bad_values_fail_in_validate_naming_the_variable(role_run, host):
     assert results[host]["recorded"] is None  # failed before anything ran
 
 
+def pt_row_names(rows):
+    from ansible_collections.gds.commission.plugins.module_utils.measure.perftest import row_name
+    return [row_name(dict(r)) for r in rows]
+
+
 def test_simulated_node_runs_nothing_and_records_skips(role_run):
     _, results = role_run
     good = results["good"]
@@ -82,7 +87,10 @@ def test_simulated_node_runs_nothing_and_records_skips(role_run):
     rows, checks = good["recorded"]["results"], good["recorded"]["checks"]
     assert rows and {r["verdict"] for r in rows} == {"SKIP"}, rows
     assert not [r for r in rows if r["cmd"] or r["gbps"] is not None]
-    assert len(checks) == len(rows) and all(c["name"].startswith("rdma: bench ") for c in checks)
+    # one reason, one check: the rows skipped on a simulated node fold into one (core/checks.fold_skips)
+    assert len(checks) == 1 and checks[0]["name"] == "rdma: bench (%d checks)" % len(rows), checks
+    assert checks[0]["verdict"] == "SKIP" and checks[0]["detail"] == "simulated node"
+    assert sorted(checks[0]["covers"]) == sorted(pt_row_names(rows))
     # every NIC of the fixture is in the plan
     fixture = yaml.safe_load(open(os.path.join(ROOT, "tests", "fixtures", "dgx-a100.yml")))
     assert {r["nic"] for r in rows} == {n["rdma"] for n in fixture["nics"] if n.get("rdma")}

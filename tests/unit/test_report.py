@@ -233,6 +233,22 @@ def test_no_pass_without_a_measurement_in_a_required_area():
     assert broken["verdict"] == "ERROR" and [c["name"] for c in broken["checks"]] == ["acs: 0000:04:10.0", "host: play completed"]
 
 
+@pytest.mark.parametrize("actual", [None, float("nan"), "unknown", -1, [1, None], "MISSING"])
+def test_a_recorded_pass_of_an_unknown_is_no_pass(actual):
+    """What a host recorded passes the rule check() keeps (core/checks.refuse_unknown): a PASS
+    whose actual is unknown is SKIP, saying why, and measures nothing."""
+    recorded = {"name": "bench: raid1 seq_read: run", "verdict": "PASS", "expected": "exit 0", "actual": actual,
+                "detail": "as recorded"}
+    if actual == "MISSING":
+        del recorded["actual"]
+    doc = host_document("h", {"checks": [recorded]}, {}, ["bench"])
+    check = doc["checks"][0]
+    assert check["verdict"] == "SKIP" and check["detail"].startswith("as recorded; not PASS, unknown: actual")
+    assert doc["verdict"] == "FAIL" and doc["checks"][-1]["name"] == "bench: measured"
+    # other verdicts stay as recorded
+    assert host_document("h", {"checks": [dict(recorded, verdict="FAIL")]}, {})["checks"][0]["verdict"] == "FAIL"
+
+
 # ---- PCIe links: one affinity group behind a switch, one drive on a root port of its own ------
 # 00:01.0 root port -> 01:00.0 switch upstream -> 02:00.0 -> GPU 03:00.0
 #                                              -> 02:01.0 -> NVMe 04:00.0 (nvme0n1)

@@ -55,6 +55,25 @@ def test_bounce_named_from_cufile_when_nvml_has_nothing():
     assert check["verdict"] == "SKIP"
 
 
+def test_bounce_from_cufile_never_passes_without_both_lists():
+    """cuFile's view PASSes only with both lists read: ``buffer_gpus`` missing or no list of GPU
+    indices might hide another GPU's bounce buffers (SKIP naming it, never PASS)."""
+    th = watch_thresholds({})
+    good = placement([parse_gds_stats(GPU2)], "x")
+    assert bounce_check("bench: j: ", 2, 1, "read", [], TOPOLOGY, ["nvme2n1"], th, "no NVML", good)["verdict"] == "PASS"
+    for key in ("buffer_gpus", "io_gpus"):
+        for bad in (None, float("nan"), "unknown", [float("nan")], [-1]):
+            cufile = dict(good, **{key: bad})
+            check = bounce_check("bench: j: ", 2, 1, "read", [], TOPOLOGY, ["nvme2n1"], th, "no NVML", cufile)
+            assert check["verdict"] == "SKIP" and key in check["detail"], (key, bad, check)
+        cufile = {k: v for k, v in good.items() if k != key}
+        check = bounce_check("bench: j: ", 2, 1, "read", [], TOPOLOGY, ["nvme2n1"], th, "no NVML", cufile)
+        assert check["verdict"] == "SKIP" and key in check["detail"]
+    # another GPU's buffers in use is a finding whatever the I/O list holds
+    held = dict(placement([parse_gds_stats(GPU10)], "x"), io_gpus="unknown")
+    assert bounce_check("bench: j: ", 10, 1, "read", [], TOPOLOGY, [], th, "no NVML", held)["verdict"] == "WARN"
+
+
 def test_processes_sum_into_one_view():
     """-P 2: each worker process has its own cuFile; the job's view is their sum."""
     stats = parse_gds_stats(GPU10)

@@ -160,6 +160,36 @@ def test_slow_or_uneven_member_is_judged_per_profile(tmp_path):
     assert check["verdict"] == "WARN" and "nvme3n1 (0000:2f:00.0) moved 50% fewer bytes" in check["actual"]
 
 
+def _load(**second):
+    drive = {"read_bytes": 4 << 30, "write_bytes": 0, "r_s": 9000.0, "w_s": 0.0, "r_await_ms": 0.2,
+             "w_await_ms": None, "util_pct": 90.0}
+    return {"drives": [dict(drive, name="nvme2n1"), dict(drive, name="nvme3n1", **second)], "seconds": 10.0,
+            "source": "/proc/diskstats"}
+
+
+@pytest.mark.parametrize("second", [
+    {"r_await_ms": None}, {"r_await_ms": float("nan")}, {"read_bytes": float("nan")},
+    {"read_bytes": float("inf")}, {"read_bytes": -1}, {"read_bytes": "unknown"},
+])
+def test_member_figure_that_is_no_number_is_never_pass(second):
+    """A member whose bytes, or service time while it moved data, are no figure is unknown: it
+    might be the idle or slow one. WARN naming it, never PASS, never a traceback."""
+    from ansible_collections.gds.commission.plugins.module_utils.measure.diskload import drive_load_check
+    th = thresholds()
+    assert drive_load_check("bench: j: ", _load(), "read", {}, th)["verdict"] == "PASS"
+    check = drive_load_check("bench: j: ", _load(**second), "read", {}, th)
+    assert check["verdict"] == "WARN" and "1 of 2 members unknown: nvme3n1 (PCI address unknown) unknown" in check["actual"], check
+    # an idle member has no service time: that is no unknown
+    idle = drive_load_check("bench: j: ", _load(read_bytes=0, r_await_ms=None), "read", {}, th)
+    assert idle["verdict"] == "FAIL" and "nvme3n1 (PCI address unknown) took no reads" in idle["actual"]
+
+
+def test_member_slower_than_peers_at_zero_ms_is_named_not_a_traceback():
+    from ansible_collections.gds.commission.plugins.module_utils.measure.diskload import drive_load_check
+    check = drive_load_check("bench: j: ", _load(r_await_ms=0.0), "read", {}, thresholds())
+    assert check["verdict"] == "WARN" and "nvme2n1 (PCI address unknown) took far longer" in check["actual"]
+
+
 def test_unknown_is_a_skip_with_the_reason(tmp_path):
     watch = JobWatch({}, str(tmp_path / "noproc"), str(tmp_path / "nosys"))
     job = {"name": "j", "io_type": "read", "members": ["nvme2n1"]}

@@ -450,6 +450,12 @@ def _gpus(*figures):
      "GPU0 figures are no byte counts"),
     (_gpus({"rx_bytes": 0, "tx_bytes": 0}, {"rx_bytes": 0, "tx_bytes": 0})[1:], None, {},
      "GPU0 (the job's) not followed by NVML"),
+    (_gpus({"rx_bytes": 10 ** 9, "tx_bytes": 0}, {"rx_bytes": "unknown", "tx_bytes": 0}), None, {},
+     "GPU1 figures are no byte counts"),
+    (_gpus({"rx_bytes": 10 ** 9, "tx_bytes": 0}) + [None], None, {}, "GPU record 1 of NVML's figures is no GPU's"),
+    (_gpus({"rx_bytes": 10 ** 9, "tx_bytes": 0}) + [{"index": float("nan"), "rx_bytes": 0, "tx_bytes": 0}], None, {},
+     "GPU record 1 of NVML's figures is no GPU's"),
+    (float("nan"), None, {}, "NVML's figures are no list of GPUs"),
 ])
 def test_bounce_never_passes_on_incomplete_figures(gpus, unknown, topology, reason):
     from ansible_collections.gds.commission.plugins.module_utils.measure.pcie_traffic import bounce_check
@@ -475,6 +481,17 @@ def test_path_fraction_above_one_warns_with_both_figures(tmp_path):
     got = watch.fraction_check("bench: j: ", limit, 1.3)
     assert got["verdict"] == "WARN" and "measured 10.240 GB/s, above the path's limit 7.877 GB/s" in got["detail"]
     assert watch.fraction_check("bench: j: ", limit, 0.9)["verdict"] == "PASS"
+
+
+@pytest.mark.parametrize("fraction", [float("nan"), "NaN", "unknown", -0.5, float("inf")])
+def test_path_fraction_that_is_no_figure_is_skip(tmp_path, fraction):
+    from ansible_collections.gds.commission.plugins.module_utils.measure.watch import JobWatch
+    watch = JobWatch({"path_fraction_min": 0.8}, str(tmp_path), str(tmp_path))
+    got = watch.fraction_check("bench: j: ", {"bytes_per_s": 7877000000, "gb_s": 7.877, "bound": "x"}, fraction)
+    assert got["verdict"] == "SKIP" and "no figure to judge" in got["detail"], got
+    # a limit record without its figures names them unknown, never a traceback
+    got = watch.fraction_check("bench: j: ", {"bytes_per_s": 7877000000}, 1.3)
+    assert got["verdict"] == "WARN" and "limit unknown GB/s" in got["detail"]
 
 
 def test_a_part_of_the_watch_that_breaks_is_unknown_with_the_error(tmp_path, monkeypatch):

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gds-commission contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters that turn facts and module results into report checks (plugins/module_utils/core/checks.py).
+"""Filters that turn facts and module results into report checks, each computed in its area's
+file of plugins/module_utils (hw/affinity.py, tune/acs.py, tune/iommu.py, tune/driver.py).
 
 ``gds_topology_checks``, ``gds_acs_checks``, ``gds_iommu_checks``, ``gds_driver_checks``: the
 check lists the roles record; ``gds_driver_reboot_pending``: the P2PDMA module options that wait
@@ -12,7 +13,10 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gds.commission.plugins.module_utils.core import checks as _checks
+from ansible_collections.gds.commission.plugins.module_utils.hw import affinity as _affinity
+from ansible_collections.gds.commission.plugins.module_utils.tune import acs as _acs
+from ansible_collections.gds.commission.plugins.module_utils.tune import driver as _driver
+from ansible_collections.gds.commission.plugins.module_utils.tune import iommu as _iommu
 
 
 def _call(func, *args, **kwargs):
@@ -23,27 +27,27 @@ def _call(func, *args, **kwargs):
 
 
 def gds_topology_checks(topology, expect=None, profile=None):
-    return _call(_checks.topology_checks, topology, expect, profile)
+    return _call(_affinity.topology_checks, topology, expect, profile)
 
 
 def gds_acs_checks(result, **kwargs):
-    return _call(_checks.acs_checks, result, **kwargs)
+    return _call(_acs.acs_checks, result, **kwargs)
 
 
 def gds_iommu_checks(iommu, **kwargs):
-    return _call(_checks.iommu_checks, iommu, **kwargs)
+    return _call(_iommu.iommu_checks, iommu, **kwargs)
 
 
 def gds_driver_checks(platform, **kwargs):
-    return _call(_checks.driver_checks, platform, **kwargs)
+    return _call(_driver.driver_checks, platform, **kwargs)
 
 
 def gds_driver_reboot_pending(platform, mode):
-    return _call(_checks.driver_reboot_pending, platform, mode)
+    return _call(_driver.driver_reboot_pending, platform, mode)
 
 
 def gds_unit_exec(path, name="path"):
-    error = _checks.unit_exec_error(path)
+    error = _acs.unit_exec_error(path)
     if error:
         raise AnsibleFilterError("%s: %s" % (name, error))
     return path

@@ -254,7 +254,8 @@ import os
 import time
 
 from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule  # results valid UTF-8
-from ansible_collections.gds.commission.plugins.module_utils.core.checks import check, udev_record_check
+from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
+from ansible_collections.gds.commission.plugins.module_utils.tune.driver import udev_record_check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import (
     UnsafeFile, data_file, new_regular_file, open_dir, remove_dir, remove_file,
 )

@@ -144,6 +144,10 @@ options:
     description: numactl (name or path) used for NUMA pinning; empty or absent runs unpinned.
     type: str
     default: numactl
+  procfs_root:
+    description: Where procfs is mounted; a server is ready once C(net/tcp) or C(net/tcp6) there lists its port.
+    type: path
+    default: /proc
 notes:
   - In check mode nothing runs and every row SKIPs.
 extends_documentation_fragment:
@@ -238,6 +242,7 @@ def main():
             peer_address=dict(type="str", default=""),
             extra_args=dict(type="list", elements="str", default=[]),
             numactl=dict(type="str", default="numactl"),
+            procfs_root=dict(type="path", default="/proc"),
         ),
         supports_check_mode=True,
     )

@@ -12,12 +12,24 @@ given ``check_area``, adds the WARN check ``<area>: node data is valid UTF-8`` t
 
 A module imports it as ``AnsibleModule`` (``from ...module_utils.core.module import GdsModule as
 AnsibleModule``): the one line that puts it at the module's boundary.
+
+Its ``run_command`` is bounded: every tool a module runs (mdadm, modprobe, ip, scontrol ...) goes
+through core/proc.py in its own process group and is killed after ``timeout`` seconds
+(COMMAND_TIMEOUT unless the caller gives one), so a stuck device or daemon never stalls a node's
+run; a command that ran out returns rc TIMED_OUT_RC with the reason in stderr.
 """
 from __future__ import annotations
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gds.commission.plugins.module_utils.core import proc
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import escape_surrogates, json_safe, undecodable_files
+
+
+COMMAND_TIMEOUT = 300  # seconds; a tool that can take longer (mkfs of a large array) says so
+TIMED_OUT_RC = 124     # what timeout(1) returns
 
 
 def utf8_result(result, check_area=None):
@@ -60,3 +72,29 @@ class GdsModule(AnsibleModule):
     def fail_json(self, msg, **kwargs):
         kwargs = self._utf8(dict(kwargs, msg=str(msg)))
         AnsibleModule.fail_json(self, **kwargs)
+
+    def run_command(self, args, check_rc=False, timeout=None, environ_update=None, handle_exceptions=True):
+        """(rc, stdout, stderr) of ``args`` (an argument list, never a shell), at most ``timeout``
+        seconds (COMMAND_TIMEOUT), in the C locale as AnsibleModule runs it. A command that cannot
+        start: rc 127 (raised as OSError with handle_exceptions=False); one that ran out:
+        rc TIMED_OUT_RC, its process group killed."""
+        if isinstance(args, str) or not args:
+            self.fail_json(msg="run_command: an argument list is needed, got %r" % (args,))
+        argv = [str(a) for a in args]
+        env = dict(os.environ, LANG="C", LC_ALL="C", LC_MESSAGES="C")
+        env.update(environ_update or {})
+        limit = COMMAND_TIMEOUT if timeout is None else timeout
+        result = proc.run(argv, limit, env=env)
+        if result.error:
+            if not handle_exceptions:
+                raise OSError(result.error)
+            rc, out, err = 127, "", result.error
+        elif result.timed_out:
+            rc, out, err = TIMED_OUT_RC, result.stdout, (result.stderr + "\n" if result.stderr else "") + \
+                "%s did not finish within %g s: killed" % (argv[0], limit)
+        else:
+            rc, out, err = result.rc, result.stdout, result.stderr
+        if check_rc and rc != 0:
+            self.fail_json(msg=(err or out).strip() or "%s exited %s" % (argv[0], rc), cmd=argv, rc=rc,
+                           stdout=out, stderr=err)
+        return rc, out, err

@@ -1,8 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: gds-commission contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The one strict reader of the numbers the watch of a job takes from outside: /proc/diskstats,
-``gds_stats`` output and NVML's answers.
+"""The one home of "is this a usable figure" (``figure_fault``, ``is_figure``, ``figure``: what
+the checks, the thresholds and the report judge or show), and the one strict reader of the
+numbers the watch of a job takes from outside: /proc/diskstats, ``gds_stats`` output and NVML's
+answers.
 
 Python accepts too much: ``str.isdigit`` is true for "²" and other scripts' digits (then ``int``
 fails), ``int`` takes a 400-digit string (then a float of it overflows), ``float`` takes "nan",
@@ -24,8 +26,39 @@ class BadNumber(ValueError):
 
 
 def _shown(text):
-    text = str(text)
+    try:
+        text = str(text)
+    except ValueError:  # an integer of more digits than Python prints
+        return "(an integer of %d bits)" % text.bit_length()
     return repr(text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "...")
+
+
+NOT_A_NUMBER = "is not a number"
+TOO_LARGE = "is too large for a figure"
+NOT_FINITE = "is not a finite number"
+
+
+def figure_fault(value):
+    """What keeps ``value`` from being a usable figure, or None when it is one: NOT_A_NUMBER
+    (text, None, a boolean, a container), TOO_LARGE (an integer no float can hold: 10**400),
+    NOT_FINITE (NaN, infinity). Its sign is the caller's to judge."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return NOT_A_NUMBER
+    try:
+        return None if math.isfinite(value) else NOT_FINITE
+    except OverflowError:
+        return TOO_LARGE
+
+
+def is_figure(value):
+    """A number to compare or show: not a bool, and a finite float can hold it."""
+    return figure_fault(value) is None
+
+
+def figure(value):
+    """``value`` when it is a measured figure (is_figure and >= 0), else None: every count, size,
+    rate, time, share and index the product measures is one."""
+    return value if is_figure(value) and value >= 0 else None
 
 
 def counter(text, bits=64):
@@ -51,9 +84,10 @@ def decimal(text):
 def finite(value, minimum=0.0, maximum=None):
     """A number a library returned (NVML): an int or float, not a bool, finite, within
     [minimum, maximum]; the value as given."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    fault = figure_fault(value)
+    if fault == NOT_A_NUMBER:
         raise BadNumber("%s is not a number" % _shown(value))
-    if isinstance(value, float) and not math.isfinite(value):
+    if fault:
         raise BadNumber("%s is not finite" % _shown(value))
     if minimum is not None and value < minimum:
         raise BadNumber("%s is below %s" % (_shown(value), minimum))
@@ -68,3 +102,12 @@ def whole(value, minimum=0, maximum=(1 << 64) - 1):
     if isinstance(value, float) and not value.is_integer():
         raise BadNumber("%s is not a whole number" % _shown(value))
     return int(value)
+
+
+def whole_figure(value):
+    """``value`` as an int when it is a whole figure >= 0 (a count, an index, a bit mask read as
+    given), else None: unknown."""
+    try:
+        return whole(value, 0, None)
+    except BadNumber:
+        return None

@@ -10,8 +10,8 @@ import json
 import os
 import statistics
 
-from ansible_collections.gds.commission.plugins.module_utils.core.checks import is_figure
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check as make_check
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import figure, is_figure
 from ansible_collections.gds.commission.plugins.module_utils.fleet.output import OutDir, RefusedPath
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_files import host_file_name
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_text import figure_text, json_ready, to_json
@@ -107,8 +107,8 @@ def history_checks(host, doc, runs, tolerance=HISTORY_TOLERANCE, problem=None):
     if last is None:
         return out
     for metric, check in sorted(measured(doc["checks"]).items()):
-        before = last["values"].get(metric)
-        if not is_figure(before):
+        before = figure(last["values"].get(metric))
+        if before is None:  # no figure (NaN, negative, text) to compare with
             continue
         higher = check.get("low") is not None
         unit = (" " + check["unit"]) if check.get("unit") else ""
@@ -124,7 +124,8 @@ def history_checks(host, doc, runs, tolerance=HISTORY_TOLERANCE, problem=None):
             ("lost %.0f%% since the last PASS, %s: %s%s then, %s%s now" % (
                 loss * 100, since, figure_text(before), unit, figure_text(check["actual"]), unit)
                 if verdict == "WARN" else "%s%s in the last PASS %s" % (figure_text(before), unit, since)),
-            unit=check.get("unit") or "", reference=before, previous_run=last.get("run_id")))
+            unit=check.get("unit") or "", reference=before, previous_run=last.get("run_id"),
+            inputs={"last PASS figure": before}))
     return out
 
 

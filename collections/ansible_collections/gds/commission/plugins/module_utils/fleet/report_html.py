@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import html
 
-from ansible_collections.gds.commission.plugins.module_utils.core.checks import FAILING, SEVERITY, gb_text, is_figure
+from ansible_collections.gds.commission.plugins.module_utils.core.checks import FAILING, SEVERITY, gb_text
 from ansible_collections.gds.commission.plugins.module_utils.core.files import natural_key, printable
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import is_figure
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_baselines import UNKNOWN_PLATFORM
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_links import group_path, link_state
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_text import figure_text, share_text, table_figure

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gds.commission.plugins.module_utils.core.checks import VERDICTS
+from ansible_collections.gds.commission.plugins.module_utils.core.checks import VERDICTS, refuse_unknown
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check as make_check
 from ansible_collections.gds.commission.plugins.module_utils.hw.facts_schema import PLATFORM, TOPOLOGY
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_text import as_text, check_value, short_text
@@ -83,17 +83,20 @@ CHECK_KEYS = ("low", "high", "unit", "reference", "bdf", "under_load")
 
 def normalize_check(item):
     """A check as every writer may rely on: a dict with a text name and a known verdict (else
-    ERROR); anything that is no check at all becomes an ERROR naming it."""
+    ERROR); anything that is no check at all becomes an ERROR naming it. A recorded PASS whose
+    ``actual`` is unknown is no PASS here either (core/checks.refuse_unknown: SKIP, the reason
+    added to ``detail``): what a host recorded is judged by the same rule as what it built."""
     if not isinstance(item, dict):
         return make_check("host: check record", "ERROR", "a check record", short_text(item),
                           "the host recorded something that is not a check")
     verdict = item.get("verdict", "ERROR")
     verdict = verdict.upper() if isinstance(verdict, str) else "ERROR"
-    out = {"name": as_text(item.get("name", "unnamed check")),
-           "verdict": verdict if verdict in VERDICTS else "ERROR",
+    verdict, why = refuse_unknown(verdict if verdict in VERDICTS else "ERROR", item.get("actual"))
+    out = {"name": as_text(item.get("name", "unnamed check")), "verdict": verdict,
            "expected": check_value(item.get("expected")), "actual": check_value(item.get("actual"))}
-    if item.get("detail"):
-        out["detail"] = as_text(item["detail"])
+    detail = "; ".join(as_text(part) for part in (item.get("detail"), why) if part)
+    if detail:
+        out["detail"] = detail
     for key in CHECK_KEYS:
         if item.get(key) is not None:
             out[key] = as_text(item[key]) if key == "unit" else check_value(item[key])

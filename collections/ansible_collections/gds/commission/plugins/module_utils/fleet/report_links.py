@@ -6,7 +6,7 @@ role of its function, the affinity groups on it and, from the `pcie: link <bdf>`
 it (hw/health.link_checks, the one judge of a link), its verdict and which end is slow."""
 from __future__ import annotations
 
-from ansible_collections.gds.commission.plugins.module_utils.core.checks import is_figure
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import is_figure
 from ansible_collections.gds.commission.plugins.module_utils.hw.health import KIND_ROLES, PORT_ROLES
 
 

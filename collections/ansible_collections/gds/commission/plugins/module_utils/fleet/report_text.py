@@ -10,7 +10,7 @@ import json
 import math
 import time
 
-from ansible_collections.gds.commission.plugins.module_utils.core.checks import is_figure
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import is_figure
 from ansible_collections.gds.commission.plugins.module_utils.core.files import printable
 
 

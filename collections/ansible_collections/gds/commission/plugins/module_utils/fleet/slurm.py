@@ -21,6 +21,7 @@ import json
 import os
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import FAILING, VERDICTS
+from ansible_collections.gds.commission.plugins.module_utils.core.variables import errors, given_int, given_number, path_error
 from ansible_collections.gds.commission.plugins.module_utils.fleet.output import OutDir, RefusedPath
 from ansible_collections.gds.commission.plugins.module_utils.fleet.slurm_rules import (
     DEFAULT_PREFIX, DRIFT_TAG, MODES, NODE_NAME, PREFIX, REASON_MAX, STATES, drift_cannot_resume, is_ours, node_flags,
@@ -331,3 +332,27 @@ def check_prefix(prefix):
     if not isinstance(prefix, str) or not PREFIX.match(prefix):
         raise SlurmError("reason_prefix %s must be 1 to 32 letters, digits or _.:/#@+- (no spaces, quotes or '='): "
                          "it is how this tool knows its own drains" % _show(prefix))
+
+
+def validate_vars(values, host=None, hosts=()):
+    """The gds_slurm role's variables (gds_slurm_*, and the host's gds_slurm_node_name) by the rules
+    the module applies (PREFIX, NODE_NAME): [message naming the variable and the value]."""
+    percent, least = given_number(values.get("gds_slurm_max_drain_percent")), given_int(values.get("gds_slurm_max_drain_min"))
+    node, scontrol = values.get("gds_slurm_node_name"), values.get("gds_slurm_scontrol")
+    try:
+        check_prefix(values.get("gds_slurm_reason_prefix"))
+        prefix_error = None
+    except SlurmError as exc:
+        prefix_error = "gds_slurm_%s" % exc
+    return errors(
+        None if percent is not None and 0 <= percent <= 100 and least is not None and least >= 0 else
+        "gds_slurm_max_drain_percent must be 0 to 100 (got %s) and gds_slurm_max_drain_min 0 or more (got %s)"
+        % (values.get("gds_slurm_max_drain_percent"), values.get("gds_slurm_max_drain_min")),
+        prefix_error,
+        # a hostlist such as fleet-[01-04] would act on several nodes
+        "gds_slurm_node_name of %s must be one plain Slurm node name (letters, digits, '.', '_', '-'; no hostlist), "
+        "got %s" % (host, _show(node)) if node not in (None, "") and not (isinstance(node, str) and NODE_NAME.match(node))
+        else None,
+        path_error("gds_slurm_verdict_file", values.get("gds_slurm_verdict_file")),
+        path_error("gds_slurm_healthcheck_path", values.get("gds_slurm_healthcheck_path")),
+        None if isinstance(scontrol, str) and scontrol.strip() else "gds_slurm_scontrol must not be empty, got %s" % _show(scontrol))

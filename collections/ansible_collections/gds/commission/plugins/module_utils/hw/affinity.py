@@ -599,3 +599,74 @@ def affinity_table(facts):
 
 def _bus(bdf):
     return "0x" + bdf.split(":")[-2]
+
+
+# --------------------------------------------------------------------------------------------
+# The role-level verdicts of the topology (gds_facts, through the gds_topology_checks filter)
+# --------------------------------------------------------------------------------------------
+TOPOLOGY_COUNTS = ("gpus", "data_drives", "nics", "groups")
+
+
+def expect_error(expect):
+    """Why ``gds_facts_expect`` is not {count name: non-negative int}; None when it is fine."""
+    if expect is None:
+        return None
+    if not isinstance(expect, dict):
+        return "gds_facts_expect must be a dict such as {gpus: 8, data_drives: 8}, got %r" % (expect,)
+    for key, want in expect.items():
+        if key not in TOPOLOGY_COUNTS:
+            return "gds_facts_expect: unknown key %r (known: %s)" % (key, ", ".join(TOPOLOGY_COUNTS))
+        if isinstance(want, bool) or not isinstance(want, int) or want < 0:
+            return ("gds_facts_expect.%s must be a whole number >= 0, got %r (gds_facts_expect maps %s to whole "
+                    "numbers >= 0)" % (key, want, ", ".join(TOPOLOGY_COUNTS)))
+    return None
+
+
+def validate_vars(values, host=None, hosts=()):
+    """The gds_facts role's variables (gds_facts_*): [message naming the variable and the value]."""
+    baseline = values.get("gds_facts_link_baseline", "")
+    baseline_ok = isinstance(baseline, str) and (baseline == "" or baseline.startswith("/") and not baseline.endswith("/")
+                                                  and "/../" not in baseline + "/")
+    return [message for message in (
+        expect_error(values.get("gds_facts_expect")),
+        None if baseline_ok else "gds_facts_link_baseline must be an absolute file path without '..' (or empty for "
+        "none), got %s" % (baseline,)) if message]
+
+
+def _listed(facts, key):
+    """``facts[key]`` when it is a list, else None (missing or no list: unknown)."""
+    value = facts.get(key) if isinstance(facts, dict) else None
+    return value if isinstance(value, list) else None
+
+
+def topology_checks(topology, expect=None, profile=None):
+    """``topology: ...`` checks: the expected counts, every affinity group with a local drive, and
+    whether a platform profile (inventory/profiles, through the host's platform group) applied.
+    A list the facts lack is an unknown count: it never equals an expected one."""
+    error = expect_error(expect)
+    if error:
+        raise ValueError(error)
+    lists = {key: _listed(topology, key) for key in ("gpus", "nvme", "nics", "groups")}
+    nvme = lists["nvme"] if all(isinstance(d, dict) for d in lists["nvme"] or []) else None
+    found = {"gpus": lists["gpus"], "data_drives": None if nvme is None else [d for d in nvme if not d.get("system")],
+             "nics": lists["nics"], "groups": lists["groups"]}
+    found = {key: None if value is None else len(value) for key, value in found.items()}
+    checks = [check("topology: " + key, "PASS" if found[key] == want else "FAIL", want, found[key],
+                    None if found[key] is not None else "unknown: the gds_topology facts have no %s list"
+                    % ("nvme" if key == "data_drives" else key))
+              for key, want in (expect or {}).items()]
+    groups = [g if isinstance(g, dict) else {} for g in lists["groups"] or []]
+    ungrouped = [g.get("id") for g in groups if isinstance(g.get("nvme"), list) and not g["nvme"]]
+    drive_lists = [g.get("nvme") if isinstance(g.get("nvme"), list) else None for g in groups]
+    checks.append(check("topology: every group has a local drive", "WARN" if ungrouped else "PASS", 0,
+                        None if lists["groups"] is None else len(ungrouped),
+                        "groups without a drive: %s" % ungrouped if ungrouped else None,
+                        inputs={"groups' drive lists": drive_lists}))
+    if profile:
+        checks.append(check("topology: platform profile", "PASS", "a platform profile", profile))
+    else:
+        checks.append(check("topology: platform profile", "WARN", "a platform profile", None,
+                            "the host is in no platform group (dgx2, dgx_a100, dgx_h100, gh200, gpu_compat, "
+                            "...): no profile applied, so the roles' defaults and no benchmark thresholds "
+                            "of the platform are used"))
+    return checks

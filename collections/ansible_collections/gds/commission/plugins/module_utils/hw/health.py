@@ -10,11 +10,11 @@ file written is the link baseline (``link_baseline``), and never in check mode.
 from __future__ import annotations
 
 import json
-import math
 import os
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import backup_copy, write_atomic
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import figure
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import (
     AER_FILE_NAMES, aer_counters, bdf_key, gen_of_speed, speed_gts, speed_of_gen,
 )
@@ -123,7 +123,7 @@ def link_checks(pcie_links, gpu_load=None):
             load = {"unreadable": load}  # sampled, but nothing readable: judged as unknown
         if gpu and load:
             seen = _int(load.get("max_gen_seen"))
-            want = gen_of_speed(_figure(link.get("expected_speed_gts"))) or _int(load.get("max_gen"))
+            want = gen_of_speed(figure(link.get("expected_speed_gts"))) or _int(load.get("max_gen"))
             speed_low = None if seen is None or want is None else seen < want
             judged.update(max_gen_seen=seen, expected_gen=want)
             actual = "%s Gen%s under load" % (_width(link.get("current_width")), seen if seen is not None else "?")
@@ -155,15 +155,8 @@ def link_checks(pcie_links, gpu_load=None):
     return checks
 
 
-def _figure(value):
-    """A width or speed as read: a finite number >= 0, else None (unknown)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return value if math.isfinite(value) and value >= 0 else None
-
-
 def _below(current, expected):
-    current, expected = _figure(current), _figure(expected)
+    current, expected = figure(current), figure(expected)
     if current is None or expected is None:
         return None
     return current < expected

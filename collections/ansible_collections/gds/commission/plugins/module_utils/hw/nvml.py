@@ -19,10 +19,13 @@ from ansible_collections.gds.commission.plugins.module_utils.core.files import d
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import normalize_bdf
 
 
+NOT_SUPPORTED = "not supported"
+
+
 def why(exc):
-    """An NVML error in words: "not supported" for NVMLError_NotSupported."""
+    """An NVML error in words: NOT_SUPPORTED for NVMLError_NotSupported."""
     text = str(exc) or exc.__class__.__name__
-    return "not supported" if "NotSupported" in exc.__class__.__name__ or "Not Supported" in text else text
+    return NOT_SUPPORTED if "NotSupported" in exc.__class__.__name__ or "Not Supported" in text else text
 
 
 def nvml_value(pynvml, names, *args):

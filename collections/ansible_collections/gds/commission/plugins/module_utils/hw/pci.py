@@ -67,9 +67,10 @@ AER_FILES = (("correctable", "aer_dev_correctable", "TOTAL_ERR_COR"),
              ("rootport_fatal", "aer_rootport_total_err_fatal", None))
 AER_FILE_NAMES = dict((key, name) for key, name, dummy in AER_FILES)
 
-# a PCI address as sysfs names it (domain of 4 hex digits, more in Intel VMD domains)
-BDF_PATTERN = r"^([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$"
-_BDF = re.compile(BDF_PATTERN)
+# a PCI address: domain (4 digits, 8 behind Intel VMD; 0000 when left out), bus, device, function
+_BDF = re.compile(r"^(?:([0-9a-f]{4,8}):)?([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
+# a PCI address as sysfs names a device and normalize_bdf writes one: the domain always there
+BDF_PATTERN = r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$"
 _ROOT_BUS = re.compile(r"^pci([0-9a-f]{4,8}):([0-9a-f]{2})$")
 
 
@@ -82,19 +83,16 @@ def bdf_key(bdf):
     match = _BDF.match(bdf)
     if not match:
         return (1 << 32, bdf)
-    return tuple(int(part, 16) for part in match.groups())
+    return tuple(int(part or "0", 16) for part in match.groups())
 
 
 def normalize_bdf(text):
     """``00000000:34:00.0`` (NVML) or ``34:00.0`` -> ``0000:34:00.0``; None if it is no BDF."""
-    text = (text or "").strip().lower()
-    if re.match(r"^[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$", text):
-        text = "0000:" + text
-    match = _BDF.match(text)
+    match = _BDF.match((text or "").strip().lower())
     if not match:
         return None
     domain, bus, dev, fn = match.groups()
-    return "%04x:%s:%s.%s" % (int(domain, 16), bus, dev, fn)
+    return "%04x:%s:%s.%s" % (int(domain or "0", 16), bus, dev, fn)
 
 
 def is_root_bus(element):

@@ -23,9 +23,9 @@ import time
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check, non_negative_number, profile_thresholds
 from ansible_collections.gds.commission.plugins.module_utils.core.proc import run as proc_run
 from ansible_collections.gds.commission.plugins.module_utils.core.files import decode, read_text
-from ansible_collections.gds.commission.plugins.module_utils.core.numbers import BadNumber, whole
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import BadNumber, figure, whole, whole_figure
 from ansible_collections.gds.commission.plugins.module_utils.hw.health import aer_checks, link_checks, read_aer
-from ansible_collections.gds.commission.plugins.module_utils.hw.nvml import NVML_TIMEOUT, BoundedNvml, nvml_value, why as _why
+from ansible_collections.gds.commission.plugins.module_utils.hw.nvml import NOT_SUPPORTED, NVML_TIMEOUT, BoundedNvml, nvml_value, why as _why
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import link_bytes_per_s, normalize_bdf, speed_of_gen
 from ansible_collections.gds.commission.plugins.module_utils.measure.pcie_traffic import COUNTER_TICK, COUNTERS, GPM, GPM_REFRESH, GpuTraffic
 
@@ -319,9 +319,10 @@ class NvmlSampler(object):
 
 
 def gpu_memory_health(pynvml, handle):
-    """ECC, retired pages and remapped rows of one GPU; None (with the reason in ``unknown``)
-    for what the GPU does not report."""
-    facts, unknown = {}, []
+    """ECC, retired pages and remapped rows of one GPU; None for what NVML did not give: its key
+    in ``not_supported`` where NVML says this GPU does not support it (retired pages on Ampere and
+    Hopper, which remap rows instead), else in ``unknown`` with the reason."""
+    facts, unknown, unsupported = {}, [], []
 
     def get(key, names, *args, **kind):
         value, why = nvml_value(pynvml, names, handle, *args)
@@ -335,7 +336,9 @@ def gpu_memory_health(pynvml, handle):
         except (BadNumber, TypeError) as exc:
             value, why = None, "%s: %s" % (names[0], exc)
         facts[key] = value
-        if why:
+        if why and why.split(": ", 1)[-1] == NOT_SUPPORTED:
+            unsupported.append(key)
+        elif why:
             unknown.append("%s: %s" % (key, why.split(": ", 1)[-1]))
         return value
 
@@ -353,56 +356,80 @@ def gpu_memory_health(pynvml, handle):
         corr, unc_rows, is_pending, failure = rows
         facts["remapped_rows"] = {"correctable": corr, "uncorrectable": unc_rows,
                                   "pending": bool(is_pending), "failure": bool(failure)}
-    facts["unknown"] = unknown
+    facts["unknown"], facts["not_supported"] = unknown, unsupported
     return facts
 
 
+def _flag(value):
+    """A yes/no fact as read (a bool), else None: unknown."""
+    return value if isinstance(value, bool) else None
+
+
 def gpu_health_check(index, facts, reasons, reason_samples, th):
-    """``gpu: health <index>`` from the memory facts and the clock event reasons seen during the run."""
+    """``gpu: health <index>`` from the memory facts (gpu_memory_health) and the clock event
+    reasons seen during the run (``reasons``, their union over ``reason_samples`` samples).
+
+    Each judged field is read, or not supported by this GPU (``not_supported``: judged from the
+    fields it has, and said so), or unknown: a field that should be there and could not be read
+    (None, a missing key, no count or flag) keeps the check from PASS (WARN; SKIP when nothing
+    was read). A finding of what was read FAILs or WARNs whatever else is unknown."""
     name = "gpu: health %d" % index
-    if facts is None:
+    if not isinstance(facts, dict):
         return check(name, "SKIP", "healthy", "unknown", "not read: %s" % (reasons or "NVML unavailable"))
-    fails, warns, seen = [], [], []
-    if facts.get("ecc_uncorrected_volatile"):
-        fails.append("%d uncorrectable ECC errors since the driver loaded" % facts["ecc_uncorrected_volatile"])
-    if facts.get("ecc_uncorrected_aggregate"):
-        warns.append("%d uncorrectable ECC errors over the GPU's life" % facts["ecc_uncorrected_aggregate"])
-    if facts.get("retired_pages_pending"):
-        (fails if th["gpu_remapped_rows_pending"] else warns).append(
-            "retired pages pending (take effect after a GPU reset)")
+    unsupported = [k for k in facts.get("not_supported") or [] if isinstance(k, str)]
     rows = facts.get("remapped_rows")
-    if rows:
-        if rows["failure"]:
-            fails.append("row remapping failed")
-        if rows["pending"]:
-            (fails if th["gpu_remapped_rows_pending"] else warns).append(
-                "remapped rows pending (take effect after a GPU reset)")
-        if rows["uncorrectable"]:
-            seen.append("%d rows remapped for uncorrectable errors" % rows["uncorrectable"])
-    names = reason_names(reasons or 0)
+    rows = rows if isinstance(rows, dict) else {}
+    raw = {key: facts.get(key) for key in ("ecc_uncorrected_volatile", "ecc_uncorrected_aggregate", "retired_pages_pending")}
+    raw.update(("remapped_rows." + key, rows.get(key)) for key in ("failure", "pending"))
+    # what is judged, as read (None: unknown); a field this GPU does not support is not judged
+    judged = {key: (whole_figure if key.startswith("ecc") else _flag)(value) for key, value in raw.items()
+              if key.split(".")[0] not in unsupported}
+    samples = whole_figure(reason_samples)
+    mask = whole_figure(reasons)
+    judged["clock events"] = None if not samples or mask is None else mask
+    fails, warns, seen = [], [], []
+    if judged.get("ecc_uncorrected_volatile"):
+        fails.append("%d uncorrectable ECC errors since the driver loaded" % judged["ecc_uncorrected_volatile"])
+    if judged.get("ecc_uncorrected_aggregate"):
+        warns.append("%d uncorrectable ECC errors over the GPU's life" % judged["ecc_uncorrected_aggregate"])
+    pending = fails if th["gpu_remapped_rows_pending"] else warns
+    if judged.get("retired_pages_pending"):
+        pending.append("retired pages pending (take effect after a GPU reset)")
+    if judged.get("remapped_rows.failure"):
+        fails.append("row remapping failed")
+    if judged.get("remapped_rows.pending"):
+        pending.append("remapped rows pending (take effect after a GPU reset)")
+    if whole_figure(rows.get("uncorrectable")):
+        seen.append("%d rows remapped for uncorrectable errors" % rows["uncorrectable"])
+    names = reason_names(judged["clock events"] or 0)
     for reason in names:
         if reason in th["gpu_throttle_fail"]:
             fails.append("clock event %s during the run" % reason)
         elif reason in th["gpu_throttle_warn"]:
             warns.append("clock event %s during the run" % reason)
-    known = [k for k in ("ecc_uncorrected_volatile", "retired_pages_pending", "remapped_rows")
-             if facts.get(k) is not None] + (["clock events"] if reason_samples else [])
-    unknown = list(facts.get("unknown") or [])
-    if not reason_samples:
-        unknown.append("clock event reasons: not sampled")
+    unread = [k for k, v in judged.items() if v is None]
+    unknown = [str(u) for u in facts.get("unknown") or []]
+    unknown += ["%s %r" % (key, raw[key]) for key in unread if raw.get(key) is not None]
+    if "clock events" in unread:
+        unknown.append("clock event reasons: %s" % ("not sampled" if samples == 0 else "%r samples, mask %r"
+                                                    % (reason_samples, reasons)))
     notes = seen + (["clock events seen: %s" % ", ".join(names)] if names else []) + \
+        (["not supported on this GPU: %s" % ", ".join(unsupported)] if unsupported else []) + \
         (["unknown: %s" % "; ".join(unknown)] if unknown else [])
     if fails:
         verdict, actual = "FAIL", "; ".join(fails + warns)
     elif warns:
         verdict, actual = "WARN", "; ".join(warns)
-    elif known:
-        verdict, actual = "PASS", "healthy"
-    else:
+    elif len(unread) == len(judged):
         verdict, actual = "SKIP", "unknown"
-    judged = th["gpu_throttle_fail"] + th["gpu_throttle_warn"]
-    expected = "no uncorrectable ECC errors, nothing pending" + (", no %s" % "/".join(judged) if judged else "")
-    return check(name, verdict, expected, actual, "; ".join(notes) or None)
+    elif unread:
+        verdict, actual = "WARN", "nothing wrong in what was read; not read: %s" % ", ".join(unread)
+    else:
+        verdict, actual = "PASS", "healthy"
+    judged_reasons = th["gpu_throttle_fail"] + th["gpu_throttle_warn"]
+    expected = "no uncorrectable ECC errors, nothing pending" + (
+        ", no %s" % "/".join(judged_reasons) if judged_reasons else "")
+    return check(name, verdict, expected, actual, "; ".join(notes) or None, inputs=judged)
 
 
 # --------------------------------------------------------------------------------------------
@@ -479,37 +506,57 @@ def nvme_smart(name, sysfs_root="/sys", cli="nvme"):
     return out
 
 
+SMART_FIELDS = ("critical_warning", "media_errors", "percentage_used", "temperature_c")
+
+
+def _smart(values):
+    """The judged SMART fields as read: counts and a bit mask whole numbers >= 0, the wear and the
+    temperature figures >= 0 (a drive at work is above 0 C); None for what is unknown."""
+    values = values if isinstance(values, dict) else {}
+    return {key: (whole_figure if key in ("critical_warning", "media_errors") else figure)(values.get(key))
+            for key in SMART_FIELDS}
+
+
 def nvme_health_check(name, before, after, th):
-    """``nvme: health <dev>`` from the SMART data read after the run (``before`` gives deltas)."""
+    """``nvme: health <dev>`` from the SMART data read after the run (``before`` gives deltas).
+    A field that could not be read (nvme-cli missing or failing, a value that is no figure) keeps
+    the check from PASS: WARN, SKIP when none was read; a finding FAILs or WARNs whatever else is
+    unknown."""
     check_name = "nvme: health %s" % name
+    after = after if isinstance(after, dict) else {}
+    read = _smart(after)
     fails, warns, notes = [], [], []
-    cw = after["critical_warning"]
+    cw = read["critical_warning"]
     if cw:
         bits = [text for bit, text in CRITICAL_WARNING_BITS if cw & bit] or ["0x%x" % cw]
         fails.append("critical_warning 0x%x (%s)" % (cw, ", ".join(bits)))
-    media = after["media_errors"]
+    media = read["media_errors"]
     if media:
-        grew = (before or {}).get("media_errors")
+        grew = _smart(before)["media_errors"]
         fails.append("media_errors %d%s" % (media, " (+%d during the run)" % (media - grew) if grew is not None and media > grew else ""))
-    used = after["percentage_used"]
+    used = read["percentage_used"]
     if used is not None and used > th["nvme_percentage_used_max"]:
         fails.append("percentage_used %d%% > %s%%" % (used, th["nvme_percentage_used_max"]))
-    temp = after["temperature_c"]
+    temp = read["temperature_c"]
     if temp is not None and temp > th["nvme_temperature_max_c"]:
         warns.append("temperature %g C > %s C" % (temp, th["nvme_temperature_max_c"]))
-    missing = [k for k in ("critical_warning", "media_errors", "percentage_used", "temperature_c") if after[k] is None]
+    missing = [k for k in SMART_FIELDS if read[k] is None]
     if missing:
-        notes.append("unknown: %s%s" % (", ".join(missing), " (%s)" % after["problem"] if after["problem"] else ""))
-    facts = ", ".join("%s %s" % (k, after[k]) for k in ("critical_warning", "media_errors", "percentage_used", "temperature_c")
-                      if after[k] is not None)
+        shown = ["%s %r" % (k, after[k]) if after.get(k) is not None else k for k in missing]
+        notes.append("unknown: %s%s" % (", ".join(shown), " (%s)" % after["problem"] if after.get("problem") else ""))
+    facts = ", ".join("%s %s" % (k, read[k]) for k in SMART_FIELDS if read[k] is not None)
     expected = "critical_warning 0, media_errors 0, percentage_used <= %s, temperature <= %s C" % (
         th["nvme_percentage_used_max"], th["nvme_temperature_max_c"])
+    source = "from %s" % after.get("source")
     if fails or warns:
         return check(check_name, "FAIL" if fails else "WARN", expected, "; ".join(fails + warns),
-                     "; ".join(["/dev/%s from %s" % (name, after["source"])] + notes))
-    if len(missing) == 4:
+                     "; ".join(["/dev/%s %s" % (name, source)] + notes))
+    if len(missing) == len(SMART_FIELDS):
         return check(check_name, "SKIP", expected, "unknown", "; ".join(notes))
-    return check(check_name, "PASS", expected, facts, "; ".join(["from %s" % after["source"]] + notes))
+    if missing:
+        return check(check_name, "WARN", expected, "%s; not read: %s" % (facts, ", ".join(missing)),
+                     "; ".join([source] + notes))
+    return check(check_name, "PASS", expected, facts, source, inputs=read)
 
 
 # --------------------------------------------------------------------------------------------

@@ -16,12 +16,13 @@ I/O does not wrap.
 """
 from __future__ import annotations
 
+import math
 import os
 import time
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import UnreadableFile, is_live_root, read_file
-from ansible_collections.gds.commission.plugins.module_utils.core.numbers import BadNumber, counter
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import BadNumber, counter, figure
 from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import base_disk, source_disks
 
 SECTOR_BYTES = 512
@@ -197,14 +198,41 @@ def _off(value, peers):
     return (value - mean) / mean if mean else (0.0 if not value else float("inf"))
 
 
+def _percent(share):
+    """A share as a check says it: "246%", or "far" where the peers' mean is 0."""
+    return "%d%%" % round(share * 100) if math.isfinite(share) else "far"
+
+
+def _members(drives, key, await_key, bdf_of):
+    """(read, unknown): the members read, each record with ``bytes`` (of the job's direction) and
+    ``wait`` (its service time, None where it moved nothing), and "<member> unknown: why" for each
+    member that was not read (``missing``) or whose bytes, or service time while it moved data,
+    are no figures."""
+    read, unknown = [], []
+    for number, drive in enumerate(drives):
+        if not isinstance(drive, dict) or not isinstance(drive.get("name"), str):
+            unknown.append("member %d unknown: no drive record (%r)" % (number, drive))
+            continue
+        if "missing" in drive:
+            unknown.append("%s unknown: %s" % (_label(drive, bdf_of), drive["missing"]))
+            continue
+        moved, wait = figure(drive.get(key)), figure(drive.get(await_key))
+        if moved is None or (moved and wait is None):
+            unknown.append("%s unknown: %s %r, %s %r" % (_label(drive, bdf_of), key, drive.get(key), await_key,
+                                                          drive.get(await_key)))
+            continue
+        read.append(dict(drive, bytes=moved, wait=wait if moved else None))
+    return read, unknown
+
+
 def drive_load_check(prefix, load, io_type, bdf_of, thresholds, buffered=False):
     """``bench: <job>: drive load``: every member took I/O of the job's direction (FAIL when one
     took none), and none is skewed from its peers by more than the profile's tolerances on bytes
     (a mis-grouped member) or mean service time (a slow member): WARN or FAIL per profile. A
     ``buffered`` job (through the page cache) may be served without the drives: an idle member is
     no failure there, and the members that did take I/O are compared. A member that could not be
-    read (garbled, vanished, counters restarted) is named and keeps the check from PASS (WARN);
-    with no member read it is SKIP."""
+    read (garbled, vanished, counters restarted, a figure that is no number) is named and keeps
+    the check from PASS (WARN); with no member read it is SKIP."""
     name = prefix + "drive load"
     tol_bytes, tol_await = thresholds["drive_skew_tolerance"], thresholds["drive_await_tolerance"]
     expected = "every member moves data, within %d%% of its peers' bytes and %d%% of their service time" % (
@@ -212,14 +240,16 @@ def drive_load_check(prefix, load, io_type, bdf_of, thresholds, buffered=False):
     if buffered:
         expected = "a buffered job: the members that move data are within %d%% of their peers' bytes and %d%% " \
                    "of their service time" % (round(tol_bytes * 100), round(tol_await * 100))
+    load = load if isinstance(load, dict) else {"unknown": "no load record: %r" % (load,)}
     if "unknown" in load:
         return check(name, "SKIP", expected, "unknown", load["unknown"])
+    drives = load.get("drives")
+    if not isinstance(drives, list):
+        return check(name, "SKIP", expected, "unknown", "the load record holds no list of drives: %r" % (drives,))
     write = io_type in ("write", "randwrite")
     key, await_key = ("write_bytes", "w_await_ms") if write else ("read_bytes", "r_await_ms")
-    drives = load["drives"]
-    measured = [d for d in drives if "missing" not in d]
-    missing = ["%s unknown: %s" % (_label(d, bdf_of), d["missing"]) for d in drives if "missing" in d]
-    idle = [d for d in measured if not d[key]]
+    measured, missing = _members(drives, key, await_key, bdf_of)
+    idle = [d for d in measured if not d["bytes"]]
     fails, skewed, notes = [], [], []
     if idle and buffered:
         notes.append("the page cache served the job without %s" % ", ".join(_label(d, bdf_of) for d in idle))
@@ -228,18 +258,17 @@ def drive_load_check(prefix, load, io_type, bdf_of, thresholds, buffered=False):
     busy = [d for d in measured if d not in idle]  # an idle member already FAILs: not a peer
     for drive in busy:
         others = [d for d in busy if d is not drive]
-        off = _off(drive[key], [d[key] for d in others])
+        off = _off(drive["bytes"], [d["bytes"] for d in others])
         if off is not None and abs(off) > tol_bytes:
-            skewed.append("%s moved %d%% %s bytes than its peers" % (
-                _label(drive, bdf_of), round(abs(off) * 100), "more" if off > 0 else "fewer"))
-        slow = _off(drive[await_key], [d[await_key] for d in others])
+            skewed.append("%s moved %s %s bytes than its peers" % (
+                _label(drive, bdf_of), _percent(abs(off)), "more" if off > 0 else "fewer"))
+        slow = _off(drive["wait"], [d["wait"] for d in others])
         if slow is not None and slow > tol_await:
-            skewed.append("%s took %d%% longer per request (%s ms against %s ms)" % (
-                _label(drive, bdf_of), round(slow * 100), drive[await_key],
-                "/".join(str(d[await_key]) for d in others)))
+            skewed.append("%s took %s longer per request (%s ms against %s ms)" % (
+                _label(drive, bdf_of), _percent(slow), drive["wait"], "/".join(str(d["wait"]) for d in others)))
     figures = "; ".join("%s: %.1f MB %s, %s %s, await %s ms, util %s%%" % (
-        _label(d, bdf_of), d[key] / 1e6, "written" if write else "read", d["w_s"] if write else d["r_s"],
-        "w/s" if write else "r/s", d[await_key], d["util_pct"]) for d in measured)
+        _label(d, bdf_of), d["bytes"] / 1e6, "written" if write else "read", d.get("w_s" if write else "r_s"),
+        "w/s" if write else "r/s", d.get(await_key), d.get("util_pct")) for d in measured)
     notes.append(figures)
     if fails:
         verdict = "FAIL"
@@ -263,4 +292,7 @@ def drive_load_check(prefix, load, io_type, bdf_of, thresholds, buffered=False):
         actual = "%d of %d members unknown: %s; of the others: %s" % (len(missing), len(drives), "; ".join(missing), actual)
     elif missing:
         notes.append("; ".join(missing))
-    return check(name, verdict, expected, actual, "; ".join(n for n in notes if n) or None)
+    # judged: every member's bytes, and the service time of each that moved data
+    inputs = {"bytes": [d["bytes"] for d in measured] + [None] * len(missing),
+              "service times": [d["wait"] for d in busy]}
+    return check(name, verdict, expected, actual, "; ".join(n for n in notes if n) or None, inputs=inputs)

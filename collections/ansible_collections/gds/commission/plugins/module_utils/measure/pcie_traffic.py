@@ -37,7 +37,7 @@ from __future__ import annotations
 import time
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check, gb_text
-from ansible_collections.gds.commission.plugins.module_utils.core.numbers import BadNumber, finite, whole
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import BadNumber, figure, finite, whole, whole_figure
 from ansible_collections.gds.commission.plugins.module_utils.hw.nvml import nvml_value
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import link_bytes_per_s
 
@@ -343,16 +343,16 @@ def link_class(topology, gpu, drives):
 
 
 def _buffers(cufile, index):
-    row = next((r for r in cufile.get("gpus") or [] if r["index"] == index), {})
+    rows = cufile.get("gpus") if isinstance(cufile.get("gpus"), list) else []
+    row = next((r for r in rows if isinstance(r, dict) and r.get("index") == index), {})
     return "%s of %s pool buffers in use" % (row.get("pool_used"), row.get("pool_total"))
 
 
-def _bytes(value):
-    """A byte figure that can be judged: a finite number >= 0 (not a bool), else None."""
-    try:
-        return finite(value)
-    except BadNumber:
+def _indices(value):
+    """A list of GPU indices as read, else None (not a list, or an entry that is no index)."""
+    if not isinstance(value, list) or any(whole_figure(i) is None for i in value):
         return None
+    return [whole_figure(i) for i in value]
 
 
 def _gpu_list(indices):
@@ -380,10 +380,22 @@ def bounce_check(prefix, gpu, moved, io_type, gpus, topology, drives, th, unknow
     if expected_bounce:
         expected += " (or a GPU near the drives: the non-affine pair)"
     write = io_type in ("write", "randwrite")
+    if cufile is not None and not isinstance(cufile, dict):
+        cufile = {"unknown": "no record of cuFile's statistics: %r" % (cufile,)}
     cufile_why = (cufile or {}).get("unknown")
     cufile = cufile if cufile and "unknown" not in cufile else None
+    # NVML's figures: a list of GPU records, each with its index (anything else is unknown)
+    missing = []
+    if gpus is not None and not isinstance(gpus, list):
+        missing.append("NVML's figures are no list of GPUs: %r" % (gpus,))
+    records = []
+    for number, g in enumerate(gpus if isinstance(gpus, list) else []):
+        if isinstance(g, dict) and whole_figure(g.get("index")) is not None:
+            records.append(g)
+        else:
+            missing.append("GPU record %d of NVML's figures is no GPU's (%r)" % (number, g))
     bdfs = {g.get("index"): g.get("bdf") for g in (topology or {}).get("gpus") or [] if isinstance(g, dict)}
-    bdfs.update((g["index"], g.get("bdf")) for g in gpus or [] if g.get("bdf"))
+    bdfs.update((g["index"], g.get("bdf")) for g in records if g.get("bdf"))
 
     def who(g):
         where = link_class(topology, g["index"], drives)
@@ -391,17 +403,16 @@ def bounce_check(prefix, gpu, moved, io_type, gpus, topology, drives, th, unknow
                                  ", " + where if where else "")
 
     # what NVML could not say: GPUs without figures, figures that are no byte counts, GPUs not followed
-    missing = []
     known = []
-    for g in gpus or []:
+    for g in records:
         if "unknown" in g:
             missing.append("GPU%s %s" % (g["index"], g["unknown"]))
-        elif _bytes(g.get("rx_bytes")) is None or _bytes(g.get("tx_bytes")) is None:
+        elif figure(g.get("rx_bytes")) is None or figure(g.get("tx_bytes")) is None:
             missing.append("GPU%s figures are no byte counts (rx %r, tx %r)"
                            % (g["index"], g.get("rx_bytes"), g.get("tx_bytes")))
         else:
             known.append(g)
-    seen = {g.get("index") for g in gpus or []}
+    seen = {g["index"] for g in records}
     unfollowed = sorted(i for i in bdfs if isinstance(i, int) and i not in seen)
     if gpus and unfollowed:
         missing.append("%s of the topology not followed by NVML" % _gpu_list(unfollowed))
@@ -409,7 +420,7 @@ def bounce_check(prefix, gpu, moved, io_type, gpus, topology, drives, th, unknow
         missing.append(unknown)
     if gpu not in seen:
         missing.append("GPU%s (the job's) not followed by NVML" % gpu)
-    moved_ok = _bytes(moved)
+    moved_ok = figure(moved)
     if not moved_ok:
         return check(name, "SKIP", expected, "unknown", "the job's record has no byte count (%r)" % (moved,))
 
@@ -426,24 +437,26 @@ def bounce_check(prefix, gpu, moved, io_type, gpus, topology, drives, th, unknow
     sources = sorted({g["source"] for g in known if g.get("source")})
     if sources:
         notes.append("from %s" % " and ".join(sources))
-    if cufile is not None and cufile.get("buffer_gpus"):
+    if cufile is not None and _indices(cufile.get("buffer_gpus")):
         notes.append("cuFile's bounce buffers on %s" % ", ".join(
-            "GPU%s (%s)" % (i, _buffers(cufile, i)) for i in cufile["buffer_gpus"]))
+            "GPU%s (%s)" % (i, _buffers(cufile, i)) for i in _indices(cufile["buffer_gpus"])))
     if missing and known:
         notes.append("unknown: %s" % "; ".join(missing))
 
+    # judged: the job's bytes and each GPU's, as NVML gave them
+    inputs = {"bytes moved": moved, "GPUs' rx/tx bytes": [[g["rx_bytes"], g["tx_bytes"]] for g in known]}
     carriers = sorted((g for g in known if g["index"] != gpu and g["rx_bytes"] >= share * moved_ok),
                       key=lambda g: -g["rx_bytes"])
     if carriers:
         actual = "; ".join("%s received %s, %d%% of the bytes the job moved" % (
             who(g), gb_text(g["rx_bytes"]), round(100.0 * g["rx_bytes"] / moved_ok)) for g in carriers)
-        return check(name, found, expected, actual, "; ".join(notes))
+        return check(name, found, expected, actual, "; ".join(notes), inputs=inputs)
     if known and not missing:
         if mine < OWN_SHARE * moved_ok:
             actual = "GPU%s %s %s, %d%% of the %s the job moved: NVML's figures do not account for the job's data" % (
                 gpu, "sent" if write else "received", gb_text(mine), round(100.0 * mine / moved_ok), gb_text(moved_ok))
             return check(name, "WARN", expected, actual, "; ".join(notes))
-        return check(name, "PASS", expected, "no other GPU carried the data", "; ".join(notes))
+        return check(name, "PASS", expected, "no other GPU carried the data", "; ".join(notes), inputs=inputs)
     nvml_why = "; ".join(missing) if known else (unknown or "; ".join(missing) or "no GPU's PCIe traffic was read")
     if cufile is not None:
         return _cufile_bounce(name, gpu, cufile, expected, found, who, nvml_why)
@@ -452,18 +465,25 @@ def bounce_check(prefix, gpu, moved, io_type, gpus, topology, drives, th, unknow
 
 
 def _cufile_bounce(name, gpu, cufile, expected, found, who, nvml_why):
-    """The bounce check from cuFile's per-GPU statistics alone (NVML's figures incomplete)."""
+    """The bounce check from cuFile's per-GPU statistics alone (NVML's figures incomplete): another
+    GPU's bounce buffers in use is a finding; PASS needs both lists read (``buffer_gpus``,
+    ``io_gpus``: lists of GPU indices), no other GPU's buffers and the I/O on GPU ``gpu`` alone."""
     notes = ["from cuFile's statistics (%s); NVML: %s" % (cufile.get("source"), nvml_why)]
-    held = [i for i in cufile.get("buffer_gpus") or [] if i != gpu]
+    lists = {key: _indices(cufile.get(key)) for key in ("buffer_gpus", "io_gpus")}
+    held = [i for i in lists["buffer_gpus"] or [] if i != gpu]
     if held:
         return check(name, found, expected, "; ".join(
             "%s held cuFile's bounce buffers (%s)" % (who({"index": i}), _buffers(cufile, i)) for i in held),
-            "; ".join(notes))
-    io = list(cufile.get("io_gpus") or [])
+            "; ".join(notes), inputs=lists)
+    unread = ["%s %r" % (key, cufile.get(key)) for key, value in lists.items() if value is None]
+    if unread:
+        return check(name, "SKIP", expected, "unknown", "; ".join(
+            ["cuFile's statistics hold no list of GPU indices: %s" % ", ".join(unread)] + notes))
+    io = lists["io_gpus"]
     if io != [gpu]:
         where = "on no GPU" if not io else "on %s" % _gpu_list(io)
         return check(name, "SKIP", expected, "unknown", "; ".join(
             ["cuFile's statistics show I/O %s, not on GPU%s alone: they do not describe this job" % (where, gpu)]
             + notes))
     return check(name, "PASS", expected, "cuFile used no other GPU's bounce buffers",
-                 "; ".join(["cuFile I/O on GPU %s" % gpu] + notes))
+                 "; ".join(["cuFile I/O on GPU %s" % gpu] + notes), inputs=lists)

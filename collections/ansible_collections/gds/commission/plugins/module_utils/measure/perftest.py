@@ -17,7 +17,6 @@ reason}`` (plus ``link``, ``rate_gbps``, ``lat_us_max``, ``cmd``, ``server_cmd``
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import shutil
@@ -25,12 +24,14 @@ import subprocess
 import tempfile
 import time
 
-from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
+from ansible_collections.gds.commission.plugins.module_utils.core.checks import check, fold_skips
 from ansible_collections.gds.commission.plugins.module_utils.core.files import natural_key
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import NOT_A_NUMBER, figure_fault
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import figure as known_figure
+from ansible_collections.gds.commission.plugins.module_utils.core.variables import given_int
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import LINK_CLASSES, class_rank
 from ansible_collections.gds.commission.plugins.module_utils.core.proc import kill as proc_kill, run as proc_run, start as proc_start
 from ansible_collections.gds.commission.plugins.module_utils.measure.thresholds import WARN_MARGIN, ThresholdError, evaluate
-from ansible_collections.gds.commission.plugins.module_utils.measure.thresholds import figure as known_figure
 
 PERFTEST_TESTS = ("ib_write_bw", "ib_read_bw", "ib_write_lat")
 BW_TESTS = ("ib_write_bw", "ib_read_bw", "osu_bw")
@@ -67,7 +68,15 @@ DEFAULTS = {
     "peer_address": "",
     "extra_args": [],
     "numactl": "numactl",
+    # where procfs is mounted: a server is ready once net/tcp{,6} there lists its port
+    "procfs_root": "/proc",
 }
+
+
+# The first TCP port of a plan's runs (each run takes the next): unprivileged, and room below 65535.
+PORTS = (1024, 65000)
+# a rate key of bw_fraction: Gb/s as digits (YAML's 400 or JSON's "400"), or "default"
+_RATE_KEY = re.compile(r"^(default|[0-9]+(\.[0-9]+)?)$")
 
 
 class BenchError(ValueError):
@@ -87,17 +96,14 @@ def figure(value, where):
     Raises BenchError naming ``where`` (the JSON key or the table column) and the value."""
     shown = repr(value)
     shown = shown if len(shown) <= 40 else shown[:37] + "..."
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    fault = figure_fault(value)
+    if fault == NOT_A_NUMBER:
         raise BenchError("%s: %s is not a number" % (where, shown))
-    try:
-        number = float(value)
-    except OverflowError:  # an integer beyond float range
-        number = float("inf")
-    if not math.isfinite(number):
+    if fault:  # NaN, infinity, an integer beyond float range
         raise BenchError("%s: %s is not a finite number" % (where, shown))
-    if number < 0:
+    if value < 0:
         raise BenchError("%s: %s is negative" % (where, shown))
-    return number
+    return float(value)
 
 
 def parse_perftest_text(text):
@@ -310,9 +316,9 @@ def settings_from(params):
             raise BenchError("%s must be a whole number, got %r" % (key, merged[key]))
         if merged[key] <= 0 and key != "osu_lat_size":
             raise BenchError("%s must be > 0, got %r" % (key, merged[key]))
-    if merged["port_base"] > 65000:
-        raise BenchError("port_base must leave room for one TCP port per run below 65535, got %d"
-                         % merged["port_base"])
+    if not PORTS[0] <= merged["port_base"] <= PORTS[1]:
+        raise BenchError("port_base must be an unprivileged TCP port from %d to %d (one port per run follows it, "
+                         "below 65535), got %d" % (PORTS + (merged["port_base"],)))
     if merged["affinity_gain"]:
         try:
             evaluate("affinity_gain", merged["affinity_gain"], 1.0)
@@ -331,6 +337,42 @@ def settings_from(params):
     return merged
 
 
+def validate_vars(values, host=None, hosts=()):
+    """The gds_rdma_bench role's variables (gds_rdma_bench_*), each by the rule the module applies
+    to its option (settings_from), plus the role's own: [message naming the variable and the value]."""
+    out = []
+    lists = [key for key in ("tests", "memory", "extra_args", "osu_mpirun_args", "osu_nic_args", "affinity_gain")
+             if isinstance(values.get("gds_rdma_bench_" + key), str)]
+    if lists:
+        out.append("%s must be YAML lists, not strings (for example gds_rdma_bench_tests: [ib_write_bw, ib_read_bw])"
+                   % ", ".join("gds_rdma_bench_" + key for key in lists))
+    fraction = values.get("gds_rdma_bench_bw_fraction", DEFAULTS["bw_fraction"])
+    try:
+        bw_fraction(fraction, 0)
+    except BenchError as exc:
+        out.append("gds_rdma_bench_bw_fraction must be a fraction in (0, 1] or a mapping of port rates in Gb/s (and "
+                   "'default') to such fractions, e.g. {default: 0.90, 400: 0.92}; got %s (%s)" % (fraction, exc))
+    options = [(key, "gds_rdma_bench_" + key) for key in sorted(DEFAULTS) if key not in lists + ["bw_fraction"]]
+    for key, name in options + [("port_base", "gds_rdma_bench_peer_port_base")]:
+        if values.get(name) is not None:
+            try:
+                settings_from({key: values[name]})
+            except BenchError as exc:
+                out.append("%s (%s): %s" % (name, values[name], exc))
+    poll = values.get("gds_rdma_bench_poll_interval")
+    if poll is not None and not (given_int(poll) is not None and given_int(poll) >= 0):
+        out.append("gds_rdma_bench_poll_interval (%s) must be a whole number of seconds >= 0" % (poll,))
+    for name in ("gds_rdma_bench_perftest_dir", "gds_rdma_bench_osu_dir"):
+        where = values.get(name, "")
+        if where != "" and (not isinstance(where, str) or not where.startswith("/") or re.search(r"(^|/)\.\.(/|$)", where)):
+            out.append("%s must be an absolute directory without '..' (or empty for PATH), got %s" % (name, where))
+    peer, address = values.get("gds_rdma_bench_peer", ""), values.get("gds_rdma_bench_peer_address", "")
+    if peer and (peer not in (hosts or ()) or peer == host) or not re.match(r"^[A-Za-z0-9.:_-]*$", str(address)):
+        out.append("gds_rdma_bench_peer (%s) must be another host of the inventory (or empty for loopback), and "
+                   "gds_rdma_bench_peer_address (%s) a host name or address" % (peer, address))
+    return out
+
+
 def bw_fraction(table, rate_gbps):
     """The fraction of the port rate a bandwidth test must reach: a number, or a table keyed by
     the port rate in Gb/s with an optional ``default``."""
@@ -344,11 +386,10 @@ def bw_fraction(table, rate_gbps):
         raise BenchError("bw_fraction must be a number or {rate_gbps: fraction}, got %r" % (table,))
     parsed = {}
     for key, value in entries.items():
-        try:
-            fraction = float(value)
-            rate = "default" if str(key) == "default" else float(key)
-        except (TypeError, ValueError):
+        if not _RATE_KEY.match(str(key)) or isinstance(value, bool) or not isinstance(value, (int, float)):
             raise BenchError("bw_fraction: %r: %r is not rate_gbps: fraction" % (key, value))
+        fraction = float(value)
+        rate = "default" if str(key) == "default" else float(key)
         if not 0 < fraction <= 1:
             raise BenchError("bw_fraction: %r: the fraction must be in (0, 1], got %r" % (key, value))
         parsed[rate] = fraction
@@ -560,13 +601,13 @@ def listening(port, proc_root="/proc"):
     return False if seen else None
 
 
-def wait_listening(proc, port, timeout):
+def wait_listening(proc, port, timeout, proc_root="/proc"):
     """Wait until the server listens; (ok, why). A server that exits first failed to start."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         if proc.poll() is not None:
             return False, "the server exited %s before listening" % proc.returncode
-        state = listening(port)
+        state = listening(port, proc_root)
         if state is None:
             time.sleep(min(2.0, timeout))  # no /proc/net: give it a moment
             return proc.poll() is None, "the server exited before the client started"
@@ -603,7 +644,7 @@ def run_perftest(row, binary, settings, features, numactl_path, mode="loopback",
                 server = proc_start(row["server_cmd"], env)
             except OSError as exc:
                 return _error(row, "could not start the server: %s" % exc)
-            ok, why = wait_listening(server, row["tcp_port"], settings["start_timeout"])
+            ok, why = wait_listening(server, row["tcp_port"], settings["start_timeout"], settings["procfs_root"])
             if not ok:
                 dummy, err = proc_kill(server)
                 return _error(row, why, err)
@@ -845,8 +886,9 @@ def affinity_checks(rows, spec):
 
 
 def checks_for(rows, settings):
-    checks = [row_check(r) for r in rows] + affinity_checks(rows, settings["affinity_gain"])
-    return checks
+    """Every row's check and the affinity checks; the rows skipped for one reason (a simulated
+    node, no perftest) as one check each (core/checks.fold_skips)."""
+    return fold_skips([row_check(r) for r in rows] + affinity_checks(rows, settings["affinity_gain"]))
 
 
 def public_rows(rows):

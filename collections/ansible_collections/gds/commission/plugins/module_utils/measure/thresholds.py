@@ -15,9 +15,9 @@ record lacks, or holds as no finite figure >= 0 (NaN, infinity, a negative numbe
 """
 from __future__ import annotations
 
-import math
-
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check as _check
+# every metric here (throughput, IOPS, latency, bytes, seconds, ratios) is a figure >= 0
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import figure
 
 WARN_MARGIN = 0.05
 GPU_DIRECT_XFER_TYPES = (0, 5, 6)
@@ -63,17 +63,6 @@ def lookup_metric(record, metric):
 
 def _fmt(value):
     return float("%.4g" % value)
-
-
-def figure(value):
-    """``value`` when it is a measured figure: a number (not a boolean), finite and >= 0; else
-    None. Every metric here (throughput, IOPS, latency, bytes, seconds, ratios) is one."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        return value if math.isfinite(value) and value >= 0 else None
-    except OverflowError:  # an integer no float can hold
-        return None
 
 
 def drive_spec_error(spec):

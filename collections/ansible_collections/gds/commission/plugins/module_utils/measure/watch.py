@@ -14,10 +14,10 @@ path's limit) that fails is unknown with the error as its reason, and its check 
 """
 from __future__ import annotations
 
-import math
 import os
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check, non_negative_number, profile_thresholds
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import figure
 from ansible_collections.gds.commission.plugins.module_utils.measure.cufile_stats import GdsStatsWatcher, stats_level_note
 from ansible_collections.gds.commission.plugins.module_utils.measure.devhealth import find_cli
 from ansible_collections.gds.commission.plugins.module_utils.measure.diskload import DriveWatch, drive_load_check
@@ -241,9 +241,8 @@ class JobWatch(object):
         load = self.health.gpu_load() if self.health is not None else {}
         limit = path_limit(self.topology, job_gpu(job), drives, load,
                            spec_bytes(job.get("spec"), record))
-        measured = (record or {}).get("throughput_gib_s")
-        if "unknown" in limit or isinstance(measured, bool) or not isinstance(measured, (int, float)) \
-                or not math.isfinite(measured) or measured < 0:
+        measured = figure((record or {}).get("throughput_gib_s"))
+        if "unknown" in limit or measured is None:
             return limit, None
         return limit, round(measured * GIB / limit["bytes_per_s"], 4)
 
@@ -251,14 +250,19 @@ class JobWatch(object):
         """``bench: <job>: path_fraction``: measured / the path's limit against the profile's minimum.
         Above 1 the job moved more than the path carries: the limit or the measurement is wrong."""
         expected = ">= %g of the path" % self.th["path_fraction_min"]
+        limit = limit if isinstance(limit, dict) else {"unknown": "no limit record: %r" % (limit,)}
         if fraction is None:
             return check(prefix + "path_fraction", "SKIP", expected, "unknown",
                          "the path's limit is unknown: %s" % limit.get("unknown", "no measured throughput"))
-        where = "limit %s GB/s (%s)" % (limit["gb_s"], limit["bound"])
+        if figure(fraction) is None:
+            return check(prefix + "path_fraction", "SKIP", expected, "unknown",
+                         "measured / the path's limit is %r, no figure to judge" % (fraction,))
+        where = "limit %s GB/s (%s)" % (limit.get("gb_s", "unknown"), limit.get("bound", "bound unknown"))
         if fraction > 1:
+            rate = figure(limit.get("bytes_per_s"))
+            measured = "%.3f GB/s" % (fraction * rate / 1e9) if rate is not None else "%g of it" % fraction
             return check(prefix + "path_fraction", "WARN", expected, fraction,
-                         "measured %.3f GB/s, above the path's %s: the limit or the measurement is wrong"
-                         % (fraction * limit["bytes_per_s"] / 1e9, where))
+                         "measured %s, above the path's %s: the limit or the measurement is wrong" % (measured, where))
         out = evaluate("path_fraction", [self.th["path_fraction_min"], 0.0, None, "of the path"], fraction, prefix)
         out["detail"] = "; ".join(p for p in (out.get("detail"), where) if p)
         return out

@@ -12,9 +12,13 @@ rests on ACS) and kernel lockdown (the kernel refuses config writes from user sp
 from __future__ import annotations
 
 import errno
+import json
 import os
+import re
 import struct
 
+from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
+from ansible_collections.gds.commission.plugins.module_utils.core.variables import errors, is_list
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import PORT_NAMES, acs_state, find_pcie_port_type, normalize_bdf
 
 # ACS Control bits (PCIe spec 7.7.8.3)
@@ -199,3 +203,120 @@ class AcsPlan(object):
         return {"before": text("before"), "after": text("after"),
                 "before_header": "ACS control (%s)" % self.sysfs_root,
                 "after_header": "ACS control (%s, state=%s)" % (self.sysfs_root, self.state)}
+
+
+# --------------------------------------------------------------------------------------------
+# The role's verdicts (pcie_acs, through the gds_acs_checks filter) and the unit it writes
+# --------------------------------------------------------------------------------------------
+def acs_checks(result, state, persist="unit", cmdline_param="config_acs", managed_by=None, live=True,
+               platform=None, check_mode=False):
+    """``acs: ...`` checks from the pcie_acs module's result.
+
+    ``state`` is gds_pcie_acs_state; ``managed_by`` the version of DGX OS's nvidia-acs-disable when
+    that package manages ACS (the role then only verifies that ACS is off). In check mode the
+    checks describe the bridges as they are (``before``), else as the module left them (``after``).
+    """
+    result = result if isinstance(result, dict) else {}
+    platform = platform or {}
+    bridges = result.get("bridges")
+    with_cap = [b if isinstance(b, dict) else {} for b in bridges if not isinstance(b, dict) or b.get("acs_offset") is not None] \
+        if isinstance(bridges, list) else []
+    side = "before" if check_mode else "after"
+    # ACS Control as the module read it ("0x0000"); anything else it could not read is unknown
+    control = [(b.get("bdf"), b.get(side) if isinstance(b.get(side), str) and b.get(side).startswith("0x") else None)
+               for b in with_cap]
+    on = [bdf for bdf, value in control if value != "0x0000"]
+    inputs = {"bridges": None if bridges is not None and not isinstance(bridges, list) else len(with_cap),
+              "ACS Control": [value for dummy, value in control]}
+    count = len(with_cap)
+    if managed_by:
+        state = "disabled"
+    checks = []
+    if count == 0:
+        checks.append(check("acs: GPU/NVMe/NIC bridges", "SKIP", "bridges with ACS", 0,
+                            "no bridge with an ACS capability above a GPU, data drive or NIC"
+                            if inputs["bridges"] is not None else "unknown: the module returned no list of bridges"))
+    elif state == "disabled":
+        detail = ("ACS still on: " + ", ".join(map(str, on))) if on else "%d bridges with ACS Control 0x0000" % count
+        if managed_by:
+            detail += " (managed by nvidia-acs-disable %s)" % managed_by
+        checks.append(check("acs: disabled on GPU/NVMe/NIC bridges", "FAIL" if on else "PASS", 0, len(on), detail,
+                            inputs=inputs))
+    elif state == "enabled":
+        off = [bdf for bdf, value in control if value == "0x0000"]
+        checks.append(check("acs: enabled on GPU/NVMe/NIC bridges", "FAIL" if off else "PASS", count, len(on),
+                            ("ACS off: " + ", ".join(map(str, off))) if off else "kernel default ACS bits set",
+                            inputs=inputs))
+    else:
+        checks.append(check("acs: state of GPU/NVMe/NIC bridges", "WARN" if on else "PASS", 0, len(on),
+                            ("ACS on (query only): " + ", ".join(map(str, on))) if on else "%d bridges with ACS off" % count,
+                            inputs=inputs))
+    if count and state == "disabled":
+        checks.append(_acs_persistence(count, persist, cmdline_param, managed_by, live, platform))
+    vfio = result.get("vfio_devices") or []
+    if vfio:
+        checks.append(check("acs: devices bound to vfio-pci", "WARN", 0, len(vfio),
+                            "changed with gds_pcie_acs_allow_with_vfio: " + ", ".join(vfio)))
+    return checks
+
+
+def _acs_persistence(count, persist, cmdline_param, managed_by, live, platform):
+    name = "acs: kept disabled across reboots"
+    if managed_by:
+        return check(name, "PASS", "persistent", "nvidia-acs-disable " + managed_by,
+                     "DGX OS manages ACS on this node; the role only verifies it")
+    if persist == "none":
+        return check(name, "WARN", "persistent", "none",
+                     "gds_pcie_acs_persist is none: ACS comes back at the next boot")
+    how = []
+    if persist in ("unit", "both"):
+        how.append("gds-acs-disable.service" + ("" if live else " (written; not enabled on a simulated node)"))
+    if persist in ("cmdline", "both"):
+        how.append("pci=%s in 99-gds-acs.cfg" % cmdline_param)
+    # kernels 6.11 to 6.13 parse only the first device of a pci=config_acs= list
+    cmdline = platform.get("acs_cmdline")
+    lists = cmdline.get("device_lists") if isinstance(cmdline, dict) else None
+    judged = persist == "cmdline" and count > 1
+    lists_broken = persist in ("cmdline", "both") and count > 1 and lists is False
+    detail = "%d bridges" % count
+    if lists_broken:
+        detail = ("kernel %s parses only the first device of a pci=%s= list (6.11 to 6.13, fixed in 6.14)"
+                  % ((platform.get("kernel") or {}).get("release"), cmdline_param))
+        if persist == "both":
+            detail += "; the unit clears the others"
+    return check(name, "WARN" if lists_broken and persist == "cmdline" else "PASS", "persistent",
+                 " + ".join(how), detail,
+                 # with the command line alone, whether the kernel reads a whole list decides it
+                 inputs={"the kernel parses pci= device lists": lists if isinstance(lists, bool) else None}
+                 if judged else None)
+
+
+_SAFE_PATH = re.compile(r"^(/[A-Za-z0-9._+-]+)+$")
+
+
+def unit_exec_error(path):
+    """Why ``path`` cannot be the program of a root systemd unit's ExecStart: it must be an
+    absolute path of plain path characters (no spaces, quotes, ``;``, ``$``, ``%`` specifiers, no
+    ``..``), so that the unit runs exactly that file and nothing else. None when it is fine."""
+    if not isinstance(path, str) or not path:
+        return "must be an absolute path to an executable, got %r" % (path,)
+    if not _SAFE_PATH.match(path) or "/." in path:
+        return ("%r is not an absolute path of plain characters (letters, digits, . _ + - /, no "
+                "component starting with '.'): "
+                "it is written into a root systemd unit, so no shell words, spaces or specifiers" % (path,))
+    return None
+
+
+def validate_vars(values, host=None, hosts=()):
+    """The pcie_acs role's variables (gds_pcie_acs_*): [message naming the variable and the value]."""
+    bridges, setpci = values.get("gds_pcie_acs_bridges", []), values.get("gds_pcie_acs_setpci", "")
+    if not is_list(bridges):
+        # the argument specs would split a string at commas, the role would loop over its characters
+        return ["gds_pcie_acs_bridges must be a YAML list of PCI addresses ([\"0000:04:10.0\"]), got the %s %s"
+                % (type(bridges).__name__, json.dumps(bridges, default=str))]
+    bad = [str(bdf) for bdf in bridges if normalize_bdf(str(bdf)) is None]
+    setpci_error = unit_exec_error(setpci) if setpci != "" else None
+    return errors(
+        "gds_pcie_acs_bridges: %s are not PCI addresses (DDDD:BB:DD.F)" % bad if bad else None,
+        "gds_pcie_acs_setpci=%s must be empty (find setpci on the node) or the absolute path of the setpci "
+        "executable: %s" % (json.dumps(setpci, default=str), setpci_error) if setpci_error else None)

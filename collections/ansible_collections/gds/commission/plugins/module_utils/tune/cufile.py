@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import backup_copy, write_atomic
+from ansible_collections.gds.commission.plugins.module_utils.core.variables import errors, given_int, is_list, path_error
 from ansible_collections.gds.commission.plugins.module_utils.tune.cufile_alternatives import (
     MAX_SYMLINKS, NodePaths, best_choice, format_alternatives, read_alternatives,
 )
 from ansible_collections.gds.commission.plugins.module_utils.tune.cufile_remote import (
-    BUILTIN_REMOTE_KEYS, REMOTE_FS, gds_version, remote_fs_check, remote_fs_keys, remote_schema, section_keys,
+    BUILTIN_REMOTE_KEYS, REMOTE_FS, gds_version, is_ipv4, remote_fs_check, remote_fs_keys, remote_schema, section_keys,
 )
 from ansible_collections.gds.commission.plugins.module_utils.tune.cufile_schema import (
     BOOL, INT, IPV4_LIST, KB, KNOWN_PATHS, SCHEMA, STR, deprecations, suggest, validate,
@@ -37,7 +39,35 @@ __all__ = [
     "differences", "duplicate_keys", "dumps", "edit_text", "flatten", "format_alternatives", "gds_version", "key_order",
     "loads", "merge", "parse_mode", "read_alternatives", "read_config", "remote_fs_check", "remote_fs_keys",
     "remote_schema", "report_checks", "section_keys", "strip_comments", "suggest", "text_format", "too_deep", "validate",
+    "validate_vars", "DOTTED_KEY", "is_ipv4",
 ]
+
+
+# --------------------------------------------------------------------------------------------
+# The cufile role's variables
+# --------------------------------------------------------------------------------------------
+# a key the schema does not know yet, by its dotted path (properties.some_new_knob)
+DOTTED_KEY = re.compile(r"^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$")
+
+
+def validate_vars(values, host=None, hosts=()):
+    """The cufile role's variables (gds_cufile_*): [message naming the variable and the value]."""
+    path, alternative = values.get("gds_cufile_path"), values.get("gds_cufile_alternative_path")
+    priority = given_int(values.get("gds_cufile_alternative_priority"))
+    keys, addresses = values.get("gds_cufile_extra_keys", []), values.get("gds_cufile_rdma_addresses", {})
+    bad_keys = [key for key in keys if not isinstance(key, str) or not DOTTED_KEY.match(key)] if is_list(keys) else [keys]
+    bad_addresses = {nic: address for nic, address in addresses.items() if not (isinstance(address, str) and is_ipv4(address))} \
+        if isinstance(addresses, dict) else addresses
+    return errors(
+        path_error("gds_cufile_path", path), path_error("gds_cufile_alternative_path", alternative),
+        "gds_cufile_path and gds_cufile_alternative_path must be two different paths, both are %s" % (path,)
+        if path == alternative else None,
+        None if priority is not None and priority > 0 else "gds_cufile_alternative_priority must be a positive "
+        "integer, got %s" % (values.get("gds_cufile_alternative_priority"),),
+        "gds_cufile_extra_keys: %s are not dotted cufile.json keys (e.g. properties.some_new_knob)" % (bad_keys,)
+        if bad_keys else None,
+        "gds_cufile_rdma_addresses: %s are not IPv4 addresses (a map of NIC to address)" % (bad_addresses,)
+        if bad_addresses else None)
 
 
 # --------------------------------------------------------------------------------------------

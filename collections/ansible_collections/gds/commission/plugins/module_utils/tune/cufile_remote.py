@@ -106,7 +106,7 @@ def remote_schema(root, candidates):
             "keys": {s: sorted(k) for s, k in BUILTIN_REMOTE_KEYS.items()}}
 
 
-def _ipv4(text):
+def is_ipv4(text):
     try:
         return isinstance(ipaddress.ip_address(text), ipaddress.IPv4Address)
     except (TypeError, ValueError):
@@ -129,7 +129,7 @@ def remote_fs_keys(mounts, schema):
             notes.append("%s: %s transport, not RDMA" % (where, mount.get("transport") or "unknown"))
             continue
         address = mount.get("client_address")
-        if not _ipv4(address):
+        if not is_ipv4(address):
             notes.append("%s: no IPv4 client address on %s (cuFile takes IPv4 only)"
                          % (where, mount.get("netdev") or "its interface"))
             continue

@@ -26,9 +26,11 @@ import struct
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import UnreadableFile, read_file
+from ansible_collections.gds.commission.plugins.module_utils.core.variables import errors, given_int, is_list, path_error
 from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import lower_netdevs, netdev_by_ifindex
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import LINK_CLASSES, class_rank
 from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import ProcfsError, read_mounts
+from ansible_collections.gds.commission.plugins.module_utils.tune.raid import SYSTEM_DIRS, system_dir
 
 # fstype -> the cufile.json ``fs`` section that configures it
 NETFS_TYPES = {"nfs": "nfs", "nfs4": "nfs", "lustre": "lustre", "beegfs": "beegfs",
@@ -475,7 +477,7 @@ def validate_gpu_map(gpu_map, topology):
         if not isinstance(gpus, list):
             raise NetfsError("gpu_map[%s] must be a list of GPU indices, got %r" % (mount, gpus))
         for gpu in gpus:
-            if isinstance(gpu, bool) or not isinstance(gpu, int) or (known and gpu not in known):
+            if isinstance(gpu, bool) or not isinstance(gpu, int) or gpu < 0 or (known and gpu not in known):
                 raise NetfsError("gpu_map[%s]: %r is not a GPU index of this node (%s)" % (
                     mount, gpu, ", ".join(str(g) for g in sorted(known)) or "no GPUs"))
         key = mount.rstrip("/") or "/"
@@ -483,6 +485,57 @@ def validate_gpu_map(gpu_map, topology):
             raise NetfsError("gpu_map: keys %s and %s name the same mount point" % (
                 next(k for k in gpu_map if k != mount and (k.rstrip("/") or "/") == key), mount))
         out[key] = gpus
+    return out
+
+
+# What the gds_netfs role writes into fstab, whose fields white space separates: mount options, a
+# server (an address or a host name), an export path; a client interface is a path component too.
+MOUNT_OPTIONS = re.compile(r"^[A-Za-z0-9_=,.:/-]+$")
+_SERVER = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*|[0-9A-Fa-f:]+)$")
+_EXPORT = re.compile(r"^/[A-Za-z0-9._/+@-]*$")
+_PATH_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def _mount_entry_ok(item):
+    if not isinstance(item, dict):
+        return False
+    index, options = given_int(item.get("server_index")), item.get("options")
+    return (valid_ifname(item.get("client_if")) and bool(_PATH_NAME.match(item["client_if"]))
+            and isinstance(item.get("server"), str) and bool(_SERVER.match(item["server"]))
+            and isinstance(item.get("export"), str) and bool(_EXPORT.match(item["export"]))
+            and not re.search(r"(^|/)\.\.(/|$)", item["export"])
+            and index is not None and index >= 0
+            and (options is None or isinstance(options, str) and bool(MOUNT_OPTIONS.match(options))))
+
+
+def validate_vars(values, host=None, hosts=()):
+    """The gds_netfs role's variables (gds_netfs_*): [message naming the variable and the value]."""
+    root, fstab = values.get("gds_netfs_mount_root", "/mnt/nfs"), values.get("gds_netfs_fstab", "/etc/fstab")
+    options, mounts = values.get("gds_netfs_mount_options", ""), values.get("gds_netfs_mounts", [])
+    size = given_int(values.get("gds_netfs_min_io_size", 1))
+    out = errors(
+        None if size is not None and size > 0 else "gds_netfs_min_io_size must be a positive number of bytes, got %s"
+        % values.get("gds_netfs_min_io_size"),
+        path_error("gds_netfs_mount_root", root, spaces=False), path_error("gds_netfs_fstab", fstab, spaces=False),
+        "gds_netfs_mount_root must not be / or inside a system directory (%s), got %s" % (", ".join(SYSTEM_DIRS), root)
+        if isinstance(root, str) and system_dir(root) else None,
+        None if isinstance(options, str) and MOUNT_OPTIONS.match(options)
+        else "gds_netfs_mount_options must be comma-separated mount options without spaces, got %s" % (options,))
+    try:
+        validate_gpu_map(values.get("gds_netfs_gpu_map", {}), {})
+    except NetfsError as exc:
+        out.append("gds_netfs_%s (a map of absolute mount points to lists of GPU indices, such as "
+                   "{/mnt/nfs/ib0/data/0: [0, 1]})" % exc)
+    if not is_list(mounts):
+        return out + ["gds_netfs_mounts must be a YAML list of mounts, got %r" % (mounts,)]
+    for index, item in enumerate(mounts):
+        if not _mount_entry_ok(item):
+            out.append("gds_netfs_mounts[%d] = %r: client_if must be a netdev name (at most 15 characters), server "
+                       "an address or host name, export an absolute path without '..' or spaces, server_index a "
+                       "whole number >= 0, options comma-separated without spaces" % (index, item))
+    points = ["%s/%s" % (m.get("client_if"), m.get("server_index")) for m in mounts if isinstance(m, dict)]
+    if len(points) != len(set(points)):
+        out.append("gds_netfs_mounts names one mount point twice: %s" % points)
     return out
 
 

@@ -35,6 +35,7 @@ import re
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import natural_key
+from ansible_collections.gds.commission.plugins.module_utils.core.variables import given_int, is_list
 from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import base_disk
 
 DEFAULT_CHUNK_KB = 512          # DGX OS creates its data RAID0 with 512 KiB chunks
@@ -136,11 +137,20 @@ def validate_mount_prefix(prefix):
         raise RaidError("mount_prefix %r is not a normalised path (no '.', '..' or '//')"
                         % (prefix,))
     first = stripped + "1"
-    for system in SYSTEM_DIRS:
-        if first == system or first.startswith(system + "/"):
-            raise RaidError("mount_prefix %r: %s is in the system directory %s, which a data "
-                            "array must not cover" % (prefix, first, system))
+    system = system_dir(first)
+    if system:
+        raise RaidError("mount_prefix %r: %s is in the system directory %s, which a data "
+                        "array must not cover" % (prefix, first, system))
     return stripped
+
+
+def system_dir(path):
+    """The system directory (SYSTEM_DIRS, or / itself) that holds ``path``, or None: the one
+    rule for where an array or a network file system must not be mounted."""
+    path = "/" + path.strip("/")
+    if path == "/":
+        return "/"
+    return next((system for system in SYSTEM_DIRS if path == system or path.startswith(system + "/")), None)
 
 
 def validate_mkfs_options(options):
@@ -186,6 +196,33 @@ def validate_options(name_prefix="raid", mount_prefix="/raid", mkfs_options=(),
     validate_mount_prefix(mount_prefix)
     validate_mkfs_options(list(mkfs_options))
     validate_chunk(chunk_kb)
+
+
+def validate_vars(values, host=None, hosts=()):
+    """The nvme_raid role's variables (gds_raid_*) by the rules the gds_raid module applies to the
+    same options, taken as the argument specs take them (text, a whole number from ``-e``):
+    [message naming the variable and the value]."""
+    def text(name, default):
+        value = values.get(name, default)
+        return value if value is None else str(value)
+
+    mkfs = values.get("gds_raid_mkfs_options", [])
+    chunk = values.get("gds_raid_chunk_kb", DEFAULT_CHUNK_KB)
+    rules = [(validate_name_prefix, text("gds_raid_name_prefix", "raid")),
+             (validate_mount_prefix, text("gds_raid_mount_prefix", "/raid")),
+             (validate_chunk, chunk if given_int(chunk) is None else given_int(chunk))]
+    out = []
+    if is_list(mkfs):
+        rules.append((validate_mkfs_options, [str(word) for word in mkfs]))
+    else:
+        # the argument specs would take a string as a one-item list: mkfs would get "-m 0" as one word
+        out.append("gds_raid_mkfs_options %r: a list of arguments is expected, such as ['-m', '0']" % (mkfs,))
+    for rule, value in rules:
+        try:
+            rule(value)
+        except RaidError as exc:
+            out.append("gds_raid_%s" % exc)  # each rule's message starts with the module's option
+    return out
 
 
 def desired_arrays(topology, group_by="affinity", mount_prefix="/raid", name_prefix="raid"):

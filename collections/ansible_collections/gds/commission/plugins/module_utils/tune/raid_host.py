@@ -7,7 +7,8 @@
 holders from sysfs, and on a live node read-only probes: ``mdadm --detail --export``, ``blkid``,
 ``wipefs`` without ``--all``), plans with ``gds_raid``, applies the plan (mdadm, wipefs, mkfs.ext4,
 mdadm.conf, initramfs), and returns the module result with the drift items and report checks.
-Commands are argument lists run through ``AnsibleModule.run_command``, never a shell.
+Commands are argument lists run through the module's bounded ``run_command`` (core/module.py),
+never a shell.
 """
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ from ansible_collections.gds.commission.plugins.module_utils.tune.raid import (
 
 # the plan's operations this module runs itself; mount and fstab are the role's (ansible.posix)
 EXECUTED_OPS = ("umount", "stop", "zero_superblock", "wipe", "create", "mkfs")
-DEV_MD = "/dev/md"  # udev's links /dev/md/<name> -> /dev/mdN
+DEV_MD = "/dev/md"
+CHANGE_TIMEOUT = 3600  # seconds, for each command that changes the node  # udev's links /dev/md/<name> -> /dev/mdN
 
 
 def _default_mdadm_conf():
@@ -45,7 +47,9 @@ class Runner(object):
         return rc, out
 
     def run(self, argv, **extra):
-        rc, out, err = self.module.run_command(argv, check_rc=False)
+        # what changes the node may take long (mkfs discarding a large array, the initramfs):
+        # still bounded, never stalled
+        rc, out, err = self.module.run_command(argv, check_rc=False, timeout=CHANGE_TIMEOUT)
         self.executed.append(argv)
         if rc != 0:
             self.module.fail_json(msg="%s failed (rc=%d): %s" % (" ".join(argv), rc,

@@ -19,7 +19,8 @@ import re
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import listdir, read_text, write_atomic
-from ansible_collections.gds.commission.plugins.module_utils.hw.pci import class_rank
+from ansible_collections.gds.commission.plugins.module_utils.core.variables import errors, path_error
+from ansible_collections.gds.commission.plugins.module_utils.hw.pci import LINK_CLASSES, class_rank
 
 PEERMEM_CHOICES = ("auto", "nvidia_peermem", "nv_peer_mem", "dmabuf", "none")
 PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
@@ -36,6 +37,18 @@ class RdmaError(Exception):
 # --------------------------------------------------------------------------------------------
 # Pairing
 # --------------------------------------------------------------------------------------------
+def validate_vars(values, host=None, hosts=()):
+    """The gds_rdma role's variables (gds_rdma_*): [message naming the variable and the value]."""
+    rate, link = values.get("gds_rdma_port_rate_gbps"), values.get("gds_rdma_nic_link_max")
+    rate_ok = rate is None or not isinstance(rate, bool) and isinstance(rate, (int, float)) and 0 < rate < float("inf")
+    return errors(
+        None if rate_ok else "gds_rdma_port_rate_gbps must be null or a positive number of Gb/s (400 for NDR), got %s" % (rate,),
+        # null is the default, which the argument specs' choices would refuse
+        None if link is None or link in LINK_CLASSES
+        else "gds_rdma_nic_link_max must be null or one of %s, got %s" % (", ".join(LINK_CLASSES), link),
+        *[path_error(name, values[name]) for name in ("gds_rdma_modules_load_dir", "gds_rdma_sysfs_root") if name in values])
+
+
 def pairing(topology):
     """One row per GPU: {gpu, bdf, nic, nic_bdf, link, nics} with its best NIC (``gpus[].nics``)."""
     nics = {n["name"]: n for n in topology.get("nics") or []}

@@ -1,0 +1,50 @@
+# -*- coding: utf-8 -*-
+# Copyright: gds-commission contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""``gds_validate``: a role's variables checked by the rules of its area's file, for the role's
+``validate`` entry point (roles/gds_common/tasks/validate_vars.yml). Returns the list of problems,
+each naming the variable and the bad value; empty when every variable is fine.
+
+    {{ {'gds_netfs_mount_root': '/etc/nfs'} | gds.commission.gds_validate('gds_netfs', inventory_hostname, groups['all']) }}
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gds.commission.plugins.module_utils.fleet import slurm
+from ansible_collections.gds.commission.plugins.module_utils.hw import affinity
+from ansible_collections.gds.commission.plugins.module_utils.measure import perftest
+from ansible_collections.gds.commission.plugins.module_utils.tune import acs, cufile, mounts, raid, rdma
+
+# each role's validator: the file of its area, beside the rules its module applies
+VALIDATORS = {
+    "gds_facts": affinity.validate_vars,
+    "pcie_acs": acs.validate_vars,
+    "gds_rdma": rdma.validate_vars,
+    "gds_netfs": mounts.validate_vars,
+    "nvme_raid": raid.validate_vars,
+    "cufile": cufile.validate_vars,
+    "gds_rdma_bench": perftest.validate_vars,
+    "gds_slurm": slurm.validate_vars,
+}
+
+
+def gds_validate(values, role, host=None, hosts=None):
+    """[problem] of ``values`` ({variable: value}) for ``role``; ``host`` and ``hosts`` are this
+    host's inventory name and every host's (a peer must be one of them)."""
+    if role not in VALIDATORS:
+        raise AnsibleFilterError("gds_validate: no validator for role %r (known: %s)" % (role, ", ".join(sorted(VALIDATORS))))
+    if not isinstance(values, Mapping):
+        raise AnsibleFilterError("gds_validate(%s): the variables must be a mapping, got %r" % (role, values))
+    try:
+        return VALIDATORS[role](dict(values), host=host, hosts=list(hosts or []))
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError("gds_validate(%s): a variable the checks could not read: %s: %s"
+                                 % (role, exc.__class__.__name__, exc))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"gds_validate": gds_validate}
