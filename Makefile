@@ -4,6 +4,9 @@ SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
 COLLECTION := collections/ansible_collections/gds/commission
+# gdsbench's sources, shipped to the nodes by the gds_bench role; the lab (scripts, results) is bench/
+GDSBENCH_SRC := $(COLLECTION)/roles/gds_bench/files/bench
+GDSBENCH := $(GDSBENCH_SRC)/gdsbench
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONDONTWRITEBYTECODE := 1
@@ -20,17 +23,18 @@ DEBS_VM := qemu-system-x86 qemu-utils debootstrap openssh-client e2fsprogs
 # a real slurmctld/slurmd for the gds_slurm tests (tests/unit/test_slurm.py)
 DEBS_SLURM := slurm-wlm munge
 
-.PHONY: help setup debs test unit lint bench demo sim drift report vm-test molecule wheels clean fleet-perf ee
+.PHONY: help setup debs test unit lint bench demo sim drift report vm-test molecule wheels clean fleet-perf capabilities ee
 help:
 	@echo "make demo     commission the bundled simulated nodes and write reports/latest/"
 	@echo "make test     unit tests, benchmark tests, lint, molecule default (and vm when qemu is usable)"
 	@echo "make drift    drift check (check mode) against the simulated nodes"
 	@echo "make fleet-perf  commission + drift over 1/16/64/256 generated simulated nodes (SIZES=1,16)"
-	@echo "make bench    build bench/gdsbench and compare it with fio"
+	@echo "make bench    build gdsbench ($(GDSBENCH_SRC)) and compare it with fio (bench/compare_fio.sh)"
 	@echo "make vm-test  molecule vm scenario: a QEMU guest with NVMe behind PCIe switches"
 	@echo "make setup    create .venv/ with the pinned controller dependencies"
 	@echo "make wheels   the wheels and collections tarball a GPU machine without an index needs (.whl/)"
 	@echo "make ee       the collection tarball and the execution environment's build context (build/ee/)"
+	@echo "make capabilities  regenerate the collection's copy of gdsbench's vocabulary (measure/gdsbench_vocab.py)"
 
 debs:
 	@scripts/ensure-debs.sh $(DEBS_BASE)
@@ -44,21 +48,27 @@ $(VENV)/.stamp: requirements.txt
 
 setup: $(VENV)/.stamp
 
-bench/gdsbench: $(wildcard bench/*.c bench/*.h bench/Makefile)
-	$(MAKE) -C bench
+$(GDSBENCH): $(wildcard $(GDSBENCH_SRC)/*.c $(GDSBENCH_SRC)/*.h $(GDSBENCH_SRC)/Makefile)
+	$(MAKE) -C $(GDSBENCH_SRC)
+
+# gdsbench's vocabulary for the controller, generated from the benchmark's own tables (a build
+# without CUDA prints the same: the vocabulary does not depend on the build)
+capabilities:
+	$(MAKE) -C $(GDSBENCH_SRC) nocuda
+	python3 scripts/gdsbench-vocab.py $(GDSBENCH_SRC)/gdsbench-nocuda
 
 # Simulated nodes: fixture topologies turned into sysfs/procfs trees under build/sim/<host>/.
 sim: setup
 	$(BIN)/python tests/fixtures/simtree.py --inventory inventory/demo/hosts.yml --out build/sim
 
-demo: setup sim bench/gdsbench
+demo: setup sim $(GDSBENCH)
 	$(BIN)/ansible-playbook -i inventory/demo playbooks/commission.yml
 
 drift: setup
 	@test -d build/sim || $(MAKE) sim
 	$(BIN)/ansible-playbook -i inventory/demo playbooks/drift.yml
 
-unit: setup bench/gdsbench
+unit: setup $(GDSBENCH)
 	$(BIN)/pytest -q tests
 
 lint: setup
@@ -85,11 +95,11 @@ vm-test: setup
 	@scripts/ensure-debs.sh $(DEBS_VM)
 	$(BIN)/molecule test -s vm
 
-bench: setup bench/gdsbench
+bench: setup $(GDSBENCH)
 	bench/compare_fio.sh
 
 # commission and drift over 1, 16, 64, 256 generated simulated nodes: wall time, ratios, memory
-fleet-perf: setup bench/gdsbench
+fleet-perf: setup $(GDSBENCH)
 	$(BIN)/python tests/perf/fleet_perf.py $(if $(SIZES),--sizes $(SIZES))
 
 test: setup

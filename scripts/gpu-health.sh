@@ -11,7 +11,7 @@
 #   4. nvidia-smi's link query and -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER,PERFORMANCE idle, for
 #      comparison (PCIe is no -d section: the link comes from --query-gpu pcie.link.*).
 # Read-only apart from the benchmark's data files (removed at the end). Needs pynvml
-# (nvidia-ml-py) and CUDA (bench/ is built with $CUDA_HOME when bench/gdsbench is missing).
+# (nvidia-ml-py) and CUDA (gdsbench is built with $CUDA_HOME in the gds_bench role's files/bench when it is missing there).
 #   scripts/gpu-health.sh [DATA_DIR]        (SECS=10 OUT=build/gpu-health by default)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,10 +22,11 @@ CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 mkdir -p "$OUT"
 say() { printf '\n==== %s\n' "$*"; }
 
-GDS=$ROOT/bench/gdsbench
+GDSBENCH_SRC=$ROOT/collections/ansible_collections/gds/commission/roles/gds_bench/files/bench
+GDS=$GDSBENCH_SRC/gdsbench
 if [ ! -x "$GDS" ]; then
-	say "build bench/gdsbench against $CUDA_HOME"
-	make -C bench -j"$(nproc)" CUDA_HOME="$CUDA_HOME" >"$OUT/build.log" 2>&1 || { tail -n 20 "$OUT/build.log"; exit 1; }
+	say "build gdsbench against $CUDA_HOME"
+	make -C "$GDSBENCH_SRC" -j"$(nproc)" CUDA_HOME="$CUDA_HOME" >"$OUT/build.log" 2>&1 || { tail -n 20 "$OUT/build.log"; exit 1; }
 fi
 
 DATA=${1:-}

@@ -10,6 +10,9 @@ from ansible.module_utils.common.json import Direction, get_module_decoder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COLLECTION = os.path.join(ROOT, "collections", "ansible_collections", "gds", "commission")
+# gdsbench's sources and build (what the gds_bench role ships); the lab (scripts, results) is ROOT/bench
+GDSBENCH_SRC = os.path.join(COLLECTION, "roles", "gds_bench", "files", "bench")
+LAB = os.path.join(ROOT, "bench")
 sys.path.insert(0, os.path.join(ROOT, "tests", "fixtures"))
 # the collection's code imports itself as ansible_collections.gds.commission.* (Ansible's collection loader
 # gives it those names): collections/ on sys.path gives the tests the same

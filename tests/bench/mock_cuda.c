@@ -3,7 +3,15 @@
  * memory, cuFile I/O is pread/pwrite, streams and batches complete at once,
  * and the level-3 stats count every op as a POSIX (compat) op. It lets the
  * GPU engines' logic (queues, slots, verify, path evidence) run under the
- * sanitizers on a machine without a GPU. Compiled against the real headers. */
+ * sanitizers on a machine without a GPU. Compiled against the real headers.
+ *
+ * MOCK_HOLD=N: a slow op in every thread. The first batch a thread submits on
+ * the first batch handle it set up, and the first async op it enqueues, report
+ * completion only after the thread submitted N more batches (ops); the data
+ * moves at once. Waiting on that op (cuFileBatchIOGetStatus with min_nr > 0,
+ * cudaStreamSynchronize) while another batch or stream of the thread has
+ * completions to collect is an error: an engine that blocks on its oldest op
+ * while later ones are done fails instead of running slowly. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdatomic.h>
@@ -16,7 +24,24 @@
 #include <cufile.h>
 
 /* Built twice: -DMOCK_CUDART -> libcudart.so, -DMOCK_CUFILE -> libcufile.so.0 */
+/* a stream, seen by both libraries (the engine passes it from one to the other) */
+struct mstream {
+	int held;		/* MOCK_HOLD: its op is done but not reported yet */
+	int unseen;		/* an op completed that no query or synchronize has reported */
+};
+
+static int hold_ops(void)
+{
+	const char *h = getenv("MOCK_HOLD");
+
+	return h ? atoi(h) : 0;
+}
+
 #ifdef MOCK_CUDART
+/* the streams this thread created (MOCK_HOLD: who else has completions) */
+static __thread struct mstream *tl_streams[64];
+static __thread int tl_nstreams;
+
 cudaError_t cudaGetDeviceCount(int *n) { *n = getenv("MOCK_NO_GPU") ? 0 : 1; return cudaSuccess; }
 cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
 cudaError_t cudaMalloc(void **p, size_t n)
@@ -40,14 +65,49 @@ cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKin
 cudaError_t cudaMemset(void *p, int v, size_t n) { memset(p, v, n); return cudaSuccess; }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned f)
 {
+	struct mstream *m = calloc(1, sizeof(*m));
+
 	(void)f;
-	*s = malloc(16);
-	return *s ? cudaSuccess : cudaErrorMemoryAllocation;
+	*s = (cudaStream_t)m;
+	if (m && tl_nstreams < 64)
+		tl_streams[tl_nstreams++] = m;
+	return m ? cudaSuccess : cudaErrorMemoryAllocation;
 }
-cudaError_t cudaStreamDestroy(cudaStream_t s) { free(s); return cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return cudaSuccess; }
-cudaError_t cudaStreamQuery(cudaStream_t s) { (void)s; return cudaSuccess; }
+cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+	for (int i = 0; i < tl_nstreams; i++)
+		if (tl_streams[i] == (struct mstream *)s)
+			tl_streams[i] = tl_streams[--tl_nstreams];
+	free(s);
+	return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+	struct mstream *m = (struct mstream *)s;
+
+	if (m && m->held) {
+		for (int i = 0; i < tl_nstreams; i++)
+			if (tl_streams[i] != m && tl_streams[i]->unseen)
+				return cudaErrorNotReady;	/* blocked on the oldest while others are done */
+		m->held = 0;
+	}
+	if (m)
+		m->unseen = 0;
+	return cudaSuccess;
+}
+cudaError_t cudaStreamQuery(cudaStream_t s)
+{
+	struct mstream *m = (struct mstream *)s;
+
+	if (m && m->held)
+		return cudaErrorNotReady;
+	if (m)
+		m->unseen = 0;
+	return cudaSuccess;
+}
 const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "mock CUDA error"; }
+/* fio's libcufile engine calls it: fio built against these stand-ins runs too */
+const char *cudaGetErrorName(cudaError_t e) { return e == cudaSuccess ? "cudaSuccess" : "cudaErrorMock"; }
 cudaError_t cudaDeviceGetPCIBusId(char *b, int len, int d) { (void)d; snprintf(b, (size_t)len, "0000:00:00.0"); return cudaSuccess; }
 cudaError_t cudaDriverGetVersion(int *v) { *v = 13000; return cudaSuccess; }
 cudaError_t cudaRuntimeGetVersion(int *v) { *v = 13000; return cudaSuccess; }
@@ -130,26 +190,53 @@ ssize_t cuFileWrite(CUfileHandle_t fh, const void *base, size_t size, off_t off,
 	return r;
 }
 
+/* MOCK_HOLD: the thread's held op and how many it enqueued (or submitted) since */
+static __thread struct mstream *tl_held_stream;
+static __thread int tl_stream_hold_done, tl_stream_ops;
+
+static void stream_enqueued(CUstream s)
+{
+	struct mstream *m = (struct mstream *)s;
+
+	if (!m)
+		return;
+	m->unseen = 1;
+	if (hold_ops() && !tl_stream_hold_done) {
+		tl_stream_hold_done = 1;
+		tl_held_stream = m;
+		m->held = 1;
+		tl_stream_ops = 0;
+	} else if (tl_held_stream && ++tl_stream_ops >= hold_ops()) {
+		tl_held_stream->held = 0;
+		tl_held_stream = NULL;
+	}
+}
+
 CUfileError_t cuFileReadAsync(CUfileHandle_t fh, void *base, size_t *size, off_t *off, off_t *boff,
 			      ssize_t *done, CUstream s)
 {
-	(void)s;
 	*done = cuFileRead(fh, base, *size, *off, *boff);
+	stream_enqueued(s);
 	return OK;
 }
 
 CUfileError_t cuFileWriteAsync(CUfileHandle_t fh, void *base, size_t *size, off_t *off, off_t *boff,
 			       ssize_t *done, CUstream s)
 {
-	(void)s;
 	*done = cuFileWrite(fh, base, *size, *off, *boff);
+	stream_enqueued(s);
 	return OK;
 }
 
 CUfileError_t cuFileStreamRegister(CUstream s, unsigned f) { (void)s; (void)f; return OK; }
 CUfileError_t cuFileStreamDeregister(CUstream s) { (void)s; return OK; }
 
-struct mbatch { unsigned max, n, next; CUfileIOEvents_t ev[]; };
+struct mbatch { unsigned max, n, next; int held; CUfileIOEvents_t ev[]; };
+
+/* the handles this thread set up, and MOCK_HOLD's state */
+static __thread struct mbatch *tl_batches[64];
+static __thread int tl_nbatches, tl_batch_hold_done, tl_batch_subs;
+static __thread struct mbatch *tl_held_batch;
 
 CUfileError_t cuFileBatchIOSetUp(CUfileBatchHandle_t *h, unsigned nr)
 {
@@ -157,6 +244,8 @@ CUfileError_t cuFileBatchIOSetUp(CUfileBatchHandle_t *h, unsigned nr)
 
 	b->max = nr;
 	*h = b;
+	if (tl_nbatches < 64)
+		tl_batches[tl_nbatches++] = b;
 	return OK;
 }
 
@@ -181,6 +270,15 @@ CUfileError_t cuFileBatchIOSubmit(CUfileBatchHandle_t h, unsigned nr, CUfileIOPa
 		b->ev[i].status = r == (ssize_t)p[i].u.batch.size ? CUFILE_COMPLETE : CUFILE_FAILED;
 		b->ev[i].ret = (size_t)r;
 	}
+	if (hold_ops() && !tl_batch_hold_done && tl_nbatches && b == tl_batches[0]) {
+		tl_batch_hold_done = 1;
+		tl_held_batch = b;
+		b->held = 1;
+		tl_batch_subs = 0;
+	} else if (tl_held_batch && ++tl_batch_subs >= hold_ops()) {
+		tl_held_batch->held = 0;
+		tl_held_batch = NULL;
+	}
 	return OK;
 }
 
@@ -191,8 +289,19 @@ CUfileError_t cuFileBatchIOGetStatus(CUfileBatchHandle_t h, unsigned min_nr, uns
 	struct mbatch *b = h;
 	unsigned give = b->n - b->next;
 
-	(void)min_nr;
 	(void)t;
+	if (b->held && !min_nr) {
+		*nr = 0;
+		return OK;
+	}
+	if (b->held) {
+		CUfileError_t bad = { CU_FILE_INVALID_VALUE, 0 };
+
+		for (int i = 0; i < tl_nbatches; i++)
+			if (tl_batches[i] != b && tl_batches[i]->n != tl_batches[i]->next)
+				return bad;	/* blocked on the oldest while others are done */
+		b->held = 0;
+	}
 	if (give > 2)
 		give = 2;
 	if (give > *nr)
@@ -206,7 +315,15 @@ CUfileError_t cuFileBatchIOGetStatus(CUfileBatchHandle_t h, unsigned min_nr, uns
 }
 
 CUfileError_t cuFileBatchIOCancel(CUfileBatchHandle_t h) { (void)h; return OK; }
-void cuFileBatchIODestroy(CUfileBatchHandle_t h) { free(h); }
+void cuFileBatchIODestroy(CUfileBatchHandle_t h)
+{
+	for (int i = 0; i < tl_nbatches; i++)
+		if (tl_batches[i] == h)
+			tl_batches[i] = tl_batches[--tl_nbatches];
+	if (tl_held_batch == h)
+		tl_held_batch = NULL;
+	free(h);
+}
 CUfileError_t cuFileGetVersion(int *v) { *v = 1150; return OK; }
 CUfileError_t cuFileGetParameterBool(CUFileBoolConfigParameter_t p, bool *v) { (void)p; *v = true; return OK; }
 CUfileError_t cuFileSetStatsLevel(int l) { (void)l; return OK; }

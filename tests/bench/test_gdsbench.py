@@ -1,4 +1,4 @@
-"""Tests of bench/gdsbench (docs/benchmark.md): builds (with and without CUDA,
+"""Tests of gdsbench (roles/gds_bench/files/bench, docs/benchmark.md): builds (with and without CUDA,
 ASan/UBSan), every CPU transfer/I/O type, verify, the JSON contract, the gdsio
 text line, config files, and bad arguments (exit 2, never a crash).
 
@@ -7,6 +7,7 @@ libcudart and libcufile) when CUDA headers are found at build time
 (/usr/local/cuda, the pip wheels, or $GDSBENCH_TEST_CUDA_HOME); otherwise those
 tests skip. Everything uses small files: the whole module takes well under a
 minute on two cores."""
+import glob
 import json
 import os
 import re
@@ -15,8 +16,7 @@ import subprocess
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BENCH = os.path.join(ROOT, "bench")
+from conftest import GDSBENCH_SRC as BENCH, LAB, ROOT
 HERE = os.path.dirname(os.path.abspath(__file__))
 SECTOR = 4096
 CONTRACT_KEYS = {"io_type", "xfer_type", "threads", "io_size_bytes", "bytes", "ops", "elapsed_s",
@@ -85,7 +85,7 @@ def gdsbench_nocuda():
 
 @pytest.fixture
 def data_dir(tmp_path):
-    """A directory that takes O_DIRECT (tmpfs does not): tmp_path, else one under bench/obj/."""
+    """A directory that takes O_DIRECT (tmpfs does not): tmp_path, else one under the build's obj/."""
     probe = tmp_path / "probe"
     try:
         os.close(os.open(str(probe), os.O_CREAT | os.O_RDWR | os.O_DIRECT, 0o644))
@@ -428,6 +428,28 @@ def test_gpu_engines_on_mock(gdsbench_asan, mock_cuda, data_dir, tmp_path, xfer,
         assert j["path"]["counters"]["posix"] > 0
 
 
+@pytest.mark.parametrize("xfer", [5, 6])
+def test_queued_engines_collect_what_is_done_before_waiting_on_the_oldest(gdsbench_asan, mock_cuda, data_dir,
+                                                                         tmp_path, xfer):
+    """An op slower than the ones after it (MOCK_HOLD: each thread's first op reports completion only
+    after 3 more submissions) does not hold the thread up: the stream and batch engines collect
+    every op that is done, from every stream or batch handle, before they wait on the oldest, and
+    give its slot a new op at once (batch reads trailed while the batch engine waited until the
+    oldest batch had completed entirely). The mock fails a wait on the oldest while later
+    ops are done. Writes and reads, verified."""
+    env = dict(mock_cuda, MOCK_HOLD="3")
+    common = ["-D", data_dir, "-x", xfer, "-w", 2, "-d", 0, "-P", 1]
+    for depth in (2, 4, 7):
+        j, p = run_json(gdsbench_asan, tmp_path, *common, "-B", depth, "-I", 1, "-s", "1M", "-i", "64K", "-V",
+                        env=env)
+        assert (j["errors"], j["verify_errors"], j["ops"], j["iodepth"]) == (0, 0, 32, depth), p.stderr
+        j, p = run_json(gdsbench_asan, tmp_path, *common, "-B", depth, "-I", 0, "-i", "64K", "-V", env=env)
+        assert (j["errors"], j["verify_errors"], j["ops"]) == (0, 0, 32), p.stderr
+        j, p = run_json(gdsbench_asan, tmp_path, *common, "-B", depth, "-I", 2, "-i", "4K", "-V", "-T", "0.2",
+                        env=env)
+        assert j["errors"] == 0 and j["verify_errors"] == 0 and j["ops"] > 32, p.stderr
+
+
 def test_path_mode_follows_the_library_counters(gdsbench, mock_cuda, data_dir, tmp_path):
     env = dict(mock_cuda, MOCK_NVFS="1")
     j, _ = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 0, "-I", 1, "-s", "1M", "-i", "64K", env=env)
@@ -753,3 +775,37 @@ def test_engine_files_export_only_their_table(gdsbench):
     assert "engine_posix" in engines
     for f, defined in engines.items():
         assert defined == {f}, "%s.c exports %s besides its operations table" % (f, sorted(defined - {f}))
+
+
+# ---------------------------------------------------------------- function length
+
+MAX_FUNCTION_LINES = 80
+
+
+def c_functions(path):
+    """(name, first line, lines) of every function defined in a C file written in the kernel's
+    style: the header from the line after the previous blank line, comment or closing brace, the
+    body from a "{" to a "}" in column 0."""
+    lines = open(path).read().split("\n")
+    out = []
+    for i, line in enumerate(lines):
+        if line != "{":
+            continue
+        start = i
+        while start > 0 and lines[start - 1].strip() and not lines[start - 1].startswith(("}", "#", "/*", " *")) \
+                and not lines[start - 1].rstrip().endswith((";", "*/")):
+            start -= 1
+        end = next(k for k in range(i, len(lines)) if lines[k] == "}")
+        name = re.search(r"(\w+)\s*\(", " ".join(lines[start:i]))
+        out.append((name.group(1) if name else "?", start + 1, end - start + 1))
+    return out
+
+
+def test_no_c_function_is_longer_than_80_lines():
+    """Functions split by concern, each named for what it decides: gdsbench's sources and the lab's
+    cuFile probe."""
+    sources = sorted(glob.glob(os.path.join(BENCH, "*.c"))) + sorted(glob.glob(os.path.join(LAB, "probe", "*.c")))
+    assert len(sources) > 10
+    long = ["%s:%d %s() %d lines" % (os.path.relpath(p, ROOT), first, name, n)
+            for p in sources for name, first, n in c_functions(p) if n > MAX_FUNCTION_LINES]
+    assert not long, "functions over %d lines:\n  %s" % (MAX_FUNCTION_LINES, "\n  ".join(long))

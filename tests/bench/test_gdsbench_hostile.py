@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import COLLECTION, ROOT
+from conftest import COLLECTION, GDSBENCH_SRC, ROOT
 from test_gdsbench import data_dir, gdsbench, gdsbench_nocuda, run  # noqa: F401
 
 HEAD = "[global]\nxfer_type=1\nrw=write\nsize=1M\nbs=64k\n[job1]\n"
@@ -306,7 +306,7 @@ def test_help_lists_every_command_line_option_of_the_table(gdsbench):
 
 def test_main_is_short(gdsbench):
     """main() reads as the run's outline: option parsing is the table's."""
-    lines = open(os.path.join(ROOT, "bench", "main.c")).read().splitlines()
+    lines = open(os.path.join(GDSBENCH_SRC, "main.c")).read().splitlines()
     start = lines.index("int main(int argc, char **argv)")
     end = start + lines[start:].index("}")
     assert end - start + 1 < 100

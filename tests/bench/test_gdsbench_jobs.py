@@ -1,4 +1,4 @@
-"""gdsio job files in gdsbench (bench/jobfile.c, docs/benchmark.md): the guide's format
+"""gdsio job files in gdsbench (gdsbench's jobfile.c, docs/benchmark.md): the guide's format
 ([global] then [jobN] sections), every job run at once with its own threads, NUMA node and
 GPU, results per job and in total (JSON and gdsio's result lines), and errors that name the
 file and the line. CPU transfer types only, so the tests need no GPU."""
@@ -136,7 +136,8 @@ def test_jobs_pin_to_their_numa_node(gdsbench, data_dir, tmp_path):
 
 def test_dry_run_checks_a_job_file_without_running_it(gdsbench_nocuda, data_dir, tmp_path):
     """--dry-run: the one parser and the run's checks, for a generated job file; GPU types too
-    (a CPU-only build names no engine for them), nothing opened or written."""
+    (a CPU-only build has no engine for them, but their name is the vocabulary's), nothing opened
+    or written."""
     cfg = guide_file(tmp_path, data_dir, xfer=0, bs="64k:256k:64k")
     before = sorted(os.listdir(str(data_dir)))
     p = run(gdsbench_nocuda, "--dry-run", cfg)
@@ -145,7 +146,7 @@ def test_dry_run_checks_a_job_file_without_running_it(gdsbench_nocuda, data_dir,
     assert plan["dry_run"] is True and [x["name"] for x in plan["jobs"]] == ["job1", "job2"]
     assert [(x["xfer_type"], x["gpu"], x["threads"], x["line"]) for x in plan["jobs"]] == [(0, 0, 2, 14), (0, 2, 1, 22)]
     assert plan["jobs"][0]["io_size_min"] == 65536 and plan["jobs"][0]["io_size_bytes"] == 262144
-    assert plan["jobs"][0]["xfer_name"] is None
+    assert plan["jobs"][0]["xfer_name"] == "GPUD"
     assert sorted(os.listdir(str(data_dir))) == before and not os.listdir(plan["jobs"][0]["target"])
     cfg.write_text(cfg.read_text().replace("num_threads=1", "num_threads=0"))
     p = run(gdsbench_nocuda, "--dry-run", cfg)

@@ -12,7 +12,8 @@ import zipfile
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from conftest import GDSBENCH_SRC, ROOT
+from test_procs_default import gds  # noqa: F401  gdsbench and the mock CUDA libraries
 LIB = os.path.join(ROOT, "bench", "gpu_lib.sh")
 CARRY = os.path.join(ROOT, "scripts", "carry-wheels.sh")
 MANIFEST = os.path.join(ROOT, "scripts", "carried-wheels.txt")
@@ -507,10 +508,10 @@ def test_fio_seq_runs_the_eight_file_read_and_writes_a_row(tmp_path):
 
 # ---------------------------------------------------------------- the watch's overhead
 
-GDSBENCH = os.path.join(ROOT, "bench", "gdsbench")
+GDSBENCH = os.path.join(GDSBENCH_SRC, "gdsbench")
 
 
-@pytest.mark.skipif(not os.access(GDSBENCH, os.X_OK), reason="bench/gdsbench not built (make -C bench)")
+@pytest.mark.skipif(not os.access(GDSBENCH, os.X_OK), reason="gdsbench not built (make -C bench)")
 def test_watch_overhead_runs_bare_and_watched_on_this_disk(tmp_path):
     """bench/watch_overhead.py (bench/gpu_watch.sh's measurement) with the CPU transfer type, where
     no GPU is: two rounds bare and watched, the table and the ratio, the drive load of the disk
@@ -540,3 +541,154 @@ def test_watch_overhead_runs_bare_and_watched_on_this_disk(tmp_path):
         drives = run["watch"].get("drives") or []
         if drives:  # the disk under tmp_path: O_DIRECT reads reach it
             assert sum(d["read_bytes"] for d in drives) >= run["record"]["bytes"] * 0.9
+
+
+# ---------------------------------------------------------------- read parity (bench/parity.sh, parity.py)
+
+PARITY = os.path.join(ROOT, "bench", "parity.py")
+
+
+def parity_table(runs, tmp_path, *extra):
+    path = tmp_path / "runs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in runs))
+    proc = subprocess.run(["python3", PARITY, "table", str(path), str(tmp_path), *extra], capture_output=True,
+                          text=True, timeout=60)
+    return proc.returncode, proc.stdout + proc.stderr, json.loads((tmp_path / "parity.json").read_text())
+
+
+def parity_runs(rounds, values):
+    """Records of side_by_side.py's format: values[tool] = (seqread GiB/s, randread IOPS) per round."""
+    out = []
+    for n in range(1, rounds + 1):
+        for tool, per in values.items():
+            seq, rand = per(n)
+            kind = "gdsbench" if tool.startswith("gdsbench") else "fio"
+            out += [{"round": n, "workload": "seqread", "tool": tool, "kind": kind, "rc": 0, "gib_s": seq},
+                    {"round": n, "workload": "randread", "tool": tool, "kind": kind, "rc": 0, "iops": rand}]
+    return out
+
+
+def test_parity_ratios_are_to_the_better_gpu_peer_of_each_round_with_a_bootstrap_interval(tmp_path):
+    """The peer is the better of fio libcufile's processes and --thread in that round, never plain
+    O_DIRECT (fio psync, no GPU), which gives the second ratio; the interval is a percentile
+    bootstrap of the mean over the rounds, the same for the same runs."""
+    vals = {"fio-cufile-procs": lambda n: (2.0 if n % 2 else 1.0, 10000.0),
+            "fio-cufile-threads": lambda n: (1.5, 80000.0 + n),
+            "fio-psync": lambda n: (3.0, 100000.0),
+            "gdsbench-x6": lambda n: (2.2 if n % 2 else 1.2, 88000.0 + 1000 * n),
+            "gdsbench-default": lambda n: (1.9, 80000.0 + n)}
+    rc, out, t = parity_table(parity_runs(5, vals), tmp_path, "--require")
+    seq, rand = t["seqread"], t["randread"]
+    assert [seq["best_peer"][str(n)]["tool"] for n in range(1, 6)] == ["fio-cufile-procs", "fio-cufile-threads"] * 2 \
+        + ["fio-cufile-procs"]
+    x6 = seq["tools"]["gdsbench-x6"]
+    assert x6["ratio"] == {str(n): pytest.approx((2.2 / 2.0) if n % 2 else (1.2 / 1.5)) for n in range(1, 6)}
+    assert x6["vs_posix"]["1"] == pytest.approx(2.2 / 3.0)
+    assert x6["lowest"] == pytest.approx(0.8) and x6["every_round"] is False
+    assert x6["mean"] == pytest.approx((3 * 1.1 + 2 * 0.8) / 5)
+    assert min(x6["ratio"].values()) <= x6["ci"][0] <= x6["mean"] <= x6["ci"][1] <= max(x6["ratio"].values())
+    assert rand["tools"]["gdsbench-x6"]["every_round"] is True
+    assert rand["tools"]["gdsbench-default"]["ratio"] == {str(n): 1.0 for n in range(1, 6)}
+    assert rand["tools"]["gdsbench-default"]["ci"] == [1.0, 1.0]
+    assert parity_table(parity_runs(5, vals), tmp_path / ".." / tmp_path.name)[2] == t  # same runs, same interval
+    assert "| gdsbench-x6 | 2.200 | 1.200 |" in out and "**no**" in out
+    assert rc == 3 and "PARITY: missed: seqread gdsbench-default (lowest 0.95, below); seqread gdsbench-x6" in out
+
+
+def test_parity_is_unknown_where_a_round_has_no_peer_or_a_run_failed(tmp_path):
+    vals = {"fio-cufile-threads": lambda n: (1.0, 100.0), "gdsbench-x5": lambda n: (2.0, 200.0)}
+    runs = parity_runs(5, vals)
+    for r in runs:
+        if r["round"] == 2 and r["tool"] == "fio-cufile-threads" and r["workload"] == "seqread":
+            r.update(rc=1, note="exit status 1")
+        if r["round"] == 4 and r["tool"] == "gdsbench-x5" and r["workload"] == "randread":
+            r.update(errors=3)
+    rc, out, t = parity_table(runs, tmp_path, "--require")
+    seq, rand = t["seqread"]["tools"]["gdsbench-x5"], t["randread"]["tools"]["gdsbench-x5"]
+    assert seq["ratio"]["2"] is None and seq["every_round"] is None and seq["ratio"]["1"] == 2.0
+    assert rand["values"]["4"] is None and rand["every_round"] is None
+    assert "unknown" in out and "round 2: exit status 1" in out
+    assert rc == 4 and "rounds with a peer figure: 4" in out    # round 2 of seqread had none
+    rc, out, _ = parity_table(runs, tmp_path)
+    assert rc == 0 and "PARITY: missed" in out                  # without --require: reported, not failed
+
+
+def test_parity_bootstrap_interval():
+    sys_path = os.path.join(ROOT, "bench")
+    proc = subprocess.run(["python3", "-c", "import sys; sys.path.insert(0, %r); import parity; "
+                           "print(parity.bootstrap_ci([1.0, 2.0, 3.0, 4.0, 5.0])); print(parity.bootstrap_ci([0.9]));"
+                           "print(parity.bootstrap_ci([]))" % sys_path], capture_output=True, text=True, timeout=60)
+    lines = proc.stdout.splitlines()
+    lo, hi = json.loads(lines[0])
+    assert 1.0 < lo < 3.0 < hi < 5.0 and abs((3.0 - lo) - (hi - 3.0)) < 0.3, lines
+    assert lines[1:] == ["[0.9, 0.9]", "None"]
+
+
+FAKE_FIO = """#!/usr/bin/env python3
+import json, sys
+a = sys.argv[1:]
+if "--enghelp=libcufile" in a:
+    sys.exit(0 if "%(engine)s" == "yes" else 1)
+if "--version" in a:
+    print("fio-3.33"); sys.exit(0)
+eng = next(x.split("=", 1)[1] for x in a if x.startswith("--ioengine="))
+bw = {"libcufile": 2 << 30 if "--thread" in a else 1 << 30, "psync": 3 << 30}[eng]
+with open("%(log)s", "a") as f:
+    f.write(" ".join(a) + "\\n")
+side = {"io_bytes": bw, "bw_bytes": bw, "iops": bw / 4096, "lat_ns": {"mean": 1000.0}, "clat_ns": {"percentile": {}}}
+none = {"io_bytes": 0, "bw_bytes": 0, "iops": 0.0, "lat_ns": {"mean": 0.0}}
+print(json.dumps({"jobs": [{"error": 0, "read": side, "write": none, "job options": {"ioengine": eng}}]}))
+"""
+
+
+@pytest.fixture
+def parity_env(tmp_path, gds):
+    """bench/parity.sh on the CPU: gdsbench on the mock CUDA libraries, a fio stand-in that
+    answers in fio's JSON (and logs its command lines), findmnt saying ext4, udev records in tmp."""
+    binary, env = gds
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    executable(bin_dir / "findmnt", textwrap.dedent("""\
+        #!/bin/sh
+        case "$2" in MAJ:MIN) echo " 254:0" ;; FSTYPE) echo ext4 ;; SOURCE) echo /dev/vda ;; esac
+        """))
+    log = tmp_path / "fio-calls.txt"
+    data = tmp_path / "data"
+    data.mkdir()
+    env = dict(env, PATH="%s:%s" % (bin_dir, os.environ["PATH"]), UDEV_DATA=str(tmp_path / "udev"),
+               OUT=str(tmp_path / "out"), PARITY_GDSBENCH=binary, PARITY_SIZE="1M", PARITY_T="0.1",
+               PARITY_SEQ_TOOLS="gdsbench-x6 fio-cufile-procs fio-cufile-threads fio-psync",
+               PARITY_RAND_TOOLS="gdsbench-x5 fio-cufile-threads")
+
+    def run(engine="yes", **extra):
+        fio = executable(tmp_path / "fio", FAKE_FIO % {"engine": engine, "log": log})
+        proc = subprocess.run([os.path.join(ROOT, "bench", "parity.sh"), str(data)], capture_output=True, text=True,
+                              env=dict(env, PARITY_FIO=str(fio), **extra), timeout=300)
+        runs = tmp_path / "out" / "runs.jsonl"
+        recs = [json.loads(line) for line in runs.read_text().splitlines()] if runs.exists() else []
+        return proc.returncode, proc.stdout + proc.stderr, recs, log.read_text().splitlines() if log.exists() else []
+    return run
+
+
+def test_parity_script_runs_rotated_rounds_and_prints_the_table(parity_env, tmp_path):
+    rc, out, recs, fio_calls = parity_env()
+    assert rc == 0, out
+    seq_order = [[r["tool"] for r in recs if r["round"] == n and r["workload"] == "seqread"] for n in range(1, 6)]
+    tools = ["gdsbench-x6", "fio-cufile-procs", "fio-cufile-threads", "fio-psync"]
+    assert seq_order == [(tools[n:] + tools[:n])[:4] for n in (0, 1, 2, 3, 0)]    # each round one tool later
+    assert {r["tool"] for r in recs if r["workload"] == "randread"} == {"gdsbench-x5", "fio-cufile-threads"}
+    assert all(r["rc"] == 0 for r in recs) and len(recs) == 5 * 6
+    assert {r["procs"] for r in recs if r["tool"] == "gdsbench-x6"} == {min(8, os.cpu_count())}   # the default
+    assert any("--ioengine=libcufile" in c and "--thread" in c and "--numjobs=32" in c for c in fio_calls)
+    assert "## 1 MiB sequential reads" in out and "## 4 KiB random reads" in out and "PARITY: " in out
+    assert (tmp_path / "out" / "parity.md").exists() and (tmp_path / "udev" / "b254:0").exists()
+
+
+def test_parity_script_fails_on_a_missing_step(parity_env):
+    rc, out, recs, _ = parity_env(engine="no")
+    assert rc == 1 and "has no libcufile engine" in out and not recs    # no device time spent on rounds
+    rc, out, recs, _ = parity_env(PARITY_ROUNDS="2")
+    assert rc == 1 and "rounds: 2 completed, at least 5 are needed" in out and len(recs) == 2 * 6
+    rc, out, recs, _ = parity_env(MOCK_NO_GPU="1")    # every gdsbench run fails: round 1 is the last
+    assert rc == 1 and "round 1: 2 run(s) failed" in out and {r["round"] for r in recs} == {1}
+    assert "seqread-gdsbench-x6-r1 (rc=1" in out

@@ -1,5 +1,6 @@
 """gdsbench's default number of worker processes (-P not given): one process per thread for
-large sequential cuFile I/O (-x 0), threads for everything else. Runs the GPU engine against
+large sequential I/O through libcufile (the cuFile flag: -x 0, 5 and 6), threads for everything
+else. Runs the GPU engine against
 tests/bench/mock_cuda.c; skips when the build found no CUDA headers."""
 import json
 import os
@@ -8,8 +9,7 @@ import subprocess
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BENCH = os.path.join(ROOT, "bench")
+from conftest import GDSBENCH_SRC as BENCH
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -73,6 +73,9 @@ def test_large_sequential_cufile_io_runs_one_process_per_thread(gds, files, tmp_
     assert procs_of(gds, tmp_path, *d, "-w", 2, "-I", 0, "-i", "256K", "-V") == min(2, cpus)
     # never more processes than online CPUs
     assert procs_of(gds, tmp_path, *d, "-w", cpus + 1, "-I", 1, "-i", "512K") == cpus
+    # the stream and batch APIs share the process's cuFile instance as cuFileRead does
+    for xfer in (5, 6):
+        assert procs_of(gds, tmp_path, "-D", files, "-x", xfer, "-s", "1M", "-w", 2, "-I", 0, "-i", "1M") == min(2, cpus)
 
 
 def test_small_random_other_engines_and_explicit_p1_stay_threads(gds, files, tmp_path):
@@ -81,5 +84,6 @@ def test_small_random_other_engines_and_explicit_p1_stay_threads(gds, files, tmp
     assert procs_of(gds, tmp_path, *d, "-x", 0, "-I", 2, "-i", "4K", "-T", "0.2") == 1
     assert procs_of(gds, tmp_path, *d, "-x", 0, "-I", 3, "-i", "1M", "-T", "0.2") == 1
     assert procs_of(gds, tmp_path, *d, "-x", 0, "-I", 0, "-i", "128K") == 1
-    assert procs_of(gds, tmp_path, *d, "-x", 6, "-I", 0, "-i", "1M") == 1
+    assert procs_of(gds, tmp_path, *d, "-x", 2, "-I", 0, "-i", "1M") == 1
+    assert procs_of(gds, tmp_path, *d, "-x", 6, "-I", 2, "-i", "4K", "-T", "0.2") == 1
     assert procs_of(gds, tmp_path, *d, "-x", 0, "-I", 0, "-i", "1M", "-P", 1) == 1

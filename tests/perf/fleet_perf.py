@@ -92,8 +92,10 @@ def main():
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
     playbooks = [p for p in args.playbooks.split(",") if p]
-    if "commission" in playbooks and not os.path.exists(os.path.join(ROOT, "bench", "gdsbench")):
-        subprocess.check_call(["make", "-s", "-C", os.path.join(ROOT, "bench")])
+    src = os.path.join(ROOT, "collections", "ansible_collections", "gds", "commission", "roles", "gds_bench",
+                       "files", "bench")
+    if "commission" in playbooks and not os.path.exists(os.path.join(src, "gdsbench")):
+        subprocess.check_call(["make", "-s", "-C", src])
     work = args.work or tempfile.mkdtemp(prefix="gds-fleet-perf-")
     os.makedirs(work, exist_ok=True)
     print("work directory %s, %d CPU(s)" % (work, os.cpu_count()))

@@ -79,12 +79,12 @@ def _links(md_path):
 
 
 def test_the_installed_collections_pages_link_inside_it(built):
-    """The role READMEs, the collection's README and the profiles' README point into the
-    installed collection (its docs/), never to a checkout of the repository; the docs pages
-    link each other."""
+    """Every page the collection carries besides docs/ (its README, the roles' and the profiles')
+    points into the installed collection (its docs/), never to a checkout of the repository; the
+    docs pages link each other."""
     dummy, installed = built
-    pages = glob.glob(str(installed / "roles" / "*" / "README.md"))
-    pages += [str(installed / "README.md"), str(installed / "profiles" / "README.md")]
+    pages = [p for p in glob.glob(str(installed / "**" / "*.md"), recursive=True)
+             if not p.startswith(str(installed / "docs") + os.sep)]
     broken, checked = [], 0
     for page in pages:
         for target in _links(page):

@@ -5,7 +5,7 @@ import stat
 
 import pytest
 
-from conftest import ROOT, run_module
+from conftest import GDSBENCH_SRC, run_module
 
 RECORD = {"io_type": "READ", "xfer_type": "GPUD", "threads": 8, "io_size_bytes": 1048576,
           "bytes": 8 << 30, "ops": 8192, "elapsed_s": 1.2, "throughput_gib_s": 6.52, "iops": 6680.0,
@@ -101,10 +101,10 @@ def test_duplicate_job_names_are_refused(tmp_path):
     assert rc != 0 and "unique name" in result["msg"]
 
 
-BENCH = os.path.join(ROOT, "bench", "gdsbench")
+BENCH = os.path.join(GDSBENCH_SRC, "gdsbench")
 
 
-@pytest.mark.skipif(not os.access(BENCH, os.X_OK), reason="bench/gdsbench not built (make -C bench)")
+@pytest.mark.skipif(not os.access(BENCH, os.X_OK), reason="gdsbench not built (make -C bench)")
 def test_real_benchmark_cpu_path(tmp_path):
     jobs = [dict(job(tmp_path, name="w", io_type="write", xfer_type=1, threads=2, size="8M", duration=0), thresholds={}),
             job(tmp_path, name="r", xfer_type=1, threads=2, size="8M", duration=0,
@@ -249,7 +249,7 @@ def test_keep_files_keeps_them(tmp_path):
     assert sorted(os.listdir(tmp_path / "data")) == ["gdsbench.0", "gdsbench.1"]
 
 
-@pytest.mark.skipif(not os.access(BENCH, os.X_OK), reason="bench/gdsbench not built (make -C bench)")
+@pytest.mark.skipif(not os.access(BENCH, os.X_OK), reason="gdsbench not built (make -C bench)")
 def test_real_benchmark_read_without_files_is_an_error(tmp_path):
     (tmp_path / "data").mkdir()
     rc, result = run_module("gds_bench", {"binary": BENCH, "jobs": [
@@ -259,7 +259,7 @@ def test_real_benchmark_read_without_files_is_an_error(tmp_path):
     assert run["verdict"] == "ERROR" and "gdsbench.0" in run["detail"]  # gdsbench's own message
 
 
-@pytest.mark.skipif(not os.access(BENCH, os.X_OK), reason="bench/gdsbench not built (make -C bench)")
+@pytest.mark.skipif(not os.access(BENCH, os.X_OK), reason="gdsbench not built (make -C bench)")
 def test_real_benchmark_leaves_no_data_files(tmp_path):
     jobs = [dict(job(tmp_path, name="w", io_type="write", xfer_type=1, threads=2, size="1M", duration=0), thresholds={}),
             dict(job(tmp_path, name="r", xfer_type=1, threads=2, size="1M", duration=0), thresholds={})]

@@ -9,10 +9,10 @@ import stat
 
 import pytest
 
-from conftest import ROOT, run_module
+from conftest import GDSBENCH_SRC, run_module
 from test_gds_bench import RECORD, fake_bench
 
-BENCH = os.path.join(ROOT, "bench", "gdsbench")
+BENCH = os.path.join(GDSBENCH_SRC, "gdsbench")
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
 # a fake gdsbench that records that it ran, makes its files and then runs AFTER (a shell line)
 MAKER = ('d=""; f=""; while [ $# -gt 0 ]; do case $1 in -D) d=$2;; -f) f=$2;; esac; shift; done; '
@@ -65,7 +65,7 @@ def test_a_link_planted_as_a_data_file_is_refused_before_the_run(tmp_path, outsi
     assert os.path.islink(str(data / "gdsbench.1")) and result["removed"] == []
 
 
-@pytest.mark.skipif(not os.access(BENCH, os.X_OK), reason="bench/gdsbench not built (make -C bench)")
+@pytest.mark.skipif(not os.access(BENCH, os.X_OK), reason="gdsbench not built (make -C bench)")
 @pytest.mark.parametrize("io_type", ["write", "read"])
 def test_a_planted_link_with_the_real_benchmark(tmp_path, outside, io_type):
     data = tmp_path / "data"

@@ -225,6 +225,17 @@ def test_jobfile_refuses_values_of_the_wrong_type(field, value):
     assert field in str(err.value)
 
 
+@pytest.mark.parametrize("xfer,why", [
+    (3, "3 (CPU_ASYNC_GPU) is not supported (managed memory)"), (7, "7 (GPU_BATCH_STREAM) is not supported"),
+    (9, "9 is not a transfer type (0 GPUD, 1 CPUONLY, 2 CPU_GPU, 4 CPU_CACHED_GPU, 5 GPUD_ASYNC, 6 GPU_BATCH)"),
+])
+def test_jobfile_refuses_a_transfer_type_gdsbench_does_not_run(xfer, why):
+    """gdsbench's own words (its vocabulary), before a node's gdsbench would refuse the file."""
+    with pytest.raises(PlanError) as err:
+        gds_gdsio_jobfile([_job(xfer_type=xfer)])
+    assert "xfer_type" in str(err.value) and why in str(err.value)
+
+
 @pytest.mark.parametrize("field,value,line", [
     ("io_size", "4K:1M:4K", "bs=4K:1M:4K"), ("io_size", 4096, "bs=4096"), ("io_size", "64KiB", "bs=64KiB"),
     ("size", "2gb", "size=2gb"), ("threads", "8", "num_threads=8"), ("gpu", 3.0, "gpu_dev_id=3"),

@@ -11,14 +11,13 @@ import sys
 
 import pytest
 
-from conftest import ROOT, run_module
+from conftest import GDSBENCH_SRC as BENCH_DIR, ROOT, run_module
 from test_watch_drives import START, grown, line
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "bench"))
 from test_procs_default import _make, gds  # noqa: E402,F401  gdsbench and the mock CUDA libraries
 
 FAULT = os.path.join(ROOT, "tests", "fault")
-BENCH_DIR = os.path.join(ROOT, "bench")
 
 
 @pytest.fixture(scope="module")

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import class_rank
 from ansible_collections.gds.commission.plugins.module_utils.measure.thresholds import drive_spec_error
-
-GPU_XFER = (0, 2, 4, 5, 6)
-GDSIO_RW = {"read": "read", "write": "write", "randread": "randread", "randwrite": "randwrite"}
+from ansible_collections.gds.commission.plugins.module_utils.measure.vocab import (
+    GPU_XFER_TYPES, IO_TYPES, io_is_read, io_is_write, key_range, size_bytes, xfer_type_error,
+)
 
 
 class PlanError(Exception):
@@ -51,17 +51,17 @@ def _drive_spec(given):
 
 def gds_bench_plan(arrays, profile):
     templates = list(profile.get("templates") or [])
-    templates.sort(key=lambda t: 0 if t.get("io_type") in ("write", "randwrite") else 1)
+    templates.sort(key=lambda t: 0 if io_is_write(t.get("io_type")) else 1)
     thresholds = profile.get("thresholds") or {}
     drive_spec = _drive_spec(profile.get("drive_spec"))
     xfer = int(profile.get("xfer_type", 0))
-    gpu_xfer = xfer in GPU_XFER
+    gpu_xfer = xfer in GPU_XFER_TYPES
     all_gpus = list(profile.get("gpu_indices") or [])
     numa_of_gpu = {int(k): v for k, v in (profile.get("numa_of_gpu") or {}).items()}
     skip_gpu = None if profile.get("run_gpu", True) else (profile.get("skip_reason") or "no usable GPU")
     # -D reads use the per-thread files of the write job (gdsbench.<thread>, as gdsio does): a
     # read with more threads than the write made shares one file instead (-f).
-    writers = [int(t.get("threads", 8)) for t in templates if t.get("io_type") in ("write", "randwrite")]
+    writers = [int(t.get("threads", 8)) for t in templates if io_is_write(t.get("io_type"))]
     files = max(writers) if writers else 0
     jobs = []
     for array in arrays:
@@ -94,7 +94,7 @@ def gds_bench_plan(arrays, profile):
                 job["members"] = list(array["members"])
             elif profile.get("live") and "far_mount" not in array:
                 job["drives_from_target"] = True
-            if job["io_type"] in ("read", "randread") and job["threads"] > files:
+            if io_is_read(job["io_type"]) and job["threads"] > files:
                 job["file"] = target + "/gdsbench.0"
             spec = drive_spec.get(template["name"])
             if spec:
@@ -149,7 +149,7 @@ def _far_nic_jobs(jobs, array, label, read, templates, gain, cpu_reason, skip):
     name += suffix
     out = []
     base = next(j for j in jobs if j["name"] == optimal)
-    writer = next((t for t in templates if t.get("io_type") in ("write", "randwrite")), None)
+    writer = next((t for t in templates if io_is_write(t.get("io_type"))), None)
     if writer:
         first = next(j for j in jobs if j["name"] == "%s %s" % (label, writer["name"]))
         out.append(dict(first, name="%s far NIC write%s" % (label, suffix), target=far_target,
@@ -253,7 +253,8 @@ def gds_gdsio_jobfile(jobs, name="gds_bench"):
             fail(field, value, "longer than %d bytes" % limit)
         return value
 
-    def whole(field, value, low, high):
+    def whole(field, value, key):
+        low, high = key_range(key)  # gdsbench's bounds of that job-file key
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 20:
@@ -262,20 +263,11 @@ def gds_gdsio_jobfile(jobs, name="gds_bench"):
             fail(field, value, "expected a whole number of %d..%d" % (low, high))
         return value
 
-    units = {"": 1}
-    units.update({u + tail: 1 << 10 * (n + 1) for n, u in enumerate("KMGT") for tail in ("", "I", "B", "IB")})
-
     def size(field, value, ranges=False):
-        """gdsbench's sizes: digits then K, M, G or T (with i and/or B after it), 1..2^63-1;
-        or MIN:MAX:STEP where ranges."""
+        """gdsbench's sizes (measure/vocab.py: its units, 1..its largest); or MIN:MAX:STEP where ranges."""
         word = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
         parts = word.split(":") if isinstance(word, str) else [""]
-        good = len(parts) == 1 or (ranges and len(parts) == 3)
-        for part in parts:
-            digits = part.rstrip("KMGTkmgtiIbB")
-            unit = part[len(digits):].upper()
-            good = good and digits.isascii() and digits.isdigit() and len(digits) <= 20 and unit in units \
-                and 0 < int(digits) * units[unit] < 1 << 63
+        good = (len(parts) == 1 or (ranges and len(parts) == 3)) and all(size_bytes(part) for part in parts)
         if not good:
             fail(field, value, "expected a size such as 4K, 1M or 1G" + (", or MIN:MAX:STEP" if ranges else ""))
         return _size_word(word)
@@ -300,25 +292,27 @@ def gds_gdsio_jobfile(jobs, name="gds_bench"):
             raise PlanError("gds_gdsio_jobfile: the jobs differ in %s (%s); one file runs one kind of job"
                             % (key, ", ".join(sorted(values))))
         shared[key] = jobs[0].get(key)
-    if not isinstance(shared["io_type"], str) or shared["io_type"] not in GDSIO_RW:
-        raise PlanError("gds_gdsio_jobfile: io_type %r is not one of %s" % (shared["io_type"], ", ".join(GDSIO_RW)))
-    lines = ["[global]", "name=%s" % text("name", name, 63, refused="[]=#;"),
-             "xfer_type=%d" % whole("xfer_type", shared["xfer_type"], 0, 100),
-             "rw=%s" % GDSIO_RW[shared["io_type"]], "bs=%s" % size("io_size", shared["io_size"], ranges=True),
+    if not isinstance(shared["io_type"], str) or shared["io_type"] not in IO_TYPES:
+        raise PlanError("gds_gdsio_jobfile: io_type %r is not one of %s" % (shared["io_type"], ", ".join(IO_TYPES)))
+    xfer = whole("xfer_type", shared["xfer_type"], "xfer_type")
+    if xfer_type_error(xfer):
+        fail("xfer_type", xfer, xfer_type_error(xfer))
+    lines = ["[global]", "name=%s" % text("name", name, 63, refused="[]=#;"), "xfer_type=%d" % xfer,
+             "rw=%s" % shared["io_type"], "bs=%s" % size("io_size", shared["io_size"], ranges=True),
              "size=%s" % size("size", shared["size"]), "runtime=%s" % seconds("duration", shared["duration"]),
              "do_verify=0"]
     for number, job in enumerate(jobs, 1):
         lines += ["", "[job%d]" % number]
         if job.get("numa") is not None:
-            lines.append("numa_node=%d" % whole("numa", job["numa"], 0, 4095))
+            lines.append("numa_node=%d" % whole("numa", job["numa"], "numa_node"))
         if job.get("gpu") is not None:
-            lines.append("gpu_dev_id=%d" % whole("gpu", job["gpu"], 0, 4095))
+            lines.append("gpu_dev_id=%d" % whole("gpu", job["gpu"], "gpu_dev_id"))
         target = text("target", job.get("target"), 4095)
         if not target.startswith("/"):
             fail("target", target, "expected an absolute path")
         if " #" in target or " ;" in target:
             fail("target", target, "' #' and ' ;' start an inline comment to INI readers such as inih")
-        lines += ["num_threads=%d" % whole("threads", job.get("threads"), 1, 4096), "directory=%s" % target]
+        lines += ["num_threads=%d" % whole("threads", job.get("threads"), "num_threads"), "directory=%s" % target]
     return "\n".join(lines) + "\n"
 
 

@@ -263,11 +263,9 @@ from ansible_collections.gds.commission.plugins.module_utils.measure.devhealth i
 from ansible_collections.gds.commission.plugins.module_utils.core.proc import run as proc_run
 from ansible_collections.gds.commission.plugins.module_utils.measure.watch import JobWatch, WatchConfigError, gds_stats_tool, watches_gpus
 from ansible_collections.gds.commission.plugins.module_utils.measure.thresholds import (
-    GPU_DIRECT_XFER_TYPES, ThresholdError, evaluate, gpu_skip_check, job_checks, jobs_run_check,
-    lookup_metric, skipped_job_checks,
+    ThresholdError, evaluate, gpu_skip_check, job_checks, jobs_run_check, lookup_metric, skipped_job_checks,
 )
-
-IO_TYPES = {"read": 0, "write": 1, "randread": 2, "randwrite": 3}
+from ansible_collections.gds.commission.plugins.module_utils.measure.vocab import CUFILE_XFER_TYPES, IO_TYPES
 STDERR_TAIL = 2000
 
 
@@ -343,7 +341,7 @@ def run_job(cmd, timeout, env, started=None):
 
 def udev_check(job, udev_root, prefix):
     """cuFile looks up the file system's block device in the udev database; say when it is absent."""
-    if not udev_root or int(job.get("xfer_type", 0)) not in GPU_DIRECT_XFER_TYPES:
+    if not udev_root or int(job.get("xfer_type", 0)) not in CUFILE_XFER_TYPES:
         return None
     where = job.get("file") or job["target"]
     dev = os.stat(where if os.path.exists(where) else os.path.dirname(where)).st_dev
@@ -441,7 +439,7 @@ def compare_check(job, result, records):
 def gpu_indices(jobs):
     """The GPUs the GPU-direct jobs that will run use (NVML samples those)."""
     return sorted({int(j["gpu"]) for j in jobs if not j.get("skip") and j.get("gpu") is not None
-                   and int(j.get("xfer_type", 0)) in GPU_DIRECT_XFER_TYPES})
+                   and int(j.get("xfer_type", 0)) in CUFILE_XFER_TYPES})
 
 
 def run_all(params, check_mode, env, health=None, watch=None):

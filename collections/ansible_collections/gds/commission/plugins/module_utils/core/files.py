@@ -21,7 +21,7 @@ UnreadableFile naming the path. ``resolve`` tells a symlink loop or a dangling l
 The benchmark's data files (``open_dir``, ``data_file``, ``remove_file``, ``remove_dir``) may sit
 in a directory that others can write: they are reached only through a directory descriptor, never
 through a link in the last component, and removed only while they are still what this run made.
-bench/datafile.c applies the same rule inside gdsbench (docs/benchmark.md#data-files).
+roles/gds_bench/files/bench/datafile.c applies the same rule inside gdsbench (docs/benchmark.md#data-files).
 """
 from __future__ import annotations
 
@@ -246,7 +246,7 @@ def _kind(mode):
 
 def data_file_refusal(st):
     """Why the file an lstat found may not be opened as a data file, or None: a symbolic link, not
-    a regular file, or owned by another user (the wording of bench/datafile.c)."""
+    a regular file, or owned by another user (the wording of gdsbench's datafile.c)."""
     if stat.S_ISLNK(st.st_mode):
         return "a symbolic link, not followed"
     if not stat.S_ISREG(st.st_mode):

@@ -87,6 +87,8 @@ def finite(value, minimum=0.0, maximum=None):
     fault = figure_fault(value)
     if fault == NOT_A_NUMBER:
         raise BadNumber("%s is not a number" % _shown(value))
+    if fault == TOO_LARGE:  # an integer too large for a float: above any bound
+        raise BadNumber("%s is above %s" % (_shown(value), maximum if maximum is not None else "what a float holds"))
     if fault:
         raise BadNumber("%s is not finite" % _shown(value))
     if minimum is not None and value < minimum:

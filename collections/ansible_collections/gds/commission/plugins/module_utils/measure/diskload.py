@@ -24,6 +24,7 @@ from ansible_collections.gds.commission.plugins.module_utils.core.checks import 
 from ansible_collections.gds.commission.plugins.module_utils.core.files import UnreadableFile, is_live_root, read_file
 from ansible_collections.gds.commission.plugins.module_utils.core.numbers import BadNumber, counter, figure
 from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import base_disk, source_disks
+from ansible_collections.gds.commission.plugins.module_utils.measure.vocab import io_is_write
 
 SECTOR_BYTES = 512
 # after major, minor, name (iostats.rst: fields 1-11, 12-15 since 4.18, 16-17 since 5.5)
@@ -246,7 +247,7 @@ def drive_load_check(prefix, load, io_type, bdf_of, thresholds, buffered=False):
     drives = load.get("drives")
     if not isinstance(drives, list):
         return check(name, "SKIP", expected, "unknown", "the load record holds no list of drives: %r" % (drives,))
-    write = io_type in ("write", "randwrite")
+    write = io_is_write(io_type)
     key, await_key = ("write_bytes", "w_await_ms") if write else ("read_bytes", "r_await_ms")
     measured, missing = _members(drives, key, await_key, bdf_of)
     idle = [d for d in measured if not d["bytes"]]

@@ -40,6 +40,7 @@ from ansible_collections.gds.commission.plugins.module_utils.core.checks import 
 from ansible_collections.gds.commission.plugins.module_utils.core.numbers import BadNumber, figure, finite, whole, whole_figure
 from ansible_collections.gds.commission.plugins.module_utils.hw.nvml import nvml_value
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import link_bytes_per_s
+from ansible_collections.gds.commission.plugins.module_utils.measure.vocab import io_is_write
 
 GPM = "NVML GPM PCIe metrics (PCIE_RX/TX_PER_SEC between samples)"
 COUNTERS = "NVML PCIe byte counters (NVML_FI_DEV_PCIE_COUNT_RX_BYTES/TX_BYTES)"
@@ -379,7 +380,7 @@ def bounce_check(prefix, gpu, moved, io_type, gpus, topology, drives, th, unknow
     found = "PASS" if expected_bounce else th["bounce_verdict"]
     if expected_bounce:
         expected += " (or a GPU near the drives: the non-affine pair)"
-    write = io_type in ("write", "randwrite")
+    write = io_is_write(io_type)
     if cufile is not None and not isinstance(cufile, dict):
         cufile = {"unknown": "no record of cuFile's statistics: %r" % (cufile,)}
     cufile_why = (cufile or {}).get("unknown")

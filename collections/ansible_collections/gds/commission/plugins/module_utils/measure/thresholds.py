@@ -18,9 +18,9 @@ from __future__ import annotations
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check as _check
 # every metric here (throughput, IOPS, latency, bytes, seconds, ratios) is a figure >= 0
 from ansible_collections.gds.commission.plugins.module_utils.core.numbers import figure
+from ansible_collections.gds.commission.plugins.module_utils.measure.vocab import CUFILE_XFER_TYPES
 
 WARN_MARGIN = 0.05
-GPU_DIRECT_XFER_TYPES = (0, 5, 6)
 # A drive's spec (GiB/s, or IOPS) below this is a slip of unit or typing, no drive: as the divisor
 # of fraction_of_spec and a bound of the path's limit (measure/pathlimit.py) it would pass anything
 DRIVE_SPEC_MIN = 0.01
@@ -117,7 +117,7 @@ def path_check(record, xfer_type, expected_mode, prefix=""):
     Only GPU-direct transfer types are judged: a cuFile run that fell back to compat mode FAILs
     with the benchmark's evidence, whatever its throughput.
     """
-    if not expected_mode or int(xfer_type) not in GPU_DIRECT_XFER_TYPES:
+    if not expected_mode or int(xfer_type) not in CUFILE_XFER_TYPES:
         return None
     path = record.get("path") or {}
     path = path if isinstance(path, dict) else {"evidence": "unreadable path record: %r" % (path,)}
@@ -199,7 +199,7 @@ def job_checks(job, record, failure=None, stderr=""):
         for metric in sorted(job.get("thresholds") or {}):
             parse_reference(metric, job["thresholds"][metric])  # a malformed threshold still says so
             checks.append(_check(prefix + metric, "SKIP", None, None, why))
-        if job.get("expect_path") and int(job.get("xfer_type", 0)) in GPU_DIRECT_XFER_TYPES:
+        if job.get("expect_path") and int(job.get("xfer_type", 0)) in CUFILE_XFER_TYPES:
             checks.append(_check(prefix + "io path", "SKIP", job["expect_path"], None, why))
     for key in ("errors", "verify_errors"):
         if record.get(key):

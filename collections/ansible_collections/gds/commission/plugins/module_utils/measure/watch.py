@@ -25,11 +25,9 @@ from ansible_collections.gds.commission.plugins.module_utils.measure.pathlimit i
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import pci_function_in_path
 from ansible_collections.gds.commission.plugins.module_utils.measure.pcie_traffic import bounce_check, job_traffic
 from ansible_collections.gds.commission.plugins.module_utils.measure.thresholds import evaluate
-
-# the transfer types whose data lands in GPU memory (gdsio numbering): their path ends at the GPU
-GPU_XFER_TYPES = (0, 2, 4, 5, 6)
-CUFILE_XFER_TYPES = (0, 5, 6)  # through libcufile: gds_stats has its statistics
-BUFFERED_XFER_TYPES = (4,)  # CPU_CACHED_GPU: buffered pread, the page cache may serve it all
+# by gdsbench's flags: data lands in GPU memory (the path ends at the GPU); through libcufile
+# (gds_stats has its statistics); buffered (the page cache may serve it all)
+from ansible_collections.gds.commission.plugins.module_utils.measure.vocab import BUFFERED_XFER_TYPES, CUFILE_XFER_TYPES, GPU_XFER_TYPES
 
 OPTION_VERDICTS = ("WARN", "FAIL")  # what a *_verdict threshold may name
 DEFAULT_THRESHOLDS = {

@@ -82,29 +82,31 @@ static int refuse(struct job *j, const char *why)
 	return 0;
 }
 
-/* Checks one job and fills in what the files decide (size for reads). Returns
- * -1 with a message for a usage error. */
-int job_validate(struct job *j, char *err, size_t errlen)
+/* The transfer type (what it is: j->xt) and the I/O type: known, and run by gdsbench. */
+static int check_types(struct job *j, char *err, size_t errlen)
 {
-	int odirect, write = io_is_write(j->io_type);
-	char msg[PATH_MAX + 128];
-	struct stat st;
-	uint64_t fs;
+	char list[256];
 
-	j->refused[0] = 0;
+	j->xt = xfer_type(j->xfer);
+	if (!j->xt)
+		BAD(O_XFER, "%d is not a transfer type (%s)", j->xfer, xfer_type_list(0, list, sizeof(list)));
+	if (j->xt->refused)
+		BAD(O_XFER, "%d (%s) %s", j->xfer, j->xt->name, j->xt->refused);
+	if (!io_type(j->io_type)) {
+		size_t o = 0;
 
-	if (j->xfer == 3)
-		BAD(O_XFER, "3 (CPU_ASYNC_GPU, managed memory) is not supported; use 2, 4 or a cuFile type");
-	if (j->xfer == 7)
-		BAD(O_XFER, "7 (GPU_BATCH_STREAM) is not supported; use 6 (batch) or 5 (stream)");
-	if (j->xfer < 0 || j->xfer > 6)
-		BAD(O_XFER, "%d is not a transfer type (0 GPUD, 1 CPUONLY, 2 CPU_GPU, 4 CPU_CACHED_GPU, 5 GPUD_ASYNC, 6 GPU_BATCH)",
-		    j->xfer);
-	if (j->io_type < 0 || j->io_type > 3)
-		BAD(O_IO, "%d is not an I/O type (0 read, 1 write, 2 randread, 3 randwrite)", j->io_type);
+		for (int t = 0; t < io_type_count() && o < sizeof(list); t++)
+			o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%d %s", t ? ", " : "", t, io_type(t)->key);
+		BAD(O_IO, "%d is not an I/O type (%s)", j->io_type, list);
+	}
 	if (j->threads < 1 || j->threads > GDS_MAX_THREADS)
 		BAD(O_THREADS, "%d threads: give 1..%d", j->threads, GDS_MAX_THREADS);
-	odirect = j->xfer != 4 && !j->buffered;
+	return 0;
+}
+
+/* The I/O size (or -i range) and the offset, against what O_DIRECT or verify needs. */
+static int check_io_size(struct job *j, int odirect, char *err, size_t errlen)
+{
 	if (j->io_size == 0)
 		BAD(O_IOSIZE, "the I/O size must be > 0");
 	if (j->io_size > (1ull << 30))
@@ -120,6 +122,12 @@ int job_validate(struct job *j, char *err, size_t errlen)
 	if ((odirect || j->verify) && j->offset % GDS_SECTOR)
 		BAD(O_OFFSET, "%llu is not a multiple of 4 KiB, which %s needs", (unsigned long long)j->offset,
 		    odirect ? "O_DIRECT" : "verify");
+	return 0;
+}
+
+/* Random offsets (-a, -U) and buffer contents (-R, -F): what each applies to, what verify allows. */
+static int check_offsets_and_fill(struct job *j, int odirect, char *err, size_t errlen)
+{
 	if (j->align) {
 		if (!io_is_rand(j->io_type))
 			BAD(O_ALIGN, "the alignment of random offsets applies to random I/O (randread, randwrite) only");
@@ -148,17 +156,28 @@ int job_validate(struct job *j, char *err, size_t errlen)
 	if (j->fill_random && j->verify)
 		BAD(j->refill ? O_REFILL : O_FILL, "random buffer contents cannot be verified; drop %s or %s",
 		    job_opt_name(j, j->refill ? O_REFILL : O_FILL), job_opt_name(j, O_VERIFY));
+	return 0;
+}
+
+/* What only some transfer types take (by their flags: memory types the cuFile ones, -B the
+ * queued ones), the GPU and the NUMA node. */
+static int check_engine_options(struct job *j, char *err, size_t errlen)
+{
+	char list[256];
+
 	if (j->mem_type < 0 || j->mem_type > 4)
 		BAD(O_MEM, "%d is not a memory type (0 cudaMalloc, 1 cuMem, 2 cudaMallocHost, 3 malloc, 4 mmap)",
 		    j->mem_type);
-	if (j->mem_type && j->xfer != 0 && j->xfer != 5 && j->xfer != 6)
-		BAD(O_MEM, "memory types apply to the cuFile transfer types (0, 5, 6) only, as in gdsio");
+	if (j->mem_type && !(j->xt->flags & ENG_CUFILE))
+		BAD(O_MEM, "memory types apply to the cuFile transfer types (%s) only, as in gdsio",
+		    xfer_type_list(ENG_CUFILE, list, sizeof(list)));
 	if (j->mem_type == 1)
 		BAD(O_MEM, "1 (cuMem, the CUDA driver's virtual memory API) is not built into gdsbench; use 0, 2, 3 or 4");
 	if (j->depth < 0 || j->depth > GDS_MAX_DEPTH)
 		BAD(O_DEPTH, "%d: give 1..%d", j->depth, GDS_MAX_DEPTH);
-	if (j->depth && j->xfer != 5 && j->xfer != 6)
-		BAD(O_DEPTH, "ops in flight per thread apply to xfer types 5 and 6 only");
+	if (j->depth && !(j->xt->flags & ENG_QUEUED))
+		BAD(O_DEPTH, "ops in flight per thread apply to the queued transfer types (%s) only",
+		    xfer_type_list(ENG_QUEUED, list, sizeof(list)));
 	if (j->gpu < 0)
 		BAD(O_GPU, "%d is not a GPU index", j->gpu);
 	if (j->numa >= 0) {
@@ -175,104 +194,124 @@ int job_validate(struct job *j, char *err, size_t errlen)
 	}
 	if (j->dir[0] && j->file[0])
 		BAD(O_DIR, "%s and %s cannot be used together", job_opt_name(j, O_DIR), job_opt_name(j, O_FILE));
+	return 0;
+}
 
-	/* The files are looked at through datafile.c, as the run opens them: a
-	 * target it refuses (a link, not a regular file, another user's) is not
-	 * a usage error but a failed run, with the reason in the JSON record. */
-	if (j->dir[0]) {
-		uint64_t smallest = UINT64_MAX;
-		int dfd = df_dir_open(j->dir, 1, msg, sizeof(msg));
+/* -D: the smallest of the threads' files (UINT64_MAX: none, a write makes them), or -1 with a
+ * usage error; 0 and j->refused set when datafile.c refuses one. */
+static int dir_smallest(struct job *j, int write, uint64_t *smallest, char *err, size_t errlen)
+{
+	char msg[PATH_MAX + 128];
+	struct stat st;
+	int dfd = df_dir_open(j->dir, 1, msg, sizeof(msg));
 
-		if (dfd == DF_REFUSED)
-			return refuse(j, msg);
-		if (dfd < 0)
-			BAD(O_DIR, "%s", msg);
-		for (int t = 0; t < j->threads; t++) {
-			char path[PATH_MAX], name[32];
-			int rc;
+	*smallest = UINT64_MAX;
+	if (dfd == DF_REFUSED)
+		return refuse(j, msg);
+	if (dfd < 0)
+		BAD(O_DIR, "%s", msg);
+	for (int t = 0; t < j->threads; t++) {
+		char path[PATH_MAX], name[32];
+		int rc;
 
-			job_file_path(j, t, path, sizeof(path));
-			snprintf(name, sizeof(name), "gdsbench.%d", j->file_base + t);
-			rc = df_stat(dfd, name, path, &st, msg, sizeof(msg));
-			if (rc == DF_REFUSED) {
-				close(dfd);
-				return refuse(j, msg);
-			}
-			if (rc != DF_OK && write && j->file_size) {
-				continue;	/* missing: the run makes it (another error: the run names it) */
-			} else if (rc != DF_OK && write) {
-				close(dfd);
-				BAD(O_SIZE, "writes need a file size (-s) unless every thread's file exists");
-			} else if (rc != DF_OK) {
-				close(dfd);
-				BAD(O_DIR, "%s (-D reads use the files of an earlier write run with at least as many threads, as gdsio does)",
-				    msg);
-			}
-			if (write && !j->file_size && (uint64_t)st.st_size <= j->offset) {
-				close(dfd);
-				BAD(O_SIZE, "writes need a file size (-s) unless every thread's file exists");
-			}
-			if ((uint64_t)st.st_size < smallest)
-				smallest = (uint64_t)st.st_size;
+		job_file_path(j, t, path, sizeof(path));
+		snprintf(name, sizeof(name), "gdsbench.%d", j->file_base + t);
+		rc = df_stat(dfd, name, path, &st, msg, sizeof(msg));
+		if (rc == DF_OK && !(write && !j->file_size && (uint64_t)st.st_size <= j->offset)) {
+			if ((uint64_t)st.st_size < *smallest)
+				*smallest = (uint64_t)st.st_size;
+			continue;
 		}
+		if (rc != DF_REFUSED && rc != DF_OK && write && j->file_size)
+			continue;	/* missing: the run makes it (another error: the run names it) */
 		close(dfd);
-		if (write && j->file_size == 0) {
-			/* rewriting existing files: their (smallest) size */
-			j->file_size = smallest - j->offset;
-		} else if (!write) {
-			if (smallest <= j->offset)
-				BAD(O_SIZE, "the files in %s are not larger than the offset %llu", j->dir,
-				    (unsigned long long)j->offset);
-			if (j->file_size == 0)
-				j->file_size = smallest - j->offset;
-			else if (j->offset + j->file_size > smallest)
-				BAD(O_SIZE, "%llu bytes from offset %llu exceeds the smallest file in %s (%llu bytes); write them first",
-				    (unsigned long long)j->file_size, (unsigned long long)j->offset, j->dir,
-				    (unsigned long long)smallest);
-		}
-	} else {
-		char parent[PATH_MAX], name[PATH_MAX];
-		int pfd, rc, e;
-
-		if (df_split(j->file, parent, sizeof(parent), name, sizeof(name)) != 0)
-			BAD(O_FILE, "%s is not a file name", j->file);
-		/* the directory is followed (links above the target are the user's) */
-		pfd = df_dir_open(parent, 0, msg, sizeof(msg));
-		if (pfd < 0 && write)
-			BAD(O_FILE, "%s: the directory %s does not exist", j->file, parent);
-		if (pfd < 0)
-			BAD(O_FILE, "%s: %s", j->file, strerror(errno));
-		rc = df_stat(pfd, name, j->file, &st, msg, sizeof(msg));
-		e = errno;
-		close(pfd);
 		if (rc == DF_REFUSED)
 			return refuse(j, msg);
-		if (rc == DF_OK) {
-			if (j->file_size == 0) {
-				if ((uint64_t)st.st_size <= j->offset)
-					BAD(O_SIZE, "%s is not larger than the offset; give -s", j->file);
-				j->file_size = (uint64_t)st.st_size - j->offset;
-			} else if (!write && j->offset + j->file_size > (uint64_t)st.st_size) {
-				BAD(O_SIZE, "%llu bytes from offset %llu exceeds %s (%llu bytes)",
-				    (unsigned long long)j->file_size, (unsigned long long)j->offset, j->file,
-				    (unsigned long long)st.st_size);
-			}
-		} else if (!write || e != ENOENT) {
-			BAD(O_FILE, "%s", msg);
-		} else if (j->file_size == 0) {
-			BAD(O_SIZE, "writing a new file needs a file size (-s)");
-		}
+		if (write)
+			BAD(O_SIZE, "writes need a file size (-s) unless every thread's file exists");
+		BAD(O_DIR, "%s (-D reads use the files of an earlier write run with at least as many threads, as gdsio does)",
+		    msg);
 	}
+	close(dfd);
+	return 0;
+}
+
+/* -D: every thread's file, looked at through datafile.c as the run opens them; the size a read
+ * or a rewrite of existing files takes from them. */
+static int check_dir_target(struct job *j, int write, char *err, size_t errlen)
+{
+	uint64_t smallest;
+
+	if (dir_smallest(j, write, &smallest, err, errlen) != 0 || j->refused[0])
+		return j->refused[0] ? 0 : -1;
+	if (write && j->file_size == 0) {
+		/* rewriting existing files: their (smallest) size */
+		j->file_size = smallest - j->offset;
+	} else if (!write) {
+		if (smallest <= j->offset)
+			BAD(O_SIZE, "the files in %s are not larger than the offset %llu", j->dir,
+			    (unsigned long long)j->offset);
+		if (j->file_size == 0)
+			j->file_size = smallest - j->offset;
+		else if (j->offset + j->file_size > smallest)
+			BAD(O_SIZE, "%llu bytes from offset %llu exceeds the smallest file in %s (%llu bytes); write them first",
+			    (unsigned long long)j->file_size, (unsigned long long)j->offset, j->dir,
+			    (unsigned long long)smallest);
+	}
+	return 0;
+}
+
+/* -f: the shared file (its directory followed: links above the target are the user's). */
+static int check_file_target(struct job *j, int write, char *err, size_t errlen)
+{
+	char parent[PATH_MAX], name[PATH_MAX], msg[PATH_MAX + 128];
+	struct stat st;
+	int pfd, rc, e;
+
+	if (df_split(j->file, parent, sizeof(parent), name, sizeof(name)) != 0)
+		BAD(O_FILE, "%s is not a file name", j->file);
+	pfd = df_dir_open(parent, 0, msg, sizeof(msg));
+	if (pfd < 0 && write)
+		BAD(O_FILE, "%s: the directory %s does not exist", j->file, parent);
+	if (pfd < 0)
+		BAD(O_FILE, "%s: %s", j->file, strerror(errno));
+	rc = df_stat(pfd, name, j->file, &st, msg, sizeof(msg));
+	e = errno;
+	close(pfd);
+	if (rc == DF_REFUSED)
+		return refuse(j, msg);
+	if (rc == DF_OK) {
+		if (j->file_size == 0) {
+			if ((uint64_t)st.st_size <= j->offset)
+				BAD(O_SIZE, "%s is not larger than the offset; give -s", j->file);
+			j->file_size = (uint64_t)st.st_size - j->offset;
+		} else if (!write && j->offset + j->file_size > (uint64_t)st.st_size) {
+			BAD(O_SIZE, "%llu bytes from offset %llu exceeds %s (%llu bytes)",
+			    (unsigned long long)j->file_size, (unsigned long long)j->offset, j->file,
+			    (unsigned long long)st.st_size);
+		}
+	} else if (!write || e != ENOENT) {
+		BAD(O_FILE, "%s", msg);
+	} else if (j->file_size == 0) {
+		BAD(O_SIZE, "writing a new file needs a file size (-s)");
+	}
+	return 0;
+}
+
+/* The region against the I/O size and the threads, and sizes no file can have, refused before
+ * the run creates anything: a file offset is an off_t (at most 2^63-1), the data set (threads x
+ * size for -D) is reported in the same 63 bits, and a write must fit the file system. Each value
+ * is at most 2^63-1 (the option table), so the sum cannot wrap. */
+static int check_region(struct job *j, int write, char *err, size_t errlen)
+{
+	uint64_t fs;
+
 	if (j->file_size < j->io_size)
 		BAD(O_SIZE, "%llu bytes is smaller than the I/O size %llu", (unsigned long long)j->file_size,
 		    (unsigned long long)j->io_size);
 	if (j->file[0] && j->file_size / j->io_size < (uint64_t)j->threads)
 		BAD(O_THREADS, "%d threads share %s: it holds only %llu I/Os of %llu bytes", j->threads, j->file,
 		    (unsigned long long)(j->file_size / j->io_size), (unsigned long long)j->io_size);
-	/* Sizes no file can have are refused here, before the run creates
-	 * anything: a file offset is an off_t (at most 2^63-1), and the data set
-	 * (threads x size for -D) is reported in the same 63 bits. Each value is
-	 * at most 2^63-1 (the option table), so the sum cannot wrap. */
 	if (j->offset + j->file_size > (uint64_t)INT64_MAX)
 		BAD(O_SIZE, "%llu bytes from offset %llu end past the largest file offset (2^63-1)",
 		    (unsigned long long)j->file_size, (unsigned long long)j->offset);
@@ -283,6 +322,26 @@ int job_validate(struct job *j, char *err, size_t errlen)
 		BAD(O_SIZE, "%llu bytes to write do not fit in the file system of %s (%llu bytes)",
 		    (unsigned long long)dataset_bytes(j), j->dir[0] ? j->dir : j->file, (unsigned long long)fs);
 	return 0;
+}
+
+/* Checks one job and fills in what the files decide (size for reads). Returns -1 with a
+ * message for a usage error. The files are looked at through datafile.c, as the run opens
+ * them: a target it refuses (a link, not a regular file, another user's) is not a usage error
+ * but a failed run, with the reason in the JSON record (j->refused). */
+int job_validate(struct job *j, char *err, size_t errlen)
+{
+	int odirect, write = io_is_write(j->io_type);
+
+	j->refused[0] = 0;
+	if (check_types(j, err, errlen) != 0)
+		return -1;
+	odirect = (j->xt->flags & ENG_ODIRECT) && !j->buffered;
+	if (check_io_size(j, odirect, err, errlen) != 0 || check_offsets_and_fill(j, odirect, err, errlen) != 0 ||
+	    check_engine_options(j, err, errlen) != 0)
+		return -1;
+	if ((j->dir[0] ? check_dir_target(j, write, err, errlen) : check_file_target(j, write, err, errlen)) != 0)
+		return -1;
+	return j->refused[0] ? 0 : check_region(j, write, err, errlen);
 }
 
 /* Threads of job-file jobs that share a directory get distinct file numbers. */

@@ -2,7 +2,10 @@
  * -B CUDA streams per thread, one op in flight per stream, so each thread
  * keeps -B I/Os queued (gdsio XFER_GPU_DIRECT_ASYNC). Streams are registered
  * with all CU_FILE_STREAM_* fixed/aligned flags: sizes and offsets are known
- * at submit time and 4 KiB aligned, which lets cuFile skip per-op setup. */
+ * at submit time and 4 KiB aligned, which lets cuFile skip per-op setup. A
+ * reap collects every stream whose op is done, in any order, and waits on the
+ * oldest only when none is: an op that finished behind a slower one goes out
+ * again at once. */
 #ifdef HAVE_CUDA
 #include <errno.h>
 #include <stdlib.h>
@@ -28,8 +31,8 @@ struct async_thread {
 	int bufmode;
 	int nreg;		/* slots registered (BUF_SLOT) */
 	struct aslot *as;
-	int *fifo;		/* slot indexes in submission order */
-	int head, count;
+	int *fifo;		/* slot indexes in flight, in submission order */
+	int count;
 };
 
 static int async_global_init(char *err, size_t errlen)
@@ -162,46 +165,49 @@ static int async_submit(struct worker *w, struct slot **list, int n)
 			werr(w, "cuFile%sAsync: %s", s->write ? "Write" : "Read", cufile_errstr(fe, b, sizeof(b)));
 			return -1;
 		}
-		t->fifo[(t->head + t->count) % w->depth] = k;
-		t->count++;
+		t->fifo[t->count++] = k;
 	}
 	return 0;
 }
 
-/* Wait for the oldest op, then collect any later ones already finished. */
+/* The op of fifo[i] is over (e: how its stream ended): into done[], out of the fifo. */
+static void async_done(struct worker *w, int i, cudaError_t e, struct slot **done, int *n)
+{
+	struct async_thread *t = w->priv;
+	int k = t->fifo[i];
+
+	w->slots[k].t_done = now_ns();
+	if (e != cudaSuccess) {
+		werr(w, "CUDA stream: %s", cuda_errstr(e));
+		w->slots[k].res = -EIO;
+	} else {
+		w->slots[k].res = t->as[k].bytes;
+	}
+	done[(*n)++] = &w->slots[k];
+	memmove(t->fifo + i, t->fifo + i + 1, sizeof(*t->fifo) * (size_t)(--t->count - i));
+}
+
+/* Every op that is done, whatever its place; when none is, wait for the oldest. */
 static int async_reap(struct worker *w, struct slot **done, int max)
 {
 	struct async_thread *t = w->priv;
 	int n = 0;
 
-	while (t->count > 0 && n < max) {
-		int k = t->fifo[t->head];
-		struct aslot *a = &t->as[k];
-		cudaError_t e;
+	for (int i = 0; i < t->count && n < max;) {
+		cudaError_t e = cu.cudaStreamQuery(t->as[t->fifo[i]].stream);
 
-		if (n == 0)
-			e = cu.cudaStreamSynchronize(a->stream);
-		else if ((e = cu.cudaStreamQuery(a->stream)) == cudaErrorNotReady)
-			break;
-		w->slots[k].t_done = now_ns();
-		if (e != cudaSuccess) {
-			werr(w, "CUDA stream: %s", cuda_errstr(e));
-			w->slots[k].res = -EIO;
-		} else {
-			w->slots[k].res = a->bytes;
-		}
-		done[n++] = &w->slots[k];
-		t->head = (t->head + 1) % w->depth;
-		t->count--;
+		if (e == cudaErrorNotReady)
+			i++;
+		else
+			async_done(w, i, e, done, &n);
 	}
+	if (!n && t->count > 0)
+		async_done(w, 0, cu.cudaStreamSynchronize(t->as[t->fifo[0]].stream), done, &n);
 	return n;
 }
 
 const struct engine engine_async = {
 	.xfer = 5,
-	.name = "GPUD_ASYNC",
-	.desc = "GPU direct, cuFile stream API: cuFileReadAsync/WriteAsync on -B registered streams",
-	.flags = ENG_GPU | ENG_CUFILE | ENG_ODIRECT | ENG_QUEUED,
 	.global_init = async_global_init,
 	.global_exit = gpu_global_exit,
 	.thread_init = async_thread_init,

@@ -1,7 +1,11 @@
 /* xfer_type 6, cuFile batch API (gdsio GPU_BATCH). A batch handle takes one
- * submission at a time, so each thread double-buffers: -B slots split over two
- * handles; while one batch is in flight the other is reaped and resubmitted,
- * keeping between -B/2 and -B I/Os queued per thread. */
+ * submission at a time and is free again only when every entry of it has
+ * completed, so a thread keeps its -B slots in flight over a pool of handles
+ * of up to -B/2 entries each, twice as many as -B needs: each reap collects
+ * the entries that are done from every busy handle (not only the oldest, and
+ * not only whole batches), and their slots go out again at once in an idle
+ * handle while the rest of their batch is still running. It waits on the
+ * oldest handle only when nothing is done anywhere. */
 #ifdef HAVE_CUDA
 #include <errno.h>
 #include <stdlib.h>
@@ -9,28 +13,28 @@
 
 #include "cuda_rt.h"
 
-#define NGROUPS 2
 #define BATCH_ERR_BASE 200000	/* -(BATCH_ERR_BASE + CUfileStatus_t) for failed entries */
+#define STALL_NS (30ull * 1000000000ull)
+#define WAIT_NS (1000 * 1000)	/* one wait on the oldest handle, then every handle is looked at again */
 
 struct group {
 	CUfileBatchHandle_t h;
 	int setup;
-	int n, pending;
-	struct slot **slots;
+	int pending;		/* entries submitted and not yet reported */
 	CUfileIOParams_t *params;
 	CUfileIOEvents_t *ev;
 };
 
 struct batch_thread {
 	struct gpu_base base;	/* first: w->priv is also a struct gpu_base * */
-	int gsize;
-	struct group g[NGROUPS];
-	int busy[NGROUPS];	/* FIFO of busy group indexes */
+	int gsize;		/* entries per handle */
+	int ngroups;
+	struct group *g;
+	int *busy;		/* indexes of the handles with pending entries, oldest first */
 	int nbusy;
+	uint64_t progress;	/* ns: the last completion seen */
 	int stalled;		/* the library stopped completing: give up, don't wait again */
 };
-
-#define STALL_NS (30ull * 1000000000ull)
 
 static int batch_global_init(char *err, size_t errlen)
 {
@@ -44,66 +48,154 @@ static int batch_global_init(char *err, size_t errlen)
 	return 0;
 }
 
+static int group_setup(struct worker *w, struct group *g, int gsize)
+{
+	CUfileError_t fe;
+
+	g->params = calloc((size_t)gsize, sizeof(*g->params));
+	g->ev = calloc((size_t)gsize, sizeof(*g->ev));
+	if (!g->params || !g->ev) {
+		werr(w, "out of memory");
+		return -1;
+	}
+	fe = cu.cuFileBatchIOSetUp(&g->h, (unsigned)gsize);
+	if (fe.err != CU_FILE_SUCCESS) {
+		char b[160];
+
+		werr(w, "cuFileBatchIOSetUp(%d): %s (properties.io_batchsize limits -B/2)", gsize,
+		     cufile_errstr(fe, b, sizeof(b)));
+		return -1;
+	}
+	g->setup = 1;
+	return 0;
+}
+
 static int batch_thread_init(struct worker *w)
 {
 	struct batch_thread *t = calloc(1, sizeof(*t));
-	int depth = w->job->depth > 0 ? w->job->depth : 4;
+	int depth = w->job->depth > 0 ? w->job->depth : w->job->xt->depth;
 
 	w->priv = t;
 	if (!t) {
 		werr(w, "out of memory");
 		return -1;
 	}
-	t->gsize = depth >= NGROUPS ? (depth + NGROUPS - 1) / NGROUPS : 1;
-	depth = depth >= NGROUPS ? t->gsize * NGROUPS : 1;
+	t->gsize = depth >= 2 ? (depth + 1) / 2 : 1;
+	t->ngroups = 2 * ((depth + t->gsize - 1) / t->gsize);
+	t->g = calloc((size_t)t->ngroups, sizeof(*t->g));
+	t->busy = calloc((size_t)t->ngroups, sizeof(*t->busy));
+	if (!t->g || !t->busy) {
+		werr(w, "out of memory");
+		return -1;
+	}
 	if (gpu_bind(w) != 0 || gpu_slots_alloc(w, depth) != 0 || cufile_register_buf(w) != 0)
 		return -1;
-	for (int i = 0; i < NGROUPS && i * t->gsize < depth; i++) {
-		struct group *g = &t->g[i];
-		CUfileError_t fe;
-
-		g->slots = calloc((size_t)t->gsize, sizeof(*g->slots));
-		g->params = calloc((size_t)t->gsize, sizeof(*g->params));
-		g->ev = calloc((size_t)t->gsize, sizeof(*g->ev));
-		if (!g->slots || !g->params || !g->ev) {
-			werr(w, "out of memory");
+	for (int i = 0; i < t->ngroups; i++)
+		if (group_setup(w, &t->g[i], t->gsize) != 0)
 			return -1;
-		}
-		fe = cu.cuFileBatchIOSetUp(&g->h, (unsigned)t->gsize);
-		if (fe.err != CU_FILE_SUCCESS) {
-			char b[160];
+	return 0;
+}
 
-			werr(w, "cuFileBatchIOSetUp(%d): %s (properties.io_batchsize limits -B/2)", t->gsize,
-			     cufile_errstr(fe, b, sizeof(b)));
-			return -1;
-		}
-		g->setup = 1;
+/* The busy list without the handles whose entries have all been reported (idle again). */
+static void drop_idle(struct batch_thread *t)
+{
+	int k = 0;
+
+	for (int i = 0; i < t->nbusy; i++)
+		if (t->g[t->busy[i]].pending > 0)
+			t->busy[k++] = t->busy[i];
+	t->nbusy = k;
+}
+
+/* The entries of handle g that are done, into done[] from *n on (at most max in all):
+ * min_nr 0 with a zero timeout looks without waiting. -1 with w->err on a library error. */
+static int collect(struct worker *w, struct group *g, unsigned min_nr, long wait_ns, struct slot **done, int *n,
+		   int max)
+{
+	struct batch_thread *t = w->priv;
+	unsigned nr = (unsigned)(g->pending < max - *n ? g->pending : max - *n);
+	struct timespec to = { 0, wait_ns };
+	CUfileError_t fe;
+	uint64_t now;
+
+	if (!nr)
+		return 0;
+	fe = cu.cuFileBatchIOGetStatus(g->h, min_nr, &nr, g->ev, &to);
+	if (fe.err != CU_FILE_SUCCESS) {
+		char b[160];
+
+		werr(w, "cuFileBatchIOGetStatus: %s", cufile_errstr(fe, b, sizeof(b)));
+		return -1;
+	}
+	now = now_ns();
+	for (unsigned i = 0; i < nr && g->pending > 0; i++) {
+		struct slot *s = g->ev[i].cookie;
+
+		if (!s)
+			continue;
+		s->t_done = now;
+		s->res = g->ev[i].status == CUFILE_COMPLETE ? (ssize_t)g->ev[i].ret
+							    : -(BATCH_ERR_BASE + (ssize_t)g->ev[i].status);
+		done[(*n)++] = s;
+		g->pending--;
+		t->progress = now;
 	}
 	return 0;
 }
 
-static int batch_wait_group(struct worker *w, struct group *g);
+/* Every entry that is done, from every busy handle; when none is, wait on the oldest handle
+ * (WAIT_NS at a time, then look at all of them again), so that a batch the library never
+ * completes becomes an error after STALL_NS instead of a hung benchmark. */
+static int batch_reap(struct worker *w, struct slot **done, int max)
+{
+	struct batch_thread *t = w->priv;
+	int n = 0;
+
+	if (t->stalled)
+		return -1;
+	t->progress = now_ns();
+	while (t->nbusy > 0) {
+		for (int i = 0; i < t->nbusy; i++)
+			if (collect(w, &t->g[t->busy[i]], 0, 0, done, &n, max) != 0)
+				return -1;
+		if (n)
+			break;
+		if (collect(w, &t->g[t->busy[0]], 1, WAIT_NS, done, &n, max) != 0)
+			return -1;
+		if (n)
+			break;
+		if (now_ns() - t->progress > STALL_NS) {
+			werr(w, "cuFile batch stalled: %d handle(s) with entries not completed after %llu s", t->nbusy,
+			     (unsigned long long)(STALL_NS / 1000000000ull));
+			t->stalled = 1;
+			return -1;
+		}
+	}
+	drop_idle(t);
+	return n;
+}
 
 static void batch_thread_exit(struct worker *w)
 {
 	struct batch_thread *t = w->priv;
 
-	if (t) {
+	if (t && t->g) {
 		/* drain whatever a failed run left in flight before freeing buffers */
-		while (t->nbusy > 0) {
-			struct group *g = &t->g[t->busy[0]];
+		struct slot **done = calloc((size_t)(w->depth > 0 ? w->depth : 1), sizeof(*done));
 
-			if ((t->stalled || batch_wait_group(w, g) != 0) && cu.cuFileBatchIOCancel)
-				cu.cuFileBatchIOCancel(g->h);
-			memmove(t->busy, t->busy + 1, sizeof(t->busy[0]) * (size_t)(--t->nbusy));
-		}
-		for (int i = 0; i < NGROUPS; i++) {
+		while (t->nbusy > 0 && done && batch_reap(w, done, w->depth) >= 0)
+			;
+		for (int i = 0; i < t->nbusy && cu.cuFileBatchIOCancel; i++)
+			cu.cuFileBatchIOCancel(t->g[t->busy[i]].h);
+		free(done);
+		for (int i = 0; i < t->ngroups; i++) {
 			if (t->g[i].setup)
 				cu.cuFileBatchIODestroy(t->g[i].h);
-			free(t->g[i].slots);
 			free(t->g[i].params);
 			free(t->g[i].ev);
 		}
+		free(t->g);
+		free(t->busy);
 	}
 	cufile_deregister_buf(w);
 	gpu_slots_free(w);
@@ -111,27 +203,24 @@ static void batch_thread_exit(struct worker *w)
 	w->priv = NULL;
 }
 
+/* entries the idle handles take now */
 static int batch_room(struct worker *w)
 {
 	struct batch_thread *t = w->priv;
-	int idle = 0;
 
-	for (int i = 0; i < NGROUPS; i++)
-		if (t->g[i].setup && t->g[i].pending == 0)
-			idle++;
-	return idle * t->gsize;
+	return (t->ngroups - t->nbusy) * t->gsize;
 }
 
 static int batch_submit(struct worker *w, struct slot **list, int n)
 {
 	struct batch_thread *t = w->priv;
 
-	for (int gi = 0; gi < NGROUPS && n > 0; gi++) {
+	for (int gi = 0; gi < t->ngroups && n > 0; gi++) {
 		struct group *g = &t->g[gi];
 		int m = n < t->gsize ? n : t->gsize;
 		CUfileError_t fe;
 
-		if (!g->setup || g->pending)
+		if (g->pending)
 			continue;
 		for (int i = 0; i < m; i++) {
 			struct slot *s = list[i];
@@ -146,7 +235,6 @@ static int batch_submit(struct worker *w, struct slot **list, int n)
 			p->fh = w->fh;
 			p->opcode = s->write ? CUFILE_WRITE : CUFILE_READ;
 			p->cookie = s;
-			g->slots[i] = s;
 		}
 		fe = cu.cuFileBatchIOSubmit(g->h, (unsigned)m, g->params, 0);
 		if (fe.err != CU_FILE_SUCCESS) {
@@ -155,7 +243,7 @@ static int batch_submit(struct worker *w, struct slot **list, int n)
 			werr(w, "cuFileBatchIOSubmit(%d): %s", m, cufile_errstr(fe, b, sizeof(b)));
 			return -1;
 		}
-		g->n = g->pending = m;
+		g->pending = m;
 		t->busy[t->nbusy++] = gi;
 		list += m;
 		n -= m;
@@ -165,74 +253,6 @@ static int batch_submit(struct worker *w, struct slot **list, int n)
 		return -1;
 	}
 	return 0;
-}
-
-/* Wait with a timeout so that a batch the library never completes becomes
- * an error after STALL_NS instead of a hung benchmark. */
-static int batch_wait_group(struct worker *w, struct group *g)
-{
-	struct batch_thread *bt = w->priv;
-	uint64_t last = now_ns();
-
-	if (bt->stalled)
-		return -1;
-	while (g->pending > 0) {
-		unsigned nr = (unsigned)g->pending;
-		struct timespec to = { 0, 100 * 1000 * 1000 };
-		CUfileError_t fe = cu.cuFileBatchIOGetStatus(g->h, 1, &nr, g->ev, &to);
-		uint64_t t;
-
-		if (fe.err != CU_FILE_SUCCESS) {
-			char b[160];
-
-			werr(w, "cuFileBatchIOGetStatus: %s", cufile_errstr(fe, b, sizeof(b)));
-			return -1;
-		}
-		t = now_ns();
-		if (nr == 0) {
-			if (t - last > STALL_NS) {
-				werr(w, "cuFile batch stalled: %d of %d entries not completed after %llu s",
-				     g->pending, g->n, (unsigned long long)(STALL_NS / 1000000000ull));
-				bt->stalled = 1;
-				return -1;
-			}
-			continue;
-		}
-		last = t;
-		for (unsigned i = 0; i < nr && g->pending > 0; i++) {
-			struct slot *s = g->ev[i].cookie;
-
-			if (!s)
-				continue;
-			s->t_done = t;
-			if (g->ev[i].status == CUFILE_COMPLETE)
-				s->res = (ssize_t)g->ev[i].ret;
-			else
-				s->res = -(BATCH_ERR_BASE + (ssize_t)g->ev[i].status);
-			g->pending--;
-		}
-	}
-	return 0;
-}
-
-/* Block until the oldest batch has completed entirely; return its slots. */
-static int batch_reap(struct worker *w, struct slot **done, int max)
-{
-	struct batch_thread *t = w->priv;
-	struct group *g;
-	int n;
-
-	if (!t->nbusy)
-		return 0;
-	g = &t->g[t->busy[0]];
-	if (batch_wait_group(w, g) != 0)
-		return -1;
-	memmove(t->busy, t->busy + 1, sizeof(t->busy[0]) * (size_t)(--t->nbusy));
-	n = g->n < max ? g->n : max;
-	for (int i = 0; i < n; i++)
-		done[i] = g->slots[i];
-	g->n = 0;
-	return n;
 }
 
 static const char *batch_strerror(ssize_t res, char *buf, size_t len)
@@ -250,9 +270,6 @@ static const char *batch_strerror(ssize_t res, char *buf, size_t len)
 
 const struct engine engine_batch = {
 	.xfer = 6,
-	.name = "GPU_BATCH",
-	.desc = "GPU direct, cuFile batch API: two double-buffered batch handles of -B/2 entries",
-	.flags = ENG_GPU | ENG_CUFILE | ENG_ODIRECT | ENG_QUEUED,
 	.global_init = batch_global_init,
 	.global_exit = gpu_global_exit,
 	.thread_init = batch_thread_init,

@@ -7,9 +7,6 @@
 
 const struct engine engine_cached = {
 	.xfer = 4,
-	.name = "CPU_CACHED_GPU",
-	.desc = "page cache then GPU: buffered pread into pinned host memory, cudaMemcpyAsync",
-	.flags = ENG_GPU,
 	.global_init = bounce_global_init,
 	.thread_init = bounce_thread_init,
 	.thread_exit = bounce_thread_exit,

@@ -8,9 +8,6 @@
 
 const struct engine engine_cpugpu = {
 	.xfer = 2,
-	.name = "CPU_GPU",
-	.desc = "CPU then GPU: O_DIRECT into pinned host memory, cudaMemcpyAsync to the GPU",
-	.flags = ENG_GPU | ENG_ODIRECT,
 	.global_init = bounce_global_init,
 	.thread_init = bounce_thread_init,
 	.thread_exit = bounce_thread_exit,

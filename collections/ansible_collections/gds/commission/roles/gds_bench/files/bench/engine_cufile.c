@@ -48,9 +48,6 @@ static ssize_t cufile_io(struct worker *w, struct slot *s)
 
 const struct engine engine_cufile = {
 	.xfer = 0,
-	.name = "GPUD",
-	.desc = "GPU direct: cuFileRead/cuFileWrite, registered cudaMalloc buffers",
-	.flags = ENG_GPU | ENG_CUFILE | ENG_ODIRECT,
 	.global_init = cufile_global_init,
 	.global_exit = gpu_global_exit,
 	.thread_init = cufile_thread_init,

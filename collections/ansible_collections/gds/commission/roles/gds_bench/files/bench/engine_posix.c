@@ -56,9 +56,6 @@ static const char *posix_strerror(ssize_t res, char *buf, size_t len)
 
 const struct engine engine_posix = {
 	.xfer = 1,
-	.name = "CPUONLY",
-	.desc = "CPU only: O_DIRECT pread/pwrite, 4 KiB-aligned host buffers",
-	.flags = ENG_ODIRECT,
 	.thread_init = posix_thread_init,
 	.thread_exit = posix_thread_exit,
 	.io = posix_io,

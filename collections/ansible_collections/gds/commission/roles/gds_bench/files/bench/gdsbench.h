@@ -19,6 +19,7 @@
 #define GDS_MAX_THREADS 4096
 #define GDS_MAX_DEPTH 1024
 #define GDS_MAX_JOBS 64
+#define GDS_XFER_TYPES 8	/* gdsio's transfer-type numbers 0..7 (vocab.c) */
 #define GDS_JOBFILE_MAX_BYTES (4u << 20)	/* the guide's job files are a few KiB */
 
 #define EXIT_RUNTIME 1		/* I/O error, verify mismatch, missing GPU stack */
@@ -45,22 +46,62 @@ struct slot {
 	size_t buf_off;		/* offset of buf inside the engine's registered region */
 };
 
+/* The benchmark's vocabulary (vocab.c): what each transfer type is, by capability flags (gdsbench
+ * decides by a flag, never by a list of numbers), the I/O types and the size units. `gdsbench
+ * --capabilities --json` prints it (report.c); the collection's Python copy is generated from it. */
 enum engine_flags {
 	ENG_GPU = 1u << 0,	/* needs the CUDA runtime and a GPU */
 	ENG_CUFILE = 1u << 1,	/* goes through libcufile (path.mode from its stats) */
 	ENG_ODIRECT = 1u << 2,	/* files opened with O_DIRECT (4 KiB alignment) */
 	ENG_QUEUED = 1u << 3,	/* submit/reap with -B slots in flight */
+	ENG_IOQUEUE = 1u << 4,	/* its ops in flight occupy cuFile's I/O queue (max_io_queue_depth) */
 };
 
-/* The operations table. Depth-1 engines implement io(); queued engines
+struct flag_info {
+	unsigned flag;
+	const char *name;	/* in --capabilities */
+	const char *desc;
+};
+
+struct xfer_type {
+	int xfer;		/* gdsio's number */
+	const char *name;	/* gdsio's XferType label in the text line */
+	const char *desc;
+	unsigned flags;		/* enum engine_flags */
+	int depth;		/* ENG_QUEUED: the default -B */
+	const char *refused;	/* gdsio has it, gdsbench does not run it: why (NULL: runs) */
+};
+
+struct io_type_info {
+	int io;			/* enum io_type */
+	const char *key;	/* the JSON's io_type and the job files' rw= */
+	const char *name;	/* gdsio's IoType label */
+};
+
+struct size_unit {
+	char letter;		/* upper case; either case is read */
+	unsigned shift;		/* 1 << shift bytes */
+};
+
+const struct xfer_type *xfer_type(int xfer);	/* NULL: no such number */
+int xfer_type_count(void);
+/* "0 GPUD, 5 GPUD_ASYNC, ...": the types run that have every flag of need (0: all) */
+const char *xfer_type_list(unsigned need, char *buf, size_t len);
+const struct io_type_info *io_type(int t);	/* NULL: no such number */
+int io_type_count(void);
+int io_type_find(const char *key);	/* -1: no such key */
+uint64_t size_unit_mult(int c);	/* 0: not a unit letter */
+const struct size_unit *size_unit_at(int i);
+const struct flag_info *flag_info_at(int i);
+
+/* The operations table of one transfer type (engine_*.c; engines.c finds them by number: a
+ * build without CUDA has only the CPU ones). What the type is, its name and flags, is its
+ * struct xfer_type (vocab.c). Depth-1 engines implement io(); queued engines
  * implement submit()/reap(). to_host/from_host move data between buf and host
  * for the verify pattern (NULL when buf is host memory). Return 0 or -1 with
  * w->err filled, except io() which returns bytes or <0 like pread. */
 struct engine {
 	int xfer;
-	const char *name;	/* gdsio XferType label in the text line */
-	const char *desc;
-	unsigned flags;
 	int (*global_init)(char *err, size_t errlen);
 	void (*global_exit)(void);
 	int (*thread_init)(struct worker *w);
@@ -138,6 +179,7 @@ struct job {
 	const char *src;	/* job file path (NULL: command line) */
 	int line;		/* job file: line of the [section] header */
 	int opt_line[O_COUNT];	/* job file: line where each setting was given (0 = default) */
+	const struct xfer_type *xt;	/* what xfer is (job_validate sets it) */
 	const struct engine *eng;
 	struct result res;
 };
@@ -241,7 +283,7 @@ int run_here(struct job *jobs, int njobs, const struct run_place *pl, int *run_r
  * 0 ok, -1 run errors, -2 an engine could not start (messages printed) */
 int run_procs(struct job *jobs, int njobs, int nprocs, double *cpu_s, char *err, size_t errlen);
 /* worker processes when -P is not given: one per thread for large sequential
- * cuFile I/O (-x 0, I/O size >= PROCS_DEFAULT_MIN_IO), else 1 */
+ * cuFile I/O (ENG_CUFILE, I/O size >= PROCS_DEFAULT_MIN_IO), else 1 */
 #define PROCS_DEFAULT_MIN_IO (256u << 10)
 int procs_default(const struct job *jobs, int njobs, int total_threads);
 
@@ -255,6 +297,8 @@ void path_merge(struct path_info *out, const struct path_info *in, int n, int np
 
 /* output (report.c) */
 const char *io_type_name(int t);
+/* --capabilities --json: the vocabulary and the job-file keys with their bounds */
+int report_capabilities(FILE *f);
 void report_line(FILE *out, struct job *jobs, int njobs, struct result *agg);
 /* --dry-run: {"dry_run": true, "jobs": [...]} with each job's settings */
 int report_plan(FILE *f, const struct job *jobs, int njobs);
@@ -279,6 +323,7 @@ enum opt_type {
 	OPT_CALL,	/* --cufile-param: checked and kept by cuda_rt.c */
 	OPT_HELP,
 	OPT_VERSION,
+	OPT_CAPABILITIES,	/* --capabilities: the vocabulary as JSON */
 };
 
 /* The run's own options (command line only) */
@@ -289,6 +334,7 @@ struct run_opts {
 	int nprocs;		/* -P; 0: the default */
 	int cufile_stats;	/* --cufile-stats, default 3 */
 	int version;
+	int capabilities;	/* --capabilities */
 	int job_opts;		/* job options given on the command line */
 };
 

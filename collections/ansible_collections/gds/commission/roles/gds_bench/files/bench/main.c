@@ -30,12 +30,9 @@ static void print_version(void)
 	       "built without CUDA: CPU transfer types only"
 #endif
 	);
-	for (int x = 0; x <= 6; x++) {
-		const struct engine *e = engine_get(x);
-
-		if (e)
-			printf("  -x %d %-15s %s\n", x, e->name, e->desc);
-	}
+	for (int x = 0; x < xfer_type_count(); x++)
+		if (engine_get(x))
+			printf("  -x %d %-15s %s\n", x, xfer_type(x)->name, xfer_type(x)->desc);
 }
 
 /* The run's jobs: the job file's, or the command line's one, checked. -1
@@ -121,8 +118,8 @@ static int find_engines(struct job *jobs, int njobs)
 				j->xfer);
 			return -1;
 		}
-		if ((j->eng->flags & ENG_QUEUED) && j->depth == 0)
-			j->depth = j->xfer == 6 ? 4 : 8;
+		if ((j->xt->flags & ENG_QUEUED) && j->depth == 0)
+			j->depth = j->xt->depth;
 	}
 	return 0;
 }
@@ -208,6 +205,8 @@ int main(int argc, char **argv)
 	rc = options_cli(argc, argv, &jobs[0], &ro);
 	if (rc == OPTS_EXIT_OK && ro.version)
 		print_version();
+	if (rc == OPTS_EXIT_OK && ro.capabilities && report_capabilities(stdout) != 0)
+		return EXIT_RUNTIME;
 	if (rc)
 		return rc == OPTS_EXIT_OK ? 0 : rc;
 	if (load_jobs(&ro, jobs, &njobs, err, sizeof(err)) != 0)

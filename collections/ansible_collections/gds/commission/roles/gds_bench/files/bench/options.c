@@ -23,7 +23,7 @@
 
 /* ---- values ---- */
 
-/* 4096, 4K, 4k, 4KiB, 1M, 1G, 2T: binary multiples; no sign, no fraction. */
+/* 4096, 4K, 4k, 4KiB, 1M, 1G, 2T: binary multiples (the units of vocab.c); no sign, no fraction. */
 int parse_size(const char *s, uint64_t *out)
 {
 	char *end;
@@ -36,13 +36,10 @@ int parse_size(const char *s, uint64_t *out)
 	v = strtoull(s, &end, 10);
 	if (errno)
 		return -1;
-	switch (toupper((unsigned char)*end)) {
-	case 0: break;
-	case 'K': mul = 1ull << 10; end++; break;
-	case 'M': mul = 1ull << 20; end++; break;
-	case 'G': mul = 1ull << 30; end++; break;
-	case 'T': mul = 1ull << 40; end++; break;
-	default: return -1;
+	if (*end) {
+		mul = size_unit_mult((unsigned char)*end++);
+		if (!mul)
+			return -1;
 	}
 	if (mul > 1 && (*end == 'i' || *end == 'I'))
 		end++;
@@ -120,16 +117,26 @@ int parse_io_size(const char *s, struct job *j, char *msg, size_t len)
 	return 0;
 }
 
+/* an I/O type by its key (read, write, randread, randwrite) or number */
 static int parse_io_type(const char *v, uint64_t *out)
 {
-	static const char *const names[] = { "read", "write", "randread", "randwrite" };
+	int t = io_type_find(v);
 
-	for (uint64_t i = 0; i < 4; i++)
-		if (!strcmp(v, names[i])) {
-			*out = i;
-			return 0;
-		}
-	return parse_uint(v, 3, out);
+	if (t >= 0) {
+		*out = (uint64_t)t;
+		return 0;
+	}
+	return parse_uint(v, (uint64_t)io_type_count() - 1, out);
+}
+
+/* "expected 0 (read), 1 (write), ...": a bad -I / rw= */
+static void expect_io_type(char *why, size_t len)
+{
+	size_t o = (size_t)snprintf(why, len, "expected");
+
+	for (int t = 0; t < io_type_count() && o < len; t++)
+		o += (size_t)snprintf(why + o, len - o, "%s %d (%s)", t ? t + 1 < io_type_count() ? "," : " or" : "", t,
+				      io_type(t)->key);
 }
 
 /* --cufile-param NAME=VALUE: checked (and kept for the driver) by cuda_rt.c;
@@ -158,11 +165,8 @@ static const struct gds_option table[] = {
 	{ O_DIR, 'D', NULL, "directory", OPT_PATH, J(dir), 0, 0, "expected a path", "DIR",
 	  "one file per thread, DIR/gdsbench.N (reads need an earlier write run)" },
 	{ O_XFER, 'x', NULL, "xfer_type", OPT_INT, J(xfer), 0, 100, "expected a transfer type number", "XFER",
-	  "0 GPUD (cuFile), 1 CPUONLY (O_DIRECT), 2 CPU_GPU (pinned bounce),\n"
-	  "4 CPU_CACHED_GPU (page cache), 5 GPUD_ASYNC (cuFile stream API),\n6 GPU_BATCH (cuFile batch API)" },
-	{ O_IO, 'I', NULL, "rw", OPT_IOTYPE, J(io_type), 0, 3,
-	  "expected 0 (read), 1 (write), 2 (randread) or 3 (randwrite)", "IOTYPE",
-	  "0 read, 1 write, 2 randread, 3 randwrite" },
+	  "transfer type (gdsbench --version: those of this build):" },
+	{ O_IO, 'I', NULL, "rw", OPT_IOTYPE, J(io_type), 0, 0, NULL, "IOTYPE", "I/O type:" },
 	{ O_THREADS, 'w', NULL, "num_threads", OPT_INT, J(threads), 1, GDS_MAX_THREADS,
 	  "expected a thread count of 1.." STR(GDS_MAX_THREADS), "N", "threads (default 1)" },
 	{ O_SIZE, 's', NULL, "size", OPT_SIZE, J(file_size), 1, INT64_MAX, EXPECT_SIZE, "SIZE",
@@ -206,7 +210,7 @@ static const struct gds_option table[] = {
 	  "gdsbench writes; writes are read back and checked after the run" },
 	{ O_DEPTH, 'B', NULL, "io_depth|iodepth|batch_size", OPT_INT, J(depth), 1, GDS_MAX_DEPTH,
 	  "expected 1.." STR(GDS_MAX_DEPTH), "N",
-	  "I/Os in flight per thread for xfer 5 (streams, default 8)\nand 6 (two batches of N/2, default 4)" },
+	  "I/Os in flight per thread for xfer 5 (streams, default 8)\nand 6 (batches of up to N/2, default 4)" },
 	{ O_NAME, 0, NULL, "name", OPT_NAME, J(name), 0, 0, "expected a name", NULL,
 	  "[global]: names the run; a job: its name" },
 	{ -1, 'P', "procs", NULL, OPT_INT, R(nprocs), 1, GDS_MAX_THREADS,
@@ -215,7 +219,7 @@ static const struct gds_option table[] = {
 	  "none): each process opens its own CUDA context and cuFile driver (as\n"
 	  "fio's default one process per job); I/O, text line and JSON are the\n"
 	  "same, merged over the processes. Default: one process per thread\n"
-	  "(at most the online CPUs) for sequential -x 0 with -i 256K or more,\n"
+	  "(at most the online CPUs) for sequential cuFile types (0, 5, 6) with -i 256K or more,\n"
 	  "where threads of one cuFile instance move less; else 1" },
 	{ -1, 256, "json", NULL, OPT_STR, R(json), 0, 0, NULL, "FILE",
 	  "write the JSON record to FILE ('-' = stdout; the text line then goes to stderr)" },
@@ -230,6 +234,9 @@ static const struct gds_option table[] = {
 	  "the effective values are listed in path.evidence" },
 	{ -1, 'h', "help", NULL, OPT_HELP, 0, 0, 0, NULL, NULL, "this help" },
 	{ -1, 260, "version", NULL, OPT_VERSION, 0, 0, 0, NULL, NULL, "version and built-in transfer types" },
+	{ -1, 261, "capabilities", NULL, OPT_CAPABILITIES, 0, 0, 0, NULL, NULL,
+	  "what gdsbench knows, as JSON on stdout: transfer types with their flags,\n"
+	  "I/O types, size units, job-file keys and their bounds (any build)" },
 };
 #define NTABLE ((int)(sizeof(table) / sizeof(table[0])))
 _Static_assert(sizeof(table) / sizeof(table[0]) <= GDS_OPT_MAX, "raise GDS_OPT_MAX");
@@ -297,7 +304,8 @@ const char *opt_name(int id, int jobfile, char *buf, size_t len)
 
 static int takes_value(const struct gds_option *o)
 {
-	return o->type != OPT_FLAG && o->type != OPT_SET && o->type != OPT_HELP && o->type != OPT_VERSION;
+	return o->type != OPT_FLAG && o->type != OPT_SET && o->type != OPT_HELP && o->type != OPT_VERSION &&
+	       o->type != OPT_CAPABILITIES;
 }
 
 /* One value into its field (a job's, or the run's for id -1). v is NULL for a
@@ -369,9 +377,13 @@ int opt_set(const struct gds_option *o, struct job *j, struct run_opts *ro, cons
 		return set_cufile_param(v, why, len);
 	case OPT_HELP:
 	case OPT_VERSION:
+	case OPT_CAPABILITIES:
 		return 0;
 	}
-	snprintf(why, len, "%s", o->expect ? o->expect : "bad value");
+	if (o->type == OPT_IOTYPE)
+		expect_io_type(why, len);
+	else
+		snprintf(why, len, "%s", o->expect ? o->expect : "bad value");
 	return -1;
 }
 
@@ -389,6 +401,20 @@ int usage_error(const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
+/* the vocabulary's lines under -x and -I (vocab.c) */
+static void usage_vocab(FILE *f, int id)
+{
+	if (id == O_XFER) {
+		for (int x = 0; x < xfer_type_count(); x++)
+			if (!xfer_type(x)->refused)
+				fprintf(f, "\n                %d %-15s %s", x, xfer_type(x)->name, xfer_type(x)->desc);
+	} else if (id == O_IO) {
+		fputs("\n               ", f);
+		for (int t = 0; t < io_type_count(); t++)
+			fprintf(f, " %d %s%s", t, io_type(t)->key, t + 1 < io_type_count() ? "," : "");
+	}
+}
+
 void options_usage(FILE *f)
 {
 	fputs("usage: gdsbench -f FILE | -D DIR -x XFER -I IOTYPE [options]\n"
@@ -402,7 +428,7 @@ void options_usage(FILE *f)
 		int n;
 
 		if (!o->val)
-			continue;	/* job-file keys: bench/README.md lists them */
+			continue;	/* job-file keys: README.md lists them */
 		if (o->val < 256)
 			n = snprintf(head, sizeof(head), "-%c%s%s", o->val, o->lopt ? ", --" : "", o->lopt ? o->lopt : "");
 		else
@@ -415,6 +441,7 @@ void options_usage(FILE *f)
 				fputs("\n              ", f);
 			else
 				fputc(*h, f);
+		usage_vocab(f, o->id);
 		fputc('\n', f);
 	}
 	fputs("\nExit status: 0 ok, 1 runtime failure (I/O or verify errors), 2 usage error.\n", f);
@@ -473,10 +500,12 @@ int options_cli(int argc, char **argv, struct job *j, struct run_opts *ro)
 		if (!o)
 			return optopt ? usage_error("unknown option '-%c'", optopt)
 				      : usage_error("unknown option '%s'", argv[optind - 1]);
-		if (o->type == OPT_HELP || o->type == OPT_VERSION) {
+		if (o->type == OPT_HELP || o->type == OPT_VERSION || o->type == OPT_CAPABILITIES) {
 			if (o->type == OPT_HELP)
 				options_usage(stdout);
-			ro->version = o->type == OPT_VERSION;	/* main prints it: it lists the engines */
+			/* main prints these: the version lists the engines, the capabilities are report.c's */
+			ro->version = o->type == OPT_VERSION;
+			ro->capabilities = o->type == OPT_CAPABILITIES;
 			return OPTS_EXIT_OK;
 		}
 		if (o->id >= 0)

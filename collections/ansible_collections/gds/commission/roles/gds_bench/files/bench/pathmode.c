@@ -109,11 +109,111 @@ static void nvfs_evidence(struct path_info *pi)
  * number because older cufile.h releases do not name it. */
 #define FEATURE_P2P_BIT 4
 
-static void cufile_path_probe(struct path_info *pi)
+/* What the driver says it can do (nvidia-fs version, the P2PDMA feature, compat mode allowed):
+ * 1 when it answered, with *nvfs (any nvidia-fs version) and *p2p set. */
+static int driver_evidence(struct path_info *pi, int *nvfs, int *p2p)
 {
 	CUfileDrvProps_t props;
-	int have_props = 0, p2p_cap = 0;
-	unsigned nvfs_major = 0, nvfs_minor = 0;
+	unsigned major, minor;
+
+	memset(&props, 0, sizeof(props));
+	if (cu.cuFileDriverGetProperties(&props).err != CU_FILE_SUCCESS)
+		return 0;
+	major = props.nvfs.major_version;
+	minor = props.nvfs.minor_version;
+	*nvfs = major || minor;
+	*p2p = !!(props.fflags & (1u << FEATURE_P2P_BIT));
+	ev(pi, "cuFileDriverGetProperties: nvfs version %u.%u%s, P2PDMA feature %s, allow_compat_mode %s", major, minor,
+	   *nvfs ? "" : " (no nvidia-fs driver)", *p2p ? "yes" : "no",
+	   props.nvfs.dcontrolflags & (1u << CU_FILE_ALLOW_COMPAT_MODE) ? "on" : "off");
+	return 1;
+}
+
+/* The batch counters (level 1 inside level 3). Batch entries are not in the per-GPU counts:
+ * when those saw nothing, every entry not submitted through nvidia-fs or P2PDMA (POSIX, AIO
+ * or io_uring submission) counts as a compat op. */
+static void batch_counters(struct path_info *pi, const CUfileStatsLevel1_t *l1)
+{
+	long long all = (long long)l1->batch_total_submit_ops.ok;
+	long long nv = (long long)l1->batch_nvfs_submit_ops.ok, p2 = (long long)l1->batch_p2p_submit_ops.ok;
+
+	if (!l1->batch_submit_ops.ok && !l1->batch_posix_enqueued_ops.ok)
+		return;
+	ev(pi, "cuFile batch stats: entries=%llu nvfs=%llu p2p=%llu posix_enqueued=%llu aio=%llu io_uring=%llu",
+	   (unsigned long long)l1->batch_total_submit_ops.ok, (unsigned long long)l1->batch_nvfs_submit_ops.ok,
+	   (unsigned long long)l1->batch_p2p_submit_ops.ok, (unsigned long long)l1->batch_posix_enqueued_ops.ok,
+	   (unsigned long long)l1->batch_aio_submit_ops.ok, (unsigned long long)l1->batch_iouring_submit_ops.ok);
+	if (pi->n_total <= 0 && all) {
+		pi->n_total = all;
+		pi->n_nvfs = nv;
+		pi->n_p2p = p2;
+		pi->n_posix = all - nv - p2 > 0 ? all - nv - p2 : 0;
+	}
+}
+
+/* Level-3 stats: per-GPU counts of ops by path, then the batch counters. The struct is read
+ * into a larger zeroed buffer: newer libraries may have grown it. */
+static void stats_counters(struct path_info *pi)
+{
+	size_t sz = sizeof(CUfileStatsLevel3_t) + 65536;
+	CUfileStatsLevel3_t *st;
+	long long nv = 0, p2 = 0, px = 0, tot = 0;
+	unsigned n;
+
+	if (cu.stats_level < 3 || !cu.cuFileGetStatsL3) {
+		ev(pi, "cuFile stats not enabled (--cufile-stats 0 or library without the stats API)");
+		return;
+	}
+	st = calloc(1, sz);
+	if (!st || cu.cuFileGetStatsL3(st).err != CU_FILE_SUCCESS) {
+		ev(pi, "cuFileGetStatsL3 failed: no per-op path counters");
+		free(st);
+		return;
+	}
+	n = st->num_gpus > 16 ? 16 : st->num_gpus;
+	for (unsigned i = 0; i < n; i++) {
+		const CUfilePerGpuStats_t *g = &st->per_gpu_stats[i];
+
+		nv += (long long)(g->n_nvfs_reads + g->n_nvfs_writes);
+		p2 += (long long)(g->n_p2p_reads + g->n_p2p_writes);
+		px += (long long)(g->n_posix_reads + g->n_posix_writes);
+		tot += (long long)(g->n_total_reads + g->n_total_writes);
+	}
+	pi->n_nvfs = nv;
+	pi->n_p2p = p2;
+	pi->n_posix = px;
+	pi->n_total = tot;
+	ev(pi, "cuFile per-GPU stats (level 3, %u GPU(s)): ops=%lld nvfs=%lld p2p=%lld posix=%lld", n, tot, nv, p2, px);
+	batch_counters(pi, &st->detailed.basic);
+	free(st);
+}
+
+/* The mode: from the op counters (any compat op makes it compat), else inferred from what
+ * the driver can do at all (have_props), else unknown. */
+static void path_verdict(struct path_info *pi, int have_props, int nvfs, int p2p)
+{
+	if (pi->n_posix > 0) {
+		snprintf(pi->mode, sizeof(pi->mode), "compat");
+		ev(pi, "verdict: %lld of %lld op(s) went through cuFile's compat path (POSIX I/O, bounce through host memory)",
+		   pi->n_posix, pi->n_total);
+	} else if (pi->n_p2p > 0 || pi->n_nvfs > 0) {
+		snprintf(pi->mode, sizeof(pi->mode), "%s", pi->n_p2p > pi->n_nvfs ? "p2pdma" : "nvfs");
+		ev(pi, "verdict: every counted op used %s DMA to GPU memory",
+		   pi->n_p2p > pi->n_nvfs ? "PCI P2PDMA" : "nvidia-fs");
+	} else if (have_props && !nvfs && !p2p) {
+		snprintf(pi->mode, sizeof(pi->mode), "compat");
+		ev(pi, "verdict: neither nvidia-fs nor P2PDMA is available, so cuFile can only run in compat mode");
+	} else if (have_props) {
+		snprintf(pi->mode, sizeof(pi->mode), "%s", nvfs ? "nvfs" : "p2pdma");
+		ev(pi, "verdict inferred from driver properties only (no per-op counters): treat as unverified");
+	} else {
+		snprintf(pi->mode, sizeof(pi->mode), "unknown");
+	}
+}
+
+static void cufile_path_probe(struct path_info *pi)
+{
+	int have_props, nvfs = 0, p2p = 0;
 
 	pi->n_nvfs = pi->n_p2p = pi->n_posix = pi->n_total = -1;
 	cufile_param_evidence(pi);
@@ -123,95 +223,9 @@ static void cufile_path_probe(struct path_info *pi)
 		if (cu.cuFileGetVersion(&v).err == CU_FILE_SUCCESS)
 			ev(pi, "libcufile %d.%d (%s)", v / 1000, (v % 1000) / 10, cu.cufile_path);
 	}
-	memset(&props, 0, sizeof(props));
-	if (cu.cuFileDriverGetProperties(&props).err == CU_FILE_SUCCESS) {
-		have_props = 1;
-		nvfs_major = props.nvfs.major_version;
-		nvfs_minor = props.nvfs.minor_version;
-		p2p_cap = !!(props.fflags & (1u << FEATURE_P2P_BIT));
-		ev(pi, "cuFileDriverGetProperties: nvfs version %u.%u%s, P2PDMA feature %s, allow_compat_mode %s",
-		   nvfs_major, nvfs_minor, nvfs_major || nvfs_minor ? "" : " (no nvidia-fs driver)",
-		   p2p_cap ? "yes" : "no",
-		   props.nvfs.dcontrolflags & (1u << CU_FILE_ALLOW_COMPAT_MODE) ? "on" : "off");
-	}
-
-	/* Level-3 stats: per-GPU counts of ops by path. The struct is read into a
-	 * larger zeroed buffer: newer libraries may have grown it. */
-	if (cu.stats_level >= 3 && cu.cuFileGetStatsL3) {
-		size_t sz = sizeof(CUfileStatsLevel3_t) + 65536;
-		CUfileStatsLevel3_t *st = calloc(1, sz);
-
-		if (st && cu.cuFileGetStatsL3(st).err == CU_FILE_SUCCESS) {
-			long long nv = 0, p2 = 0, px = 0, tot = 0;
-			unsigned n = st->num_gpus > 16 ? 16 : st->num_gpus;
-
-			for (unsigned i = 0; i < n; i++) {
-				const CUfilePerGpuStats_t *g = &st->per_gpu_stats[i];
-
-				nv += (long long)(g->n_nvfs_reads + g->n_nvfs_writes);
-				p2 += (long long)(g->n_p2p_reads + g->n_p2p_writes);
-				px += (long long)(g->n_posix_reads + g->n_posix_writes);
-				tot += (long long)(g->n_total_reads + g->n_total_writes);
-			}
-			pi->n_nvfs = nv;
-			pi->n_p2p = p2;
-			pi->n_posix = px;
-			pi->n_total = tot;
-			ev(pi, "cuFile per-GPU stats (level 3, %u GPU(s)): ops=%lld nvfs=%lld p2p=%lld posix=%lld",
-			   n, tot, nv, p2, px);
-			{
-				const CUfileStatsLevel1_t *l1 = &st->detailed.basic;
-
-				if (l1->batch_submit_ops.ok || l1->batch_posix_enqueued_ops.ok)
-					ev(pi, "cuFile batch stats: entries=%llu nvfs=%llu p2p=%llu posix_enqueued=%llu aio=%llu io_uring=%llu",
-					   (unsigned long long)l1->batch_total_submit_ops.ok,
-					   (unsigned long long)l1->batch_nvfs_submit_ops.ok,
-					   (unsigned long long)l1->batch_p2p_submit_ops.ok,
-					   (unsigned long long)l1->batch_posix_enqueued_ops.ok,
-					   (unsigned long long)l1->batch_aio_submit_ops.ok,
-					   (unsigned long long)l1->batch_iouring_submit_ops.ok);
-				/* Batch entries are not in the per-GPU counts: every entry
-				 * that was not submitted through nvidia-fs or P2PDMA (POSIX,
-				 * AIO or io_uring submission) went the compat way. */
-				if (pi->n_total <= 0 && l1->batch_total_submit_ops.ok) {
-					long long all = (long long)l1->batch_total_submit_ops.ok;
-					long long nv_b = (long long)l1->batch_nvfs_submit_ops.ok;
-					long long p2_b = (long long)l1->batch_p2p_submit_ops.ok;
-
-					pi->n_total = all;
-					pi->n_nvfs = nv_b;
-					pi->n_p2p = p2_b;
-					pi->n_posix = all - nv_b - p2_b > 0 ? all - nv_b - p2_b : 0;
-				}
-			}
-		} else {
-			ev(pi, "cuFileGetStatsL3 failed: no per-op path counters");
-		}
-		free(st);
-	} else {
-		ev(pi, "cuFile stats not enabled (--cufile-stats 0 or library without the stats API)");
-	}
-
-	if (pi->n_posix > 0) {
-		snprintf(pi->mode, sizeof(pi->mode), "compat");
-		ev(pi, "verdict: %lld of %lld op(s) went through cuFile's compat path (POSIX I/O, bounce through host memory)",
-		   pi->n_posix, pi->n_total);
-	} else if (pi->n_p2p > 0 || pi->n_nvfs > 0) {
-		snprintf(pi->mode, sizeof(pi->mode), "%s", pi->n_p2p > pi->n_nvfs ? "p2pdma" : "nvfs");
-		ev(pi, "verdict: every counted op used %s DMA to GPU memory",
-		   pi->n_p2p > pi->n_nvfs ? "PCI P2PDMA" : "nvidia-fs");
-	} else if (have_props) {
-		/* No per-op counters: infer from what the driver can do at all. */
-		if (!nvfs_major && !nvfs_minor && !p2p_cap) {
-			snprintf(pi->mode, sizeof(pi->mode), "compat");
-			ev(pi, "verdict: neither nvidia-fs nor P2PDMA is available, so cuFile can only run in compat mode");
-		} else {
-			snprintf(pi->mode, sizeof(pi->mode), "%s", nvfs_major || nvfs_minor ? "nvfs" : "p2pdma");
-			ev(pi, "verdict inferred from driver properties only (no per-op counters): treat as unverified");
-		}
-	} else {
-		snprintf(pi->mode, sizeof(pi->mode), "unknown");
-	}
+	have_props = driver_evidence(pi, &nvfs, &p2p);
+	stats_counters(pi);
+	path_verdict(pi, have_props, nvfs, p2p);
 }
 #endif
 
@@ -223,17 +237,17 @@ void path_finish(struct job *jobs, int njobs)
 	memset(&gpu, 0, sizeof(gpu));
 	for (int i = 0; i < njobs; i++) {
 		struct path_info *pi = &jobs[i].res.path;
-		const struct engine *e = jobs[i].eng;
+		const struct xfer_type *x = jobs[i].xt;
 
 		memset(pi, 0, sizeof(*pi));
 		pi->n_nvfs = pi->n_p2p = pi->n_posix = pi->n_total = -1;
-		if (!(e->flags & ENG_CUFILE)) {
+		if (!(x->flags & ENG_CUFILE)) {
 			snprintf(pi->mode, sizeof(pi->mode), "posix");
-			if (e->flags & ENG_GPU)
-				ev(pi, "xfer_type %d (%s) moves data through host memory by design: %s", e->xfer,
-				   e->name, e->desc);
+			if (x->flags & ENG_GPU)
+				ev(pi, "xfer_type %d (%s) moves data through host memory by design: %s", x->xfer,
+				   x->name, x->desc);
 			else
-				ev(pi, "xfer_type %d (%s): %s; no GPU involved", e->xfer, e->name, e->desc);
+				ev(pi, "xfer_type %d (%s): %s; no GPU involved", x->xfer, x->name, x->desc);
 			continue;
 		}
 #ifdef HAVE_CUDA

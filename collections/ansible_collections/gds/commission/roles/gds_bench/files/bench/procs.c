@@ -54,7 +54,7 @@ static int job_threads_here(const struct run_place *pl, const struct job *jobs, 
 int run_here(struct job *jobs, int njobs, const struct run_place *pl, int *run_rc, double *cpu_s, char *err,
 	     size_t errlen)
 {
-	int inited[7] = { 0 };
+	int inited[GDS_XFER_TYPES] = { 0 };
 	char msg[PATH_MAX + 256];
 
 	for (int i = 0; i < njobs; i++) {
@@ -73,10 +73,11 @@ int run_here(struct job *jobs, int njobs, const struct run_place *pl, int *run_r
 		/* Batch entries of all threads of this process together stay within
 		 * the library's queue (execution.max_io_queue_depth): past it
 		 * submissions stall. The queue is per cuFile instance, so per process. */
-		size_t limit = inited[6] ? cufile_queue_limit() : 0, total = 0, threads = 0;
+		size_t limit = 0, total = 0, threads = 0;
 
 		for (int i = 0; i < njobs; i++)
-			if (jobs[i].xfer == 6) {
+			if (jobs[i].xt->flags & ENG_IOQUEUE) {
+				limit = cufile_queue_limit();
 				size_t here = (size_t)job_threads_here(pl, jobs, i);
 
 				total += here * (size_t)jobs[i].depth;
@@ -92,7 +93,7 @@ int run_here(struct job *jobs, int njobs, const struct run_place *pl, int *run_r
 					"exceed cuFile's max_io_queue_depth (%zu)\n", d, total,
 					pl->nprocs > 1 ? " per process" : "", limit);
 			for (int i = 0; i < njobs; i++)
-				if (jobs[i].xfer == 6 && jobs[i].depth > d)
+				if ((jobs[i].xt->flags & ENG_IOQUEUE) && jobs[i].depth > d)
 					jobs[i].depth = d;
 		}
 	}
@@ -102,7 +103,7 @@ int run_here(struct job *jobs, int njobs, const struct run_place *pl, int *run_r
 	err[0] = 0;
 	*run_rc = run_jobs(jobs, njobs, pl, cpu_s, err, errlen);
 	path_finish(jobs, njobs);
-	for (int x = 0; x <= 6; x++) {
+	for (int x = 0; x < GDS_XFER_TYPES; x++) {
 		const struct engine *e = engine_get(x);
 
 		if (inited[x] && e && e->global_exit)
@@ -113,25 +114,27 @@ int run_here(struct job *jobs, int njobs, const struct run_place *pl, int *run_r
 
 /* ---- how many processes when -P is not given ---- */
 
-/* In cuFile's compat mode (no nvidia-fs, no P2PDMA) every cuFileRead/Write of
- * a process goes through that process's one cuFile instance (its POSIX
- * bounce-buffer pool, I/O threads and locks) and its one CUDA context.
- * bench/probe/cufile_probe, the bare cuFileRead loop, moved 1.37x more with 8
- * processes than with 8 threads of one process on 1 MiB sequential reads
- * (1.27x on writes); more I/O threads, parallel_io off or unregistered
- * buffers did not help the threads (bench/RESULTS.md section 9). So a job of
- * large sequential cuFileRead/Write runs one process per thread (capped at
- * the online CPUs), as fio's libcufile engine does by default. Small or
- * random I/O stays in threads: there a CUDA context and a cuFile instance per
- * process cost more than they gain (4 KiB random reads: 0.14x-0.3x with
- * processes). -P 1 keeps threads for any job. */
+/* In cuFile's compat mode (no nvidia-fs, no P2PDMA) every op of a process
+ * goes through that process's one cuFile instance (its POSIX bounce-buffer
+ * pool, I/O threads and locks) and its one CUDA context. bench/probe/cufile_probe
+ * (the lab's), the bare cuFileRead loop, moved 1.37x more with 8 processes than
+ * with 8 threads of one process on 1 MiB sequential reads (1.27x on writes);
+ * more I/O threads, parallel_io off or unregistered buffers did not help the
+ * threads (bench/RESULTS.md section 9). So a job of large sequential I/O
+ * through libcufile (ENG_CUFILE: the synchronous, stream and batch APIs alike,
+ * since all three share the process's instance) runs one process per thread
+ * (capped at the online CPUs), as fio's libcufile engine does by default.
+ * Small or random I/O stays in threads: there a CUDA context and a cuFile
+ * instance per process cost more than they gain (4 KiB random reads:
+ * 0.14x-0.3x with processes). -P 1 keeps threads for any job. */
 int procs_default(const struct job *jobs, int njobs, int total_threads)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	int n = total_threads;
 
 	for (int i = 0; i < njobs; i++)
-		if (jobs[i].xfer != 0 || io_is_rand(jobs[i].io_type) || jobs[i].io_size < PROCS_DEFAULT_MIN_IO)
+		if (!(jobs[i].xt->flags & ENG_CUFILE) || io_is_rand(jobs[i].io_type) ||
+		    jobs[i].io_size < PROCS_DEFAULT_MIN_IO)
 			return 1;
 	if (cpus > 0 && n > cpus)
 		n = (int)cpus;
@@ -236,186 +239,258 @@ static void child_main(int p, int nprocs, pid_t parent, struct procs_ctl *ctl, s
 	_exit(run_rc == 0 ? 0 : EXIT_RUNTIME);
 }
 
-int run_procs(struct job *jobs, int njobs, int nprocs, double *cpu_s, char *err, size_t errlen)
-{
-	size_t off_out = ALIGN_UP(sizeof(struct procs_ctl));
-	size_t off_res = off_out + ALIGN_UP(sizeof(struct proc_out) * (size_t)nprocs);
-	size_t len = off_res + sizeof(struct result) * (size_t)nprocs * (size_t)njobs;
-	struct result *res;
-	pid_t *pids = calloc((size_t)nprocs, sizeof(*pids)), parent = getpid();
-	int *alive = calloc((size_t)nprocs, sizeof(*alive)), *status = calloc((size_t)nprocs, sizeof(*status));
-	int started = 0, rc = 0, init_failed = 0, forwarded = 0;
+/* The parent's view of a -P run: the shared region and the worker processes. */
+struct procs_run {
+	int nprocs, njobs, started;
+	void *map;
+	size_t len;
 	struct procs_ctl *ctl;
 	struct proc_out *out;
-	struct path_info *pis = calloc((size_t)nprocs, sizeof(*pis));
-	void *m;
+	struct result *res;	/* res[p * njobs + i]: process p's result of job i */
+	pid_t *pids;
+	int *alive, *status;
+};
 
-	*cpu_s = 0;
-	m = pids && alive && status && pis ? mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0)
-					   : MAP_FAILED;
-	if (m == MAP_FAILED) {
-		snprintf(err, errlen, "-P %d: cannot set up the shared result region: %s", nprocs, strerror(errno));
-		free(pids);
-		free(alive);
-		free(status);
-		free(pis);
-		return -2;
+static void procs_free(struct procs_run *r)
+{
+	if (r->map && r->map != MAP_FAILED)
+		munmap(r->map, r->len);
+	free(r->pids);
+	free(r->alive);
+	free(r->status);
+}
+
+/* The MAP_SHARED region: control block, one proc_out per process, nprocs x njobs results. */
+static int procs_map(struct procs_run *r, char *err, size_t errlen)
+{
+	size_t off_out = ALIGN_UP(sizeof(struct procs_ctl));
+	size_t off_res = off_out + ALIGN_UP(sizeof(struct proc_out) * (size_t)r->nprocs);
+
+	r->len = off_res + sizeof(struct result) * (size_t)r->nprocs * (size_t)r->njobs;
+	r->pids = calloc((size_t)r->nprocs, sizeof(*r->pids));
+	r->alive = calloc((size_t)r->nprocs, sizeof(*r->alive));
+	r->status = calloc((size_t)r->nprocs, sizeof(*r->status));
+	r->map = r->pids && r->alive && r->status
+		 ? mmap(NULL, r->len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
+	if (r->map == MAP_FAILED) {
+		snprintf(err, errlen, "-P %d: cannot set up the shared result region: %s", r->nprocs, strerror(errno));
+		return -1;
 	}
-	ctl = m;
-	out = (struct proc_out *)((char *)m + off_out);
-	res = (struct result *)((char *)m + off_res);
+	r->ctl = r->map;
+	r->out = (struct proc_out *)((char *)r->map + off_out);
+	r->res = (struct result *)((char *)r->map + off_res);
+	return 0;
+}
+
+/* Fork the worker processes (before any CUDA call: neither CUDA nor cuFile survives a fork).
+ * -1 when a fork failed: the ones started are told that nobody starts I/O. */
+static int procs_fork(struct procs_run *r, struct job *jobs, char *err, size_t errlen)
+{
+	pid_t parent = getpid();
 
 	fflush(NULL);
-	for (int p = 0; p < nprocs; p++) {
+	for (int p = 0; p < r->nprocs; p++) {
 		pid_t pid = fork();
 
 		if (pid == 0)
-			child_main(p, nprocs, parent, ctl, &out[p], jobs, njobs, res);	/* does not return */
+			child_main(p, r->nprocs, parent, r->ctl, &r->out[p], jobs, r->njobs, r->res);	/* no return */
 		if (pid < 0) {
-			snprintf(err, errlen, "-P %d: fork of worker process %d failed: %s", nprocs, p, strerror(errno));
-			atomic_store(&ctl->failed, 1);
-			rc = -1;
-			break;
+			snprintf(err, errlen, "-P %d: fork of worker process %d failed: %s", r->nprocs, p, strerror(errno));
+			atomic_store(&r->ctl->failed, 1);
+			return -1;
 		}
-		pids[p] = pid;
-		alive[p] = 1;
-		started++;
+		r->pids[p] = pid;
+		r->alive[p] = 1;
+		r->started++;
 	}
+	return 0;
+}
 
-	/* Every process set up (or gone): stamp the common start. */
+/* Every process set up (or gone, or the run interrupted): stamp the common start and open the gate. */
+static void procs_start(struct procs_run *r)
+{
 	for (;;) {
 		int n = 0;
 
-		for (int p = 0; p < started; p++) {
-			if (alive[p] && waitpid(pids[p], &status[p], WNOHANG) == pids[p])
-				alive[p] = 0;
-			if (atomic_load(&out[p].at_gate))
+		for (int p = 0; p < r->started; p++) {
+			if (r->alive[p] && waitpid(r->pids[p], &r->status[p], WNOHANG) == r->pids[p])
+				r->alive[p] = 0;
+			if (atomic_load(&r->out[p].at_gate))
 				n++;
-			else if (!alive[p]) {
-				atomic_store(&ctl->failed, 1);	/* died in its setup */
+			else if (!r->alive[p]) {
+				atomic_store(&r->ctl->failed, 1);	/* died in its setup */
 				n++;
 			}
 		}
-		if (n == started)
+		if (n == r->started)
 			break;
 		if (atomic_load(&g_stop)) {
-			atomic_store(&ctl->failed, 1);
+			atomic_store(&r->ctl->failed, 1);
 			break;
 		}
 		sleep_ns(1000000L);
 	}
-	ctl->t_start = now_ns();
-	atomic_store(&ctl->go, 1);
-	futex_wake_all(&ctl->go);
+	r->ctl->t_start = now_ns();
+	atomic_store(&r->ctl->go, 1);
+	futex_wake_all(&r->ctl->go);
+}
 
-	for (int p = 0; p < started; p++) {
-		while (alive[p]) {
-			pid_t r = waitpid(pids[p], &status[p], 0);
+/* Wait for every process; SIGINT/SIGTERM to gdsbench alone is passed on, so that the workers
+ * finish the ops in flight and report. */
+static void procs_wait(struct procs_run *r)
+{
+	int forwarded = 0;
 
-			if (r == pids[p] || (r < 0 && errno != EINTR)) {
-				alive[p] = 0;
+	for (int p = 0; p < r->started; p++) {
+		while (r->alive[p]) {
+			pid_t w = waitpid(r->pids[p], &r->status[p], 0);
+
+			if (w == r->pids[p] || (w < 0 && errno != EINTR)) {
+				r->alive[p] = 0;
 				break;
 			}
-			/* SIGINT/SIGTERM to gdsbench alone: pass it on, so that the
-			 * workers finish the ops in flight and report */
 			if (atomic_load(&g_stop) && !forwarded) {
-				signal_children(pids, alive, started, SIGTERM);
+				signal_children(r->pids, r->alive, r->started, SIGTERM);
 				forwarded = 1;
 			}
 		}
 	}
+}
 
-	/* Merge: per job, counters and histograms summed, the latest end. */
-	for (int i = 0; i < njobs; i++) {
-		struct result *r = &jobs[i].res;
+/* Whether process p's message is one an earlier process already printed (or none to print). */
+static int procs_err_seen(const struct procs_run *r, int p, int init)
+{
+	const struct proc_out *o = &r->out[p];
 
-		memset(r, 0, sizeof(*r));
-		hist_init(&r->hist);
-		r->t_start = r->t_end = ctl->t_start;
+	if (!init && (!o->err[0] || !strcmp(o->err, RUN_ERRORS_SEE_ABOVE)))
+		return 1;
+	for (int q = 0; q < p; q++)
+		if ((init ? r->out[q].init_failed : atomic_load(&r->out[q].done)) && !strcmp(r->out[q].err, o->err))
+			return 1;
+	return 0;
+}
+
+/* Process p ended without reporting (killed, or exited early): its message; -1 */
+static int procs_lost(const struct procs_run *r, int p, char *err, size_t errlen)
+{
+	char msg[200];
+	int st = r->status[p];
+
+	if (WIFSIGNALED(st))
+		snprintf(msg, sizeof(msg), "worker process %d (pid %d) was killed by signal %d (%s)", p, (int)r->pids[p],
+			 WTERMSIG(st), strsignal(WTERMSIG(st)));
+	else
+		snprintf(msg, sizeof(msg), "worker process %d (pid %d) exited with status %d before reporting", p,
+			 (int)r->pids[p], WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	if (!err[0])
+		snprintf(err, errlen, "%s", msg);	/* printed by the caller */
+	else
+		fprintf(stderr, "gdsbench: %s\n", msg);
+	return -1;
+}
+
+/* Process p's results added into each job's: counters and histograms summed, the latest end. */
+static void procs_add(const struct procs_run *r, int p, struct job *jobs)
+{
+	for (int i = 0; i < r->njobs; i++) {
+		const struct result *s = &r->res[(size_t)p * (size_t)r->njobs + (size_t)i];
+		struct result *d = &jobs[i].res;
+
+		hist_merge(&d->hist, &s->hist);
+		d->bytes += s->bytes;
+		d->ops += s->ops;
+		d->errors += s->errors;
+		d->verify_errors += s->verify_errors;
+		d->cpu_s += s->cpu_s;
+		if (s->len_min && (!d->len_min || s->len_min < d->len_min))
+			d->len_min = s->len_min;
+		if (s->len_max > d->len_max)
+			d->len_max = s->len_max;
+		if (s->t_end > d->t_end)
+			d->t_end = s->t_end;
+		if (s->error[0] && !d->error[0])
+			snprintf(d->error, sizeof(d->error), "%s", s->error);
+		if (r->out[p].depth[i] > jobs[i].depth)
+			jobs[i].depth = r->out[p].depth[i];
 	}
-	for (int p = 0; p < started; p++) {
-		struct proc_out *o = &out[p];
+}
+
+/* Every process's results into jobs[].res; each message printed once. 0, -1 run errors, -2 a
+ * process could not set up. */
+static int procs_merge(struct procs_run *r, struct job *jobs, double *cpu_s, char *err, size_t errlen)
+{
+	int rc = 0, init_failed = 0;
+
+	for (int i = 0; i < r->njobs; i++) {
+		memset(&jobs[i].res, 0, sizeof(jobs[i].res));
+		hist_init(&jobs[i].res.hist);
+		jobs[i].res.t_start = jobs[i].res.t_end = r->ctl->t_start;
+	}
+	for (int p = 0; p < r->started; p++) {
+		const struct proc_out *o = &r->out[p];
 
 		if (o->init_failed) {
-			int dup = 0;
-
 			init_failed = 1;
-			for (int q = 0; q < p; q++)
-				if (out[q].init_failed && !strcmp(out[q].err, o->err))
-					dup = 1;
-			if (!dup)
+			if (!procs_err_seen(r, p, 1))
 				fprintf(stderr, "gdsbench: %s\n", o->err);
 			continue;
 		}
 		if (!atomic_load(&o->done)) {
-			char msg[200];
-
-			if (WIFSIGNALED(status[p]))
-				snprintf(msg, sizeof(msg), "worker process %d (pid %d) was killed by signal %d (%s)", p,
-					 (int)pids[p], WTERMSIG(status[p]), strsignal(WTERMSIG(status[p])));
-			else
-				snprintf(msg, sizeof(msg), "worker process %d (pid %d) exited with status %d before reporting",
-					 p, (int)pids[p], WIFEXITED(status[p]) ? WEXITSTATUS(status[p]) : -1);
-			if (!err[0])
-				snprintf(err, errlen, "%s", msg);	/* printed by the caller */
-			else
-				fprintf(stderr, "gdsbench: %s\n", msg);
-			rc = -1;
+			rc = procs_lost(r, p, err, errlen);
 			continue;
 		}
 		if (o->rc != 0) {
-			int dup = !o->err[0] || !strcmp(o->err, RUN_ERRORS_SEE_ABOVE);
-
-			for (int q = 0; q < p && !dup; q++)
-				if (atomic_load(&out[q].done) && !strcmp(out[q].err, o->err))
-					dup = 1;
-			if (!dup)
+			if (!procs_err_seen(r, p, 0))
 				fprintf(stderr, "gdsbench: %s\n", o->err);
 			rc = -1;
 		}
 		*cpu_s += o->cpu_s;
-		for (int i = 0; i < njobs; i++) {
-			const struct result *s = &res[(size_t)p * (size_t)njobs + (size_t)i];
-			struct result *r = &jobs[i].res;
-
-			hist_merge(&r->hist, &s->hist);
-			r->bytes += s->bytes;
-			r->ops += s->ops;
-			r->errors += s->errors;
-			r->verify_errors += s->verify_errors;
-			r->cpu_s += s->cpu_s;
-			if (s->len_min && (!r->len_min || s->len_min < r->len_min))
-				r->len_min = s->len_min;
-			if (s->len_max > r->len_max)
-				r->len_max = s->len_max;
-			if (s->t_end > r->t_end)
-				r->t_end = s->t_end;
-			if (s->error[0] && !r->error[0])
-				snprintf(r->error, sizeof(r->error), "%s", s->error);
-			if (o->depth[i] > jobs[i].depth)
-				jobs[i].depth = o->depth[i];
-		}
+		procs_add(r, p, jobs);
 	}
-	/* Path evidence: per job, over the processes that reported. */
-	for (int i = 0; i < njobs && !init_failed; i++) {
+	return init_failed ? -2 : rc;
+}
+
+/* Path evidence per job, over the processes that reported (any compat process: compat). */
+static void procs_paths(const struct procs_run *r, struct job *jobs, struct path_info *pis)
+{
+	for (int i = 0; i < r->njobs; i++) {
 		int n = 0;
 
-		for (int p = 0; p < started; p++)
-			if (atomic_load(&out[p].done))
-				pis[n++] = res[(size_t)p * (size_t)njobs + (size_t)i].path;
+		for (int p = 0; p < r->started; p++)
+			if (atomic_load(&r->out[p].done))
+				pis[n++] = r->res[(size_t)p * (size_t)r->njobs + (size_t)i].path;
 		if (n)
-			path_merge(&jobs[i].res.path, pis, n, started);
+			path_merge(&jobs[i].res.path, pis, n, r->started);
 		else
 			snprintf(jobs[i].res.path.mode, sizeof(jobs[i].res.path.mode), "unknown");
 	}
-	if (init_failed)
-		rc = -2;
-	else if (rc != 0 && !err[0])
+}
+
+int run_procs(struct job *jobs, int njobs, int nprocs, double *cpu_s, char *err, size_t errlen)
+{
+	struct procs_run r = { .nprocs = nprocs, .njobs = njobs };
+	struct path_info *pis = calloc((size_t)nprocs, sizeof(*pis));
+	int rc, forked;
+
+	*cpu_s = 0;
+	if (!pis || procs_map(&r, err, errlen) != 0) {
+		if (!pis)
+			snprintf(err, errlen, "-P %d: out of memory", nprocs);
+		procs_free(&r);
+		free(pis);
+		return -2;
+	}
+	forked = procs_fork(&r, jobs, err, errlen);
+	procs_start(&r);
+	procs_wait(&r);
+	rc = procs_merge(&r, jobs, cpu_s, err, errlen);
+	if (rc != -2)
+		procs_paths(&r, jobs, pis);
+	if (rc == 0 && forked != 0)
+		rc = -1;
+	if (rc == -1 && !err[0])
 		snprintf(err, errlen, "%s", RUN_ERRORS_SEE_ABOVE);
-	munmap(m, len);
-	free(pids);
-	free(alive);
-	free(status);
+	procs_free(&r);
 	free(pis);
 	return rc;
 }

@@ -6,12 +6,14 @@
 
 #include "gdsbench.h"
 
-static const char *const io_names[] = { "READ", "WRITE", "RANDREAD", "RANDWRITE" };
-static const char *const io_keys[] = { "read", "write", "randread", "randwrite" };
-
 const char *io_type_name(int t)
 {
-	return t >= 0 && t < 4 ? io_names[t] : "?";
+	return io_type(t) ? io_type(t)->name : "?";
+}
+
+static const char *io_type_key(int t)
+{
+	return io_type(t) ? io_type(t)->key : "?";
 }
 
 static double elapsed_s(const struct result *r)
@@ -87,13 +89,13 @@ void report_line(FILE *out, struct job *jobs, int njobs, struct result *agg)
 		threads += jobs[i].threads;
 	}
 	one_line(out, "", all_same_io(jobs, njobs) ? io_type_name(jobs[0].io_type) : "MIXED",
-		 all_same_xfer(jobs, njobs) ? jobs[0].eng->name : "MIXED", threads, ds,
+		 all_same_xfer(jobs, njobs) ? jobs[0].xt->name : "MIXED", threads, ds,
 		 any_range(jobs, njobs) && agg->ops ? agg->bytes / agg->ops : jobs[0].io_size, agg);
 	for (int i = 0; njobs > 1 && i < njobs; i++) {
 		char prefix[80];
 
 		snprintf(prefix, sizeof(prefix), "%s: ", jobs[i].name);
-		one_line(out, prefix, io_type_name(jobs[i].io_type), jobs[i].eng->name, jobs[i].threads,
+		one_line(out, prefix, io_type_name(jobs[i].io_type), jobs[i].xt->name, jobs[i].threads,
 			 dataset_bytes(&jobs[i]), line_io_size(&jobs[i], &jobs[i].res), &jobs[i].res);
 	}
 	fflush(out);
@@ -160,7 +162,7 @@ static void json_record(FILE *f, const char *ind, int io_type, int mixed_io, int
 	const struct hist *h = &r->hist;
 
 	fprintf(f, "%s\"io_type\": ", ind);
-	jstr(f, mixed_io ? "mixed" : io_keys[io_type]);
+	jstr(f, mixed_io ? "mixed" : io_type_key(io_type));
 	if (mixed_xfer)
 		fprintf(f, ",\n%s\"xfer_type\": \"mixed\"", ind);
 	else
@@ -203,10 +205,7 @@ static void json_job_extras(FILE *f, const char *ind, const struct job *j)
 	fprintf(f, ",\n%s\"name\": ", ind);
 	jstr(f, j->name);
 	fprintf(f, ",\n%s\"xfer_name\": ", ind);
-	if (j->eng)
-		jstr(f, j->eng->name);
-	else
-		fputs("null", f);	/* --dry-run of a GPU type in a build without CUDA */
+	jstr(f, j->xt->name);
 	fprintf(f, ",\n%s\"gpu\": %d,\n%s\"numa_node\": %d,\n%s\"file_size\": %llu,\n%s\"offset\": %llu", ind,
 		j->gpu, ind, j->numa, ind, (unsigned long long)j->file_size, ind, (unsigned long long)j->offset);
 	fprintf(f, ",\n%s\"dataset_bytes\": %llu", ind, (unsigned long long)dataset_bytes(j));
@@ -217,7 +216,7 @@ static void json_job_extras(FILE *f, const char *ind, const struct job *j)
 	jnum(f, j->duration);
 	fprintf(f, ",\n%s\"seed\": %llu,\n%s\"verify\": %s", ind, (unsigned long long)j->seed, ind,
 		j->verify ? "true" : "false");
-	if (j->eng && (j->eng->flags & ENG_QUEUED))
+	if (j->xt->flags & ENG_QUEUED)
 		fprintf(f, ",\n%s\"iodepth\": %d", ind, j->depth);
 	fprintf(f, ",\n%s\"io_size_min\": %llu,\n%s\"io_size_step\": %llu", ind, (unsigned long long)j->io_min, ind,
 		(unsigned long long)j->io_step);
@@ -233,6 +232,115 @@ static void json_job_extras(FILE *f, const char *ind, const struct job *j)
 		fprintf(f, ",\n%s\"line\": %d", ind, j->line);
 }
 
+/* ---- --capabilities --json: the vocabulary (vocab.c) and the job-file keys (options.c) ---- */
+
+static void json_flags(FILE *f, unsigned fl)
+{
+	const struct flag_info *fi;
+	int n = 0;
+
+	fputc('[', f);
+	for (int i = 0; (fi = flag_info_at(i)); i++)
+		if (fl & fi->flag)
+			fprintf(f, "%s\"%s\"", n++ ? ", " : "", fi->name);
+	fputc(']', f);
+}
+
+static void json_xfer_types(FILE *f)
+{
+	const struct flag_info *fi;
+
+	fputs("  \"flags\": {", f);
+	for (int i = 0; (fi = flag_info_at(i)); i++) {
+		fprintf(f, "%s\n    \"%s\": ", i ? "," : "", fi->name);
+		jstr(f, fi->desc);
+	}
+	fputs("\n  },\n  \"xfer_types\": [", f);
+	for (int i = 0; i < xfer_type_count(); i++) {
+		const struct xfer_type *x = xfer_type(i);
+
+		fprintf(f, "%s\n    {\"number\": %d, \"name\": ", i ? "," : "", x->xfer);
+		jstr(f, x->name);
+		fputs(", \"desc\": ", f);
+		jstr(f, x->desc);
+		fputs(", \"flags\": ", f);
+		json_flags(f, x->flags);
+		if (x->depth)
+			fprintf(f, ", \"depth\": %d", x->depth);
+		if (x->refused) {
+			fputs(", \"refused\": ", f);
+			jstr(f, x->refused);
+		}
+		fputc('}', f);
+	}
+	fputs("\n  ],\n", f);
+}
+
+static void json_io_types(FILE *f)
+{
+	fputs("  \"io_types\": [", f);
+	for (int i = 0; i < io_type_count(); i++) {
+		const struct io_type_info *t = io_type(i);
+
+		fprintf(f, "%s\n    {\"number\": %d, \"key\": \"%s\", \"name\": \"%s\", \"write\": %s, \"random\": %s}",
+			i ? "," : "", t->io, t->key, t->name, io_is_write(t->io) ? "true" : "false",
+			io_is_rand(t->io) ? "true" : "false");
+	}
+	fputs("\n  ],\n", f);
+}
+
+static void json_sizes(FILE *f)
+{
+	const struct size_unit *u;
+
+	fputs("  \"sizes\": {\"units\": {", f);
+	for (int i = 0; (u = size_unit_at(i)); i++)
+		fprintf(f, "%s\"%c\": %llu", i ? ", " : "", u->letter, (unsigned long long)(1ull << u->shift));
+	fprintf(f, "}, \"unit_suffixes\": [\"i\", \"B\"], \"case_sensitive\": false, \"max\": %lld, "
+		"\"range\": \"MIN:MAX:STEP\"},\n", (long long)INT64_MAX);
+}
+
+/* one job-file key: its name, aliases, value type, option letter and bounds */
+static void json_job_key(FILE *f, const struct gds_option *o)
+{
+	static const char *const types[] = {
+		[OPT_PATH] = "path", [OPT_NAME] = "name", [OPT_INT] = "int", [OPT_U64] = "int",
+		[OPT_SIZE] = "size", [OPT_IOSIZE] = "iosize", [OPT_SECONDS] = "seconds", [OPT_IOTYPE] = "io_type",
+		[OPT_FLAG] = "bool", [OPT_NOT] = "bool",
+	};
+	const char *k = o->keys, *bar;
+
+	fprintf(f, "{\"key\": \"%.*s\", \"aliases\": [", (int)strcspn(k, "|"), k);
+	for (bar = strchr(k, '|'); bar; bar = strchr(bar + 1, '|'))
+		fprintf(f, "%s\"%.*s\"", bar == strchr(k, '|') ? "" : ", ", (int)strcspn(bar + 1, "|"), bar + 1);
+	fprintf(f, "], \"type\": \"%s\"", o->type < sizeof(types) / sizeof(types[0]) && types[o->type]
+		? types[o->type] : "other");
+	if (o->val > 0 && o->val < 256)
+		fprintf(f, ", \"option\": \"-%c\"", o->val);
+	if (o->type == OPT_INT || o->type == OPT_U64 || o->type == OPT_SIZE)
+		fprintf(f, ", \"min\": %llu, \"max\": %llu", (unsigned long long)o->min, (unsigned long long)o->max);
+	fputc('}', f);
+}
+
+int report_capabilities(FILE *f)
+{
+	int n = 0;
+
+	fputs("{\n  \"tool\": \"gdsbench\",\n  \"version\": \"" GDS_VERSION "\",\n", f);
+	json_xfer_types(f);
+	json_io_types(f);
+	json_sizes(f);
+	fputs("  \"job_keys\": [", f);
+	for (int i = 0; i < opt_count(); i++)
+		if (opt_at(i)->keys) {
+			fputs(n++ ? ",\n    " : "\n    ", f);
+			json_job_key(f, opt_at(i));
+		}
+	fputs("\n  ]\n}\n", f);
+	fflush(f);
+	return ferror(f) ? -1 : 0;
+}
+
 /* --dry-run: the jobs as parsed and checked, nothing run. */
 int report_plan(FILE *f, const struct job *jobs, int njobs)
 {
@@ -242,7 +350,7 @@ int report_plan(FILE *f, const struct job *jobs, int njobs)
 
 		fputs(i ? ", {\n" : "{\n", f);
 		fprintf(f, "    \"io_type\": \"%s\",\n    \"xfer_type\": %d,\n    \"threads\": %d,\n"
-			"    \"io_size_bytes\": %llu", io_keys[j->io_type], j->xfer, j->threads,
+			"    \"io_size_bytes\": %llu", io_type_key(j->io_type), j->xfer, j->threads,
 			(unsigned long long)j->io_size);
 		json_job_extras(f, "    ", j);
 		fputs("\n  }", f);

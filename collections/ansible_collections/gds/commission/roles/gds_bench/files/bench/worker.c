@@ -216,7 +216,7 @@ static int open_file(struct worker *w)
 		werr(w, "%s", j->refused);
 		return -1;
 	}
-	if ((w->eng->flags & ENG_ODIRECT) && !j->buffered)
+	if ((w->job->xt->flags & ENG_ODIRECT) && !j->buffered)
 		flags |= O_DIRECT;
 	if (job_file_place(j, w->idx, dir, sizeof(dir), w->name, sizeof(w->name)) != 0) {
 		werr(w, "%s: not a file name", w->path);
@@ -295,10 +295,10 @@ static inline int prepare(struct wctx *c, struct slot *s)
 	w->issued += s->len;
 	if (s->write && j->refill) {
 		fill_random(s->host, s->len, &w->fill_rng);
-		if ((w->eng->flags & ENG_GPU) && w->eng->from_host(w, s) != 0)
+		if ((w->job->xt->flags & ENG_GPU) && w->eng->from_host(w, s) != 0)
 			return -1;
 	} else if (s->write && !j->fill_random) {
-		if (!(w->eng->flags & ENG_GPU)) {
+		if (!(w->job->xt->flags & ENG_GPU)) {
 			pattern_stamp(s->host, s->len, s->off);
 		} else if (j->verify) {
 			/* GPU buffers get the stamped pattern only under -V: an H2D
@@ -373,6 +373,48 @@ static void loop_sync(struct wctx *c)
 	}
 }
 
+/* The free slots the engine takes now (room), each given its next op: how many went into
+ * batch[]; *stop when an op could not be prepared or this pass is over. */
+static int queue_prepare(struct wctx *c, struct slot **freel, int *nfree, struct slot **batch, int room, int *stop)
+{
+	struct worker *w = c->w;
+	int n = 0;
+
+	while (!*stop && *nfree > 0 && n < room) {
+		struct slot *s;
+
+		if ((!w->deadline || w->job->one_pass) && w->issued >= w->pass_bytes)
+			break;
+		s = freel[--*nfree];
+		if (prepare(c, s) != 0) {
+			w->failed = 1;
+			*stop = 1;
+			freel[(*nfree)++] = s;
+			break;
+		}
+		batch[n++] = s;
+	}
+	return n;
+}
+
+/* The ops the engine reaped: counted, verified, their slots free again; *stop at an error,
+ * the deadline or a signal. */
+static void queue_complete(struct wctx *c, struct slot **done, int k, struct slot **freel, int *nfree, int *stop)
+{
+	struct worker *w = c->w;
+	uint64_t t = now_ns();
+
+	for (int i = 0; i < k; i++) {
+		struct slot *s = done[i];
+
+		if (complete(c, s, s->t_done ? s->t_done : t) != 0)
+			*stop = 1;
+		freel[(*nfree)++] = s;
+	}
+	if ((w->deadline && t >= w->deadline) || atomic_load_explicit(&g_stop, memory_order_relaxed))
+		*stop = 1;
+}
+
 static void loop_queued(struct wctx *c)
 {
 	struct worker *w = c->w;
@@ -389,22 +431,8 @@ static void loop_queued(struct wctx *c)
 	for (int i = 0; i < depth; i++)
 		freel[i] = &w->slots[depth - 1 - i];
 	for (;;) {
-		int n = 0, k, room = w->eng->room ? w->eng->room(w) : nfree;
+		int k, n = queue_prepare(c, freel, &nfree, batch, w->eng->room ? w->eng->room(w) : nfree, &stop);
 
-		while (!stop && nfree > 0 && n < room) {
-			struct slot *s;
-
-			if ((!w->deadline || w->job->one_pass) && w->issued >= w->pass_bytes)
-				break;
-			s = freel[--nfree];
-			if (prepare(c, s) != 0) {
-				w->failed = 1;
-				stop = 1;
-				freel[nfree++] = s;
-				break;
-			}
-			batch[n++] = s;
-		}
 		if (n) {
 			uint64_t t0 = now_ns();
 
@@ -427,21 +455,8 @@ static void loop_queued(struct wctx *c)
 			w->errors++;
 			break;
 		}
-		{
-			uint64_t t = now_ns();
-
-			for (int i = 0; i < k; i++) {
-				struct slot *s = done[i];
-
-				if (complete(c, s, s->t_done ? s->t_done : t) != 0)
-					stop = 1;
-				freel[nfree++] = s;
-			}
-			inflight -= k;
-			if ((w->deadline && t >= w->deadline) ||
-			    atomic_load_explicit(&g_stop, memory_order_relaxed))
-				stop = 1;
-		}
+		queue_complete(c, done, k, freel, &nfree, &stop);
+		inflight -= k;
 	}
 	/* after an error: let what is still queued finish before buffers go */
 	while (inflight > 0) {
@@ -555,7 +570,7 @@ static void *worker_main(void *arg)
 			fill_random(s->host, j->io_size, &w->fill_rng);
 		else
 			pattern_fill(s->host, j->io_size, 0);
-		if ((w->eng->flags & ENG_GPU) && w->eng->from_host(w, s) != 0)
+		if ((w->job->xt->flags & ENG_GPU) && w->eng->from_host(w, s) != 0)
 			ok = 0;
 	}
 	if (!ok) {
@@ -569,7 +584,7 @@ static void *worker_main(void *arg)
 	c.cpu0 = thread_cpu_ns();
 	started = ok && !atomic_load(&g_abort);
 	if (started) {
-		if (w->eng->flags & ENG_QUEUED)
+		if (w->job->xt->flags & ENG_QUEUED)
 			loop_queued(&c);
 		else
 			loop_sync(&c);
@@ -627,31 +642,13 @@ int run_worker_here(const struct run_place *pl, int k)
 	return pl->nprocs <= 1 || k % pl->nprocs == pl->index;
 }
 
-int run_jobs(struct job *jobs, int njobs, const struct run_place *pl, double *cpu_s, char *err, size_t errlen)
+/* The workers this process runs (-P: worker k over all jobs with k % procs == its index),
+ * each given its job, file and region. */
+static int place_workers(struct job *jobs, int njobs, const struct run_place *pl, struct worker *ws)
 {
-	int total = 0, made = 0, rc = 0;
-	struct worker *ws;
-	pthread_t *tids;
-	uint64_t t_start;
-	double cpu0, cpu1;
+	int k = 0;
 
-	for (int i = 0, k = 0; i < njobs; i++)
-		for (int t = 0; t < jobs[i].threads; t++, k++)
-			if (run_worker_here(pl, k))
-				total++;
-	ws = calloc((size_t)total, sizeof(*ws));
-	tids = calloc((size_t)total, sizeof(*tids));
-	if (!ws || !tids) {
-		snprintf(err, errlen, "out of memory for %d workers", total);
-		free(ws);
-		free(tids);
-		return -1;
-	}
-	g_ready = g_finished = g_phase = 0;
-	atomic_store(&g_abort, 0);
-
-	/* -P: this process runs the workers k (over all jobs) with k % procs == its index */
-	for (int i = 0, k = 0, g = 0; i < njobs; i++) {
+	for (int i = 0, g = 0; i < njobs; i++) {
 		struct job *j = &jobs[i];
 
 		for (int t = 0; t < j->threads; t++, g++) {
@@ -659,14 +656,23 @@ int run_jobs(struct job *jobs, int njobs, const struct run_place *pl, double *cp
 
 			if (!run_worker_here(pl, g))
 				continue;
-			w = &ws[k++];
-			w->job = j;
-			w->eng = j->eng;
-			w->idx = t;
-			job_file_path(j, t, w->path, sizeof(w->path));
-			setup_regions(j, w);
+			if (ws) {
+				w = &ws[k];
+				w->job = j;
+				w->eng = j->eng;
+				w->idx = t;
+				job_file_path(j, t, w->path, sizeof(w->path));
+				setup_regions(j, w);
+			}
+			k++;
 		}
 	}
+	return k;
+}
+
+/* One thread per worker; the number started (a failure aborts the run's start, with err). */
+static int start_threads(struct worker *ws, pthread_t *tids, int total, char *err, size_t errlen)
+{
 	for (int k = 0; k < total; k++) {
 		pthread_attr_t attr;
 		int e;
@@ -678,18 +684,20 @@ int run_jobs(struct job *jobs, int njobs, const struct run_place *pl, double *cp
 		if (e != 0) {
 			snprintf(err, errlen, "could not start thread %d of %d: %s", k + 1, total, strerror(e));
 			atomic_store(&g_abort, 1);
-			rc = -1;
-			break;
+			return k;
 		}
-		made++;
 	}
+	return total;
+}
 
-	gate_wait_all(&g_ready, made);
+/* The common start once every thread is set up: with worker processes the parent's t_start
+ * (the gate, -1 when another process failed), else now. *cpu0: the process's CPU time then. */
+static int start_gate(const struct run_place *pl, int ok, uint64_t *t_start, double *cpu0, char *err, size_t errlen)
+{
+	int rc = 0;
+
 	if (pl->nprocs > 1 && pl->gate) {
-		/* worker processes start together, at the parent's t_start */
-		int ok = made == total && !atomic_load(&g_abort);
-
-		if (pl->gate(pl->ctx, ok, &t_start) != 0) {
+		if (pl->gate(pl->ctx, ok, t_start) != 0) {
 			atomic_store(&g_abort, 1);
 			if (ok) {
 				snprintf(err, errlen, "no I/O was started: another worker process failed its setup "
@@ -697,22 +705,19 @@ int run_jobs(struct job *jobs, int njobs, const struct run_place *pl, double *cp
 				rc = -1;
 			}
 		}
-		cpu0 = process_cpu_s();
+		*cpu0 = process_cpu_s();
 	} else {
-		cpu0 = process_cpu_s();
-		t_start = now_ns();
+		*cpu0 = process_cpu_s();
+		*t_start = now_ns();
 	}
-	for (int k = 0; k < made; k++) {
-		struct job *j = ws[k].job;
+	return rc;
+}
 
-		ws[k].deadline = j->duration > 0 ? t_start + (uint64_t)(j->duration * 1e9) : 0;
-	}
-	gate_open(1);
-	gate_wait_all(&g_finished, made);
-	cpu1 = process_cpu_s();
-	gate_open(2);
-	for (int k = 0; k < made; k++)
-		pthread_join(tids[k], NULL);
+/* The workers' counters and histograms into their jobs' results (each error printed);
+ * -1 when any worker failed. */
+static int collect_results(struct job *jobs, int njobs, struct worker *ws, int made, uint64_t t_start)
+{
+	int rc = 0;
 
 	for (int i = 0; i < njobs; i++) {
 		memset(&jobs[i].res, 0, sizeof(jobs[i].res));
@@ -745,9 +750,45 @@ int run_jobs(struct job *jobs, int njobs, const struct run_place *pl, double *cp
 			rc = -1;
 		if (w->verify_errors)
 			fprintf(stderr, "gdsbench: verify: %s: %llu bad 4KiB sector(s), first at offset %llu\n",
-				w->path, (unsigned long long)w->verify_errors,
-				(unsigned long long)w->first_bad_off);
+				w->path, (unsigned long long)w->verify_errors, (unsigned long long)w->first_bad_off);
 	}
+	return rc;
+}
+
+int run_jobs(struct job *jobs, int njobs, const struct run_place *pl, double *cpu_s, char *err, size_t errlen)
+{
+	int total = place_workers(jobs, njobs, pl, NULL), made, rc;
+	struct worker *ws = calloc((size_t)total, sizeof(*ws));
+	pthread_t *tids = calloc((size_t)total, sizeof(*tids));
+	uint64_t t_start = 0;
+	double cpu0, cpu1;
+
+	if (!ws || !tids) {
+		snprintf(err, errlen, "out of memory for %d workers", total);
+		free(ws);
+		free(tids);
+		return -1;
+	}
+	g_ready = g_finished = g_phase = 0;
+	atomic_store(&g_abort, 0);
+	place_workers(jobs, njobs, pl, ws);
+	made = start_threads(ws, tids, total, err, errlen);
+	rc = made == total ? 0 : -1;
+
+	gate_wait_all(&g_ready, made);
+	if (start_gate(pl, made == total && !atomic_load(&g_abort), &t_start, &cpu0, err, errlen) != 0)
+		rc = -1;
+	for (int k = 0; k < made; k++)
+		ws[k].deadline = ws[k].job->duration > 0 ? t_start + (uint64_t)(ws[k].job->duration * 1e9) : 0;
+	gate_open(1);
+	gate_wait_all(&g_finished, made);
+	cpu1 = process_cpu_s();
+	gate_open(2);
+	for (int k = 0; k < made; k++)
+		pthread_join(tids[k], NULL);
+
+	if (collect_results(jobs, njobs, ws, made, t_start) != 0)
+		rc = -1;
 	*cpu_s = cpu1 - cpu0;
 	if (rc != 0 && !err[0])
 		snprintf(err, errlen, "%s", RUN_ERRORS_SEE_ABOVE);

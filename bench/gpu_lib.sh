@@ -5,24 +5,31 @@
 # the rest (JSONDIR, ROWS, RECS, the log).
 #
 #   gdsv_init             result files under $OUT, log to $OUT/log.txt
+#   gdsv_rounds_init      gdsv_init, then $RUNS (empty), $SBS and $T0 for a rotating-rounds script
 #   gdsv_environment      machine, driver, GDS, nvidia-fs, cufile.json
 #   gdsv_modules [FILE]   nvidia_fs / nvidia / nvme from /proc/modules (no lsmod needed)
-#   gdsv_build            bench/gdsbench against $CUDA_HOME -> $GDS
+#   gdsv_build            gdsbench in $GDSBENCH_SRC against $CUDA_HOME -> $GDS
 #   gdsv_data_dir [DIR]   a directory on ext4/xfs on a /dev block device -> $DATA
 #   gdsv_udev             the udev record cuFile needs for $DATA's block device
 #   gdsv_setup [DIR]      the four above in order: environment, build, data dir, udev record
 #   udev_record MM FST    create that record only when it is missing
 #   gdsv_find_fio         fio with the libcufile engine (.peers/carry) -> $FIO
 #   fio_build SRC DIR LOG build it from source; a failure names the step, log tail
+#   fio_build_start / fio_build_wait  that build from the carried source in the background
 #   gds NAME ARGS...      one gdsbench run that must pass (JSON record, table row)
 #   gds_diag NAME ARGS... a diagnostic run expected to fail: labelled, never fails the script
 #   gds_must_fail NAME .. a run that must fail (corrupted data): passing is a failure
 #   fio_row NAME JSON RC  a table row from fio's JSON output
 #   fio_seq / fio_rand NAME ARGS...  fio's sequential / random read peer rows
 #   gdsv_table            the rows as one table ($OUT/table.txt)
+#   round_gds / round_fio ROUND WORKLOAD TOOL ARGS...  one run of a rotating-rounds script
+#                         (side_by_side.sh, parity.sh), recorded in $RUNS
 #   gdsv_verdict SCRIPT   names every failed run; returns 1 when there is one
 
 say() { printf '\n== %s\n' "$*"; }
+
+# gdsbench's sources: what the gds_bench role ships to the nodes (the lab is outside the collection)
+GDSBENCH_SRC=${GDSBENCH_SRC:-$ROOT/collections/ansible_collections/gds/commission/roles/gds_bench/files/bench}
 
 gdsv_setup() {	# gdsv_setup [DIR]: what every measurement needs before its first run
 	gdsv_environment
@@ -39,6 +46,17 @@ gdsv_init() {
 	RECS=$OUT/records.jsonl
 	: >"$ROWS"; : >"$RECS"
 	exec > >(tee -a "$LOG") 2>&1
+}
+
+# the rotating-rounds scripts (side_by_side.sh, parity.sh): their runs go to $RUNS through
+# side_by_side.py ($SBS); T0 is their start
+gdsv_rounds_init() {
+	gdsv_init
+	# shellcheck disable=SC2034  # the scripts that source this file report it
+	T0=$(date +%s)
+	SBS="python3 $HERE/side_by_side.py"
+	RUNS=$OUT/runs.jsonl
+	: >"$RUNS"
 }
 
 # the log shows ls's own listing (or its error) of what is installed; nothing parses it
@@ -78,15 +96,15 @@ gdsv_modules() {
 gdsv_build() {
 	local log=$OUT/build.log
 	say "build against $CUDA_HOME"
-	make -C "$HERE" clean >/dev/null
-	if ! make -C "$HERE" -j"$(nproc)" CUDA_HOME="$CUDA_HOME" >"$log" 2>&1; then
-		echo "FATAL: make -C bench failed; last lines of $log:"
+	make -C "$GDSBENCH_SRC" clean >/dev/null
+	if ! make -C "$GDSBENCH_SRC" -j"$(nproc)" CUDA_HOME="$CUDA_HOME" >"$log" 2>&1; then
+		echo "FATAL: make -C $GDSBENCH_SRC failed; last lines of $log:"
 		tail -n 25 "$log" | sed 's/^/  | /'
 		exit 1
 	fi
 	grep -E "warning|error" "$log" || true
-	make -C "$HERE" info CUDA_HOME="$CUDA_HOME"
-	GDS=$HERE/gdsbench
+	make -C "$GDSBENCH_SRC" info CUDA_HOME="$CUDA_HOME"
+	GDS=$GDSBENCH_SRC/gdsbench
 	"$GDS" --version || { echo "FATAL: no gdsbench"; exit 1; }
 }
 
@@ -288,6 +306,24 @@ gdsv_find_fio() {
 	echo "fio: ${FIO:-not available}${FIO:+ ($("$FIO" --version))}"
 }
 
+# fio_build_start: fio's build from the carried source (.peers/carry/fio_*.orig.tar.gz) in the
+# background (FIO_BG) while the caller builds gdsbench; 1 when no source is carried
+fio_build_start() {
+	local src
+	src=$(find "$ROOT/.peers/carry" -maxdepth 1 -name 'fio_*.orig.tar.gz' 2>/dev/null | sort | tail -1)
+	[ -n "$src" ] || return 1
+	fio_build "$src" /tmp/fio-build "$OUT/fio-build.log" >"$OUT/fio-build.out" 2>&1 &
+	FIO_BG=$!
+}
+
+# fio_build_wait: the end of that build (its output); FIO=/tmp/fio-build/fio when it built
+fio_build_wait() {
+	[ -n "${FIO_BG:-}" ] || return 0
+	if wait "$FIO_BG"; then FIO=/tmp/fio-build/fio; fi
+	cat "$OUT/fio-build.out"
+	FIO_BG=""
+}
+
 # fio_build SRC.tar.gz DIR LOG: fio with --enable-libcufile against $CUDA_HOME. Every step
 # writes to LOG; a failure names the step and prints the log's last lines.
 fio_build() {
@@ -317,6 +353,32 @@ fio_build() {
 	echo "fio: last lines of $log:"
 	tail -n 25 "$log" | sed 's/^/  | /'
 	return 1
+}
+
+# round_gds ROUND WORKLOAD TOOL GDSBENCH-ARGS...: a gdsbench run that must pass (gds), recorded in
+# $RUNS by side_by_side.py (the caller sets RUNS, and SBS to run side_by_side.py)
+round_gds() {
+	local r=$1 wl=$2 tool=$3 rc; shift 3
+	gds "$wl-$tool-r$r" "$@"
+	rc=$?
+	$SBS record "$RUNS" "$r" "$wl" "$tool" gdsbench "$JSONDIR/$wl-$tool-r$r.json" "$rc" gdsbench "$@"
+}
+
+# round_fio ROUND WORKLOAD TOOL FIO-ARGS...: a timed fio run ($T s, 90 s more at most), recorded in
+# $RUNS; nothing without $FIO. FIO_MUST_PASS=1: a failed run fails the script like a gdsbench one.
+round_fio() {
+	local r=$1 wl=$2 tool=$3 js rc; shift 3
+	js=$JSONDIR/fio-$wl-$tool-r$r.json
+	[ -n "$FIO" ] || return 0
+	echo "+ fio $wl $tool $*"
+	timeout -k 5 "$(( ${T%.*} + 90 ))" "$FIO" --name="$wl" --direct=1 --time_based --runtime="$T" --group_reporting \
+		--output-format=json "$@" >"$js" 2>"$js.err"
+	rc=$?
+	if [ "$rc" != 0 ]; then
+		echo "fio $wl $tool r$r: rc=$rc: $(head -c 600 "$js.err")"
+		[ "${FIO_MUST_PASS:-0}" = 1 ] && GDSV_FAILED+=("fio $wl $tool r$r (rc=$rc)")
+	fi
+	$SBS record "$RUNS" "$r" "$wl" "$tool" fio "$js" "$rc" fio "$@"
 }
 
 gdsv_table() {

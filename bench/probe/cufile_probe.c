@@ -125,98 +125,116 @@ static int driver_open(struct wres *r)
 	return 0;
 }
 
-/* One worker: set up, meet the others, move data until the deadline. */
-static void worker(int k)
+/* What one worker holds: its file, GPU buffer, and (-E posix) pinned bounce and stream. */
+struct wstate {
+	int fd;
+	uint64_t blocks;
+	void *dev, *host;
+	cudaStream_t st;
+	CUfileHandle_t fh;
+};
+
+/* Worker k's file, GPU buffer and cuFile handle (or, -E posix, its bounce buffer and stream);
+ * 0, or -1 with the reason in r. */
+static int worker_setup(int k, struct wres *r, struct wstate *w)
 {
-	struct wres *r = &sh->w[k];
 	char path[4096];
-	void *dev = NULL, *host = NULL;
-	cudaStream_t st = NULL;
-	CUfileHandle_t fh = NULL;
 	CUfileDescr_t d;
-	uint64_t blocks, seq = 0, rng = 0x9e3779b97f4a7c15ull * (uint64_t)(k + 1), t0, t;
-	int fd, ok = 0;
+	CUfileError_t e;
 
 	if (o.file)
 		snprintf(path, sizeof(path), "%s", o.file);
 	else
 		snprintf(path, sizeof(path), "%s/gdsbench.%d", o.dir, k);
-	fd = open(path, (o.write ? O_RDWR : O_RDONLY) | O_DIRECT);
-	if (fd < 0) {
-		fail(r, "open", errno);
-		goto ready;
-	}
+	w->fd = open(path, (o.write ? O_RDWR : O_RDONLY) | O_DIRECT);
+	if (w->fd < 0)
+		return fail(r, "open", errno);
 	if (!o.fsize) {
 		struct stat sb;
 
-		fstat(fd, &sb);
+		fstat(w->fd, &sb);
 		o.fsize = (uint64_t)sb.st_size;
 	}
-	blocks = o.fsize / o.bs;
-	if (!blocks) {
-		fail(r, "file smaller than one block", 0);
-		goto ready;
-	}
-	if (cudaSetDevice(0) != cudaSuccess || cudaMalloc(&dev, o.bs) != cudaSuccess) {
-		fail(r, "cudaMalloc", 0);
-		goto ready;
-	}
+	w->blocks = o.fsize / o.bs;
+	if (!w->blocks)
+		return fail(r, "file smaller than one block", 0);
+	if (cudaSetDevice(0) != cudaSuccess || cudaMalloc(&w->dev, o.bs) != cudaSuccess)
+		return fail(r, "cudaMalloc", 0);
 	if (o.posix) {
-		if (cudaMallocHost(&host, o.bs) != cudaSuccess ||
-		    cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess) {
-			fail(r, "cudaMallocHost/stream", 0);
-			goto ready;
-		}
-	} else {
-		memset(&d, 0, sizeof(d));
-		d.handle.fd = fd;
-		d.type = CU_FILE_HANDLE_TYPE_OPAQUE_FD;
-		CUfileError_t e = cuFileHandleRegister(&fh, &d);
-
-		if (e.err != CU_FILE_SUCCESS) {
-			fail(r, "cuFileHandleRegister", e.err);
-			goto ready;
-		}
-		if (!o.unreg) {
-			e = cuFileBufRegister(dev, o.bs, 0);
-			if (e.err != CU_FILE_SUCCESS) {
-				fail(r, "cuFileBufRegister", e.err);
-				goto ready;
-			}
-		}
+		if (cudaMallocHost(&w->host, o.bs) != cudaSuccess ||
+		    cudaStreamCreateWithFlags(&w->st, cudaStreamNonBlocking) != cudaSuccess)
+			return fail(r, "cudaMallocHost/stream", 0);
+		return 0;
 	}
-	ok = 1;
-ready:
+	memset(&d, 0, sizeof(d));
+	d.handle.fd = w->fd;
+	d.type = CU_FILE_HANDLE_TYPE_OPAQUE_FD;
+	e = cuFileHandleRegister(&w->fh, &d);
+	if (e.err != CU_FILE_SUCCESS)
+		return fail(r, "cuFileHandleRegister", e.err);
+	if (!o.unreg && (e = cuFileBufRegister(w->dev, o.bs, 0)).err != CU_FILE_SUCCESS)
+		return fail(r, "cuFileBufRegister", e.err);
+	return 0;
+}
+
+/* One op at off: cuFileRead/Write, or (-E posix) pread/pwrite plus the copy compat mode does. */
+static ssize_t one_op(struct wstate *w, uint64_t off)
+{
+	ssize_t n;
+
+	if (!o.posix)
+		return o.write ? cuFileWrite(w->fh, w->dev, o.bs, (off_t)off, 0) : cuFileRead(w->fh, w->dev, o.bs, (off_t)off, 0);
+	if (o.write) {
+		if (cudaMemcpyAsync(w->host, w->dev, o.bs, cudaMemcpyDeviceToHost, w->st) != cudaSuccess ||
+		    cudaStreamSynchronize(w->st) != cudaSuccess)
+			return -1;
+		return pwrite(w->fd, w->host, o.bs, (off_t)off);
+	}
+	n = pread(w->fd, w->host, o.bs, (off_t)off);
+	if (n > 0 && (cudaMemcpyAsync(w->dev, w->host, (size_t)n, cudaMemcpyHostToDevice, w->st) != cudaSuccess ||
+		      cudaStreamSynchronize(w->st) != cudaSuccess))
+		return -1;
+	return n;
+}
+
+static void worker_teardown(struct wstate *w, int ok)
+{
+	if (w->fh)
+		cuFileHandleDeregister(w->fh);
+	if (w->dev && !o.posix && !o.unreg && ok)
+		cuFileBufDeregister(w->dev);
+	if (w->dev)
+		cudaFree(w->dev);
+	if (w->host)
+		cudaFreeHost(w->host);
+	if (w->st)
+		cudaStreamDestroy(w->st);
+	if (w->fd >= 0)
+		close(w->fd);
+}
+
+/* One worker: set up, meet the others, move data until the deadline. */
+static void worker(int k)
+{
+	struct wres *r = &sh->w[k];
+	struct wstate w = { .fd = -1 };
+	uint64_t seq = 0, rng = 0x9e3779b97f4a7c15ull * (uint64_t)(k + 1), t0, t;
+	int ok = worker_setup(k, r, &w) == 0;
+
 	pthread_barrier_wait(&sh->ready);
 	pthread_barrier_wait(&sh->go);
 	t0 = now_ns();
 	while (ok && (t = now_ns()) < sh->t_end) {
-		uint64_t blk, off;
+		uint64_t blk;
 		ssize_t n;
 
 		if (o.rand) {
 			rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
-			blk = rng % blocks;
+			blk = rng % w.blocks;
 		} else {
-			blk = seq++ % blocks;
+			blk = seq++ % w.blocks;
 		}
-		off = blk * o.bs;
-		if (o.posix) {
-			if (o.write) {
-				if (cudaMemcpyAsync(host, dev, o.bs, cudaMemcpyDeviceToHost, st) != cudaSuccess ||
-				    cudaStreamSynchronize(st) != cudaSuccess)
-					n = -1;
-				else
-					n = pwrite(fd, host, o.bs, (off_t)off);
-			} else {
-				n = pread(fd, host, o.bs, (off_t)off);
-				if (n > 0 && (cudaMemcpyAsync(dev, host, (size_t)n, cudaMemcpyHostToDevice, st) != cudaSuccess ||
-					      cudaStreamSynchronize(st) != cudaSuccess))
-					n = -1;
-			}
-		} else {
-			n = o.write ? cuFileWrite(fh, dev, o.bs, (off_t)off, 0) : cuFileRead(fh, dev, o.bs, (off_t)off, 0);
-		}
+		n = one_op(&w, blk * o.bs);
 		if (n != (ssize_t)o.bs) {
 			fail(r, o.write ? "write" : "read", n < 0 ? errno : (int)n);
 			break;
@@ -226,18 +244,7 @@ ready:
 		r->ops++;
 	}
 	r->secs = (double)(now_ns() - t0) / 1e9;
-	if (fh)
-		cuFileHandleDeregister(fh);
-	if (dev && !o.posix && !o.unreg && ok)
-		cuFileBufDeregister(dev);
-	if (dev)
-		cudaFree(dev);
-	if (host)
-		cudaFreeHost(host);
-	if (st)
-		cudaStreamDestroy(st);
-	if (fd >= 0)
-		close(fd);
+	worker_teardown(&w, ok);
 }
 
 static void *thread_main(void *arg)
@@ -269,16 +276,11 @@ static void param(const char *spec)
 	exit(2);
 }
 
-int main(int argc, char **argv)
+/* The options into o; the op's name (read, write, randread, randwrite). Exits 2 on a bad one. */
+static const char *parse_args(int argc, char **argv)
 {
-	pthread_barrierattr_t ba;
-	pthread_t tid[MAXW];
-	pid_t pid[MAXW];
 	const char *op = "read";
-	uint64_t bytes = 0, ops = 0, lat = 0;
-	double secs = 0;
-	int c, failed = 0;
-	struct wres parent = { 0 };
+	int c;
 
 	while ((c = getopt(argc, argv, "m:n:D:f:o:b:s:T:E:Up:")) != -1) {
 		switch (c) {
@@ -293,7 +295,7 @@ int main(int argc, char **argv)
 		case 'E': o.posix = !strcmp(optarg, "posix"); break;
 		case 'U': o.unreg = 1; break;
 		case 'p': param(optarg); break;
-		default: return 2;
+		default: exit(2);
 		}
 	}
 	o.write = strstr(op, "write") != NULL;
@@ -301,50 +303,50 @@ int main(int argc, char **argv)
 	if (o.n < 1 || o.n > MAXW || (!o.dir == !o.file)) {
 		fprintf(stderr, "usage: cufile_probe -m threads|procs -n N (-D DIR | -f FILE) [-o OP] [-b BYTES] "
 				"[-s BYTES] [-T S] [-E cufile|posix] [-U] [-p NAME=VALUE]\n");
-		return 2;
+		exit(2);
 	}
-	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (sh == MAP_FAILED)
-		return 1;
-	memset(sh, 0, sizeof(*sh));
-	pthread_barrierattr_init(&ba);
-	pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
-	pthread_barrier_init(&sh->ready, &ba, (unsigned)o.n + 1);
-	pthread_barrier_init(&sh->go, &ba, (unsigned)o.n + 1);
-	if (o.procs) {
-		for (int k = 0; k < o.n; k++) {
-			pid[k] = fork();
-			if (pid[k] == 0) {
-				if (driver_open(&sh->w[k]) != 0) {
-					pthread_barrier_wait(&sh->ready);
-					pthread_barrier_wait(&sh->go);
-					_exit(1);
-				}
-				worker(k);
-				if (!o.posix)
-					cuFileDriverClose();
-				_exit(0);
-			}
-		}
-	} else {
+	return op;
+}
+
+/* The workers as processes (each opens its own driver after the fork) or as threads of this
+ * process (one driver). -1 when this process's driver did not open. */
+static int start_workers(pid_t *pid, pthread_t *tid)
+{
+	struct wres parent = { 0 };
+
+	if (!o.procs) {
 		if (driver_open(&parent) != 0) {
 			fprintf(stderr, "cufile_probe: %s\n", parent.err);
-			return 1;
+			return -1;
 		}
 		for (int k = 0; k < o.n; k++)
 			pthread_create(&tid[k], NULL, thread_main, (void *)(intptr_t)k);
+		return 0;
 	}
-	pthread_barrier_wait(&sh->ready);
-	sh->t_end = now_ns() + (uint64_t)(o.secs * 1e9);
-	pthread_barrier_wait(&sh->go);
 	for (int k = 0; k < o.n; k++) {
-		if (o.procs)
-			waitpid(pid[k], NULL, 0);
-		else
-			pthread_join(tid[k], NULL);
+		pid[k] = fork();
+		if (pid[k] != 0)
+			continue;
+		if (driver_open(&sh->w[k]) != 0) {
+			pthread_barrier_wait(&sh->ready);
+			pthread_barrier_wait(&sh->go);
+			_exit(1);
+		}
+		worker(k);
+		if (!o.posix)
+			cuFileDriverClose();
+		_exit(0);
 	}
-	if (!o.procs && !o.posix)
-		cuFileDriverClose();
+	return 0;
+}
+
+/* The JSON line; the number of workers that failed (each named on stderr). */
+static int report(const char *op)
+{
+	uint64_t bytes = 0, ops = 0, lat = 0;
+	double secs = 0;
+	int failed = 0;
+
 	printf("{\"mode\": \"%s\", \"engine\": \"%s\", \"registered\": %s, \"workers\": %d, \"op\": \"%s\", "
 	       "\"io_bytes\": %zu, \"per_worker_gib_s\": [",
 	       o.procs ? "procs" : "threads", o.posix ? "posix" : "cufile", o.posix || o.unreg ? "false" : "true",
@@ -370,5 +372,36 @@ int main(int argc, char **argv)
 	       "\"failed_workers\": %d}\n",
 	       (unsigned long long)bytes, secs, secs > 0 ? (double)bytes / secs / (1 << 30) : 0.0,
 	       secs > 0 ? (double)ops / secs : 0.0, ops ? (double)lat / (double)ops / 1e3 : 0.0, failed);
-	return failed ? 1 : 0;
+	return failed;
+}
+
+int main(int argc, char **argv)
+{
+	pthread_barrierattr_t ba;
+	pthread_t tid[MAXW];
+	pid_t pid[MAXW];
+	const char *op = parse_args(argc, argv);
+
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED)
+		return 1;
+	memset(sh, 0, sizeof(*sh));
+	pthread_barrierattr_init(&ba);
+	pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
+	pthread_barrier_init(&sh->ready, &ba, (unsigned)o.n + 1);
+	pthread_barrier_init(&sh->go, &ba, (unsigned)o.n + 1);
+	if (start_workers(pid, tid) != 0)
+		return 1;
+	pthread_barrier_wait(&sh->ready);
+	sh->t_end = now_ns() + (uint64_t)(o.secs * 1e9);
+	pthread_barrier_wait(&sh->go);
+	for (int k = 0; k < o.n; k++) {
+		if (o.procs)
+			waitpid(pid[k], NULL, 0);
+		else
+			pthread_join(tid[k], NULL);
+	}
+	if (!o.procs && !o.posix)
+		cuFileDriverClose();
+	return report(op) ? 1 : 0;
 }

@@ -19,11 +19,12 @@ RAND_THREADS=${RAND_THREADS:-$THREADS}
 SIZE=${SIZE:-1G}
 T=${T:-10}
 ROUNDS=${ROUNDS:-3}
-GDS=$HERE/gdsbench
+GDSBENCH_SRC=$(cd "$HERE/../collections/ansible_collections/gds/commission/roles/gds_bench/files/bench" && pwd)
+GDS=$GDSBENCH_SRC/gdsbench
 FIO=${FIO:-fio}
 
 command -v "$FIO" >/dev/null || { echo "compare_fio: fio not found (apt-get install fio)" >&2; exit 1; }
-[ -x "$GDS" ] || make -C "$HERE" -s
+[ -x "$GDS" ] || make -C "$GDSBENCH_SRC" -s
 mkdir -p "$DIR"
 RUNS=$DIR/runs.jsonl
 : >"$RUNS"

@@ -7,7 +7,7 @@ NVML sampling of every GPU (measure/devhealth.py's NvmlSampler: link state and P
 before and after, gds_stats -p PID -l 3 beside a cuFile job. Prints GiB/s side by side with their
 ratio, the median overhead, and per watched run the GPU's PCIe receive bytes against the bytes
 the job read, the drive load, cuFile's placement and the path's limit. No ansible needed: the
-collection's module_utils are imported from the ansible_collections tree this file is in.
+collection's module_utils are imported from the repository's collections/ (collection_path.py).
 
   watch_overhead.py --gdsbench PATH --dir DATA [--gpu 0] [--xfer 0] [--rounds 4] [--seconds 5]
                     [--threads 8] [--size 1G] [--io-size 1M] [--interval 0.5] [--gds-stats PATH]
@@ -35,6 +35,7 @@ from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import 
 from ansible_collections.gds.commission.plugins.module_utils.measure.devhealth import HealthRun
 from ansible_collections.gds.commission.plugins.module_utils.hw.nvml import NvmlUnavailable, nvml_gpus
 from ansible_collections.gds.commission.plugins.module_utils.core.proc import run as proc_run
+from ansible_collections.gds.commission.plugins.module_utils.measure.vocab import CUFILE_XFER_TYPES, GPU_XFER_TYPES
 from ansible_collections.gds.commission.plugins.module_utils.measure.watch import JobWatch, gds_stats_tool
 
 GIB = float(1 << 30)
@@ -63,7 +64,7 @@ def one_run(args, cmd, rec_path, watched, topo, stats):
     health = watch = None
     cpu0, child0, wall0 = time.process_time(), _children_cpu(), time.monotonic()
     if watched:
-        health = HealthRun([], "/sys", [], "", {}, [args.gpu] if args.xfer in (0, 5, 6) else [],
+        health = HealthRun([], "/sys", [], "", {}, [args.gpu] if args.xfer in CUFILE_XFER_TYPES else [],
                            interval=args.interval, traffic=True)
         health.begin()
         watch = JobWatch({}, "/proc", "/sys", topo, health, stats[0], stats[1])
@@ -150,7 +151,7 @@ def main(argv=None):
     os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # as gds_bench: -d N is NVML's GPU N
     cmd = [args.gdsbench, "-D", args.dir, "-x", str(args.xfer), "-I", "0", "-w", str(args.threads),
            "-s", args.size, "-i", args.io_size, "-T", str(args.seconds)]
-    if args.xfer in (0, 2, 4, 5, 6):
+    if args.xfer in GPU_XFER_TYPES:
         cmd += ["-d", str(args.gpu)]
     topo = topology()
     stats = gds_stats_tool(args.gds_stats, args.cufile_json)

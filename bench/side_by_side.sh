@@ -40,13 +40,9 @@ GPU=${GDSV_GPU:-0}
 NP=${GDSV_PROCS:-8}
 ROUNDS=${GDSV_ROUNDS:-3}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-SBS="python3 $HERE/side_by_side.py"
 # shellcheck source-path=SCRIPTDIR source=gpu_lib.sh
 . "$HERE/gpu_lib.sh"
-gdsv_init
-T0=$(date +%s)
-RUNS=$OUT/runs.jsonl
-: >"$RUNS"
+gdsv_rounds_init
 gdsv_environment
 # where threads and buffers can be placed: NUMA nodes, the GPU's node, the CPUs
 echo "NUMA nodes: $(find /sys/devices/system/node -maxdepth 1 -name "node[0-9]*" 2>/dev/null | wc -l); online CPUs: $(nproc)"
@@ -62,14 +58,8 @@ if [ "${GDSV_PEERS:-1}" = 0 ]; then
 	echo "fio: GDSV_PEERS=0: no fio rows"
 elif [ -x "$ROOT/.peers/carry/fio-cufile" ]; then
 	gdsv_find_fio
-else
-	src=$(find "$ROOT/.peers/carry" -maxdepth 1 -name 'fio_*.orig.tar.gz' 2>/dev/null | sort | tail -1)
-	if [ -n "$src" ]; then
-		fio_build "$src" /tmp/fio-build "$OUT/fio-build.log" >"$OUT/fio-build.out" 2>&1 &
-		FIO_BG=$!
-	else
-		echo "fio: neither .peers/carry/fio-cufile nor .peers/carry/fio_*.orig.tar.gz: no fio rows"
-	fi
+elif ! fio_build_start; then
+	echo "fio: neither .peers/carry/fio-cufile nor .peers/carry/fio_*.orig.tar.gz: no fio rows"
 fi
 gdsv_build
 PROBE=""
@@ -79,8 +69,7 @@ else
 	echo "cufile_probe: build failed:"; tail -n 15 "$OUT/probe-build.log" | sed 's/^/  | /'
 fi
 if [ -n "$FIO_BG" ]; then
-	if wait "$FIO_BG"; then FIO=/tmp/fio-build/fio; fi
-	cat "$OUT/fio-build.out"
+	fio_build_wait
 	echo "fio: ${FIO:-not available}${FIO:+ ($("$FIO" --version))}"
 fi
 gdsv_data_dir "${1:-}"
@@ -97,23 +86,6 @@ F0=$D/gdsbench.0
 LIMIT=$(( ${T%.*} + 90 ))
 rec() {	# rec ROUND WORKLOAD TOOL KIND RESULT RC CMD...
 	$SBS record "$RUNS" "$@"
-}
-g_run() {	# g_run ROUND WORKLOAD TOOL GDSBENCH-ARGS... (gds keeps the record in $JSONDIR/NAME.json)
-	local r=$1 wl=$2 tool=$3 rc; shift 3
-	gds "$wl-$tool-r$r" "$@"
-	rc=$?
-	rec "$r" "$wl" "$tool" gdsbench "$JSONDIR/$wl-$tool-r$r.json" "$rc" gdsbench "$@"
-}
-f_run() {	# f_run ROUND WORKLOAD TOOL FIO-ARGS...
-	local r=$1 wl=$2 tool=$3; shift 3
-	local js=$JSONDIR/fio-$wl-$tool-r$r.json rc
-	[ -n "$FIO" ] || return 0
-	echo "+ fio $wl $tool $*"
-	timeout -k 5 "$LIMIT" "$FIO" --name="$wl" --direct=1 --time_based --runtime="$T" --group_reporting \
-		--output-format=json "$@" >"$js" 2>"$js.err"
-	rc=$?
-	[ "$rc" = 0 ] || { echo "fio rc=$rc:"; head -c 600 "$js.err"; }
-	rec "$r" "$wl" "$tool" fio "$js" "$rc" fio "$@"
 }
 KVIKIO_OK=0
 if [ "${GDSV_KVIKIO:-1}" = 1 ] && [ "${GDSV_PEERS:-1}" = 1 ] && ls "$ROOT"/.whl/*kvikio*.whl >/dev/null 2>&1; then
@@ -182,13 +154,13 @@ tool_run() {	# tool_run ROUND WORKLOAD TOOL
 	local -a f=("${fio_where[@]}" --size="$BIG" --bs="$io" --rw="$rw")
 	local -a cuf=(--ioengine=libcufile --cuda_io=cufile --gpu_dev_ids="$GPU")
 	case $tool in
-	gdsbench-default) g_run "$r" "$wl" "$tool" "${g[@]}" -x 0 ;;
-	gdsbench-threads) g_run "$r" "$wl" "$tool" "${g[@]}" -x 0 -P 1 ;;
-	gdsbench-procs) g_run "$r" "$wl" "$tool" "${g[@]}" -x 0 -P "$NP" ;;
-	gdsbench-x6) g_run "$r" "$wl" "$tool" "${g[@]}" -x 6 ;;
-	fio-cufile-procs) f_run "$r" "$wl" "$tool" "${f[@]}" "${cuf[@]}" ;;
-	fio-cufile-threads) f_run "$r" "$wl" "$tool" "${f[@]}" "${cuf[@]}" --thread ;;
-	fio-psync) f_run "$r" "$wl" "$tool" "${f[@]}" --ioengine=psync ;;
+	gdsbench-default) round_gds "$r" "$wl" "$tool" "${g[@]}" -x 0 ;;
+	gdsbench-threads) round_gds "$r" "$wl" "$tool" "${g[@]}" -x 0 -P 1 ;;
+	gdsbench-procs) round_gds "$r" "$wl" "$tool" "${g[@]}" -x 0 -P "$NP" ;;
+	gdsbench-x6) round_gds "$r" "$wl" "$tool" "${g[@]}" -x 6 ;;
+	fio-cufile-procs) round_fio "$r" "$wl" "$tool" "${f[@]}" "${cuf[@]}" ;;
+	fio-cufile-threads) round_fio "$r" "$wl" "$tool" "${f[@]}" "${cuf[@]}" --thread ;;
+	fio-psync) round_fio "$r" "$wl" "$tool" "${f[@]}" --ioengine=psync ;;
 	*) echo "side_by_side: unknown tool $tool in GDSV_TOOLS"; return 1 ;;
 	esac
 }

@@ -4,7 +4,7 @@
 #
 #   bench/gpu_validate.sh [DATA_DIR]
 #
-# 1. builds bench/gdsbench against $CUDA_HOME (/usr/local/cuda);
+# 1. builds gdsbench (the gds_bench role's files/bench) against $CUDA_HOME (/usr/local/cuda);
 # 2. makes sure cuFile can register files on DATA_DIR's file system: the udev
 #    record /run/udev/data/b<major>:<minor> of its block device (major:minor
 #    read from the directory, never assumed), created only when missing;
