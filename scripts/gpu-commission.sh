@@ -8,7 +8,8 @@
 #      deleted or overwritten, and the step says it was skipped;
 #   3. commission with the record present (created only when it was missing; profile
 #      gpu_compat: compat path expected, can PASS);
-#   4. benchmark + report again with a profile that expects nvidia-fs (FAILs, with the evidence).
+#   4. benchmark + report again with a profile that expects nvidia-fs (FAILs, with the evidence);
+#   5. tune again: changed=0; 6. the drift playbook: nothing drifted.
 # ansible-core and the collections come carried in .whl/ when the machine has no package index:
 # make them with `make wheels` (scripts/carry-wheels.sh); a missing wheel is named.
 # Outputs go to $OUT (default build/gpu-commission). UDEV_DATA overrides /run/udev/data.
@@ -25,6 +26,9 @@ mkdir -p "$OUT"
 say() { printf '\n==== %s\n' "$*"; }
 FAILED=()
 failed() { FAILED+=("$1"); echo "STEP FAILED: $1"; }
+# GPU_COMMISSION_STEPS: the steps to run (default all, 0-6), e.g. "0 1 2 3" then "4 5 6" in two calls;
+# GPU_COMMISSION_DURATION: seconds a job of step 3 runs (default: the profile's)
+want() { [[ " ${GPU_COMMISSION_STEPS:-0 1 2 3 4 5 6} " == *" $1 "* ]]; }
 
 if ! command -v ansible-playbook >/dev/null 2>&1; then
 	echo "ansible-playbook not found: installing the carried wheels from .whl/"
@@ -52,10 +56,13 @@ FST=$(findmnt -no FSTYPE -T "$DATA")
 RECORD=${UDEV_DATA:-/run/udev/data}/b$MM
 say "data directory $DATA on $(findmnt -no SOURCE -T "$DATA") ($FST, $MM)"
 
+if want 0; then
 say "0. capture the machine for the tests (tests/fixtures/captured/)"
 python3 scripts/capture-node.py "$OUT/capture" --name "${CAPTURE_NAME:-gpu-node}" --expect \
 	|| failed "0. the capture of this machine"
+fi
 
+if want 1; then
 say "1. GPU facts"
 nvidia-smi --query-gpu=index,pci.bus_id,name,driver_version --format=csv | tee "$OUT/nvidia-smi.csv" || failed "nvidia-smi"
 nvidia-smi topo -m > "$OUT/nvidia-smi-topo-m.txt" 2>&1 && cat "$OUT/nvidia-smi-topo-m.txt"
@@ -85,12 +92,17 @@ for index in sorted(set(smi) | set(ours)):
           "MATCH" if smi.get(index) == ours.get(index) else "MISMATCH"))
 print("groups:", topo["groups"])
 print("nvme:", [(d["name"], d["bdf"], d["system"]) for d in topo["nvme"]])
+print("disks:", [(d["name"], d["kind"], d["bdf"], d["system"], d.get("unknown")) for d in topo.get("disks", [])])
 print("platform:", json.dumps({k: plat.get(k) for k in ("kernel", "arch", "iommu", "nvidia", "gpus", "nvidia_fs", "p2pdma", "udev", "lockdown")}, default=str)[:3000])
 if smi != ours:
     sys.exit("the facts' GPUs differ from nvidia-smi's")
 PY
 
-if [ -e "$RECORD" ]; then
+fi
+
+if ! want 2; then
+	:
+elif [ -e "$RECORD" ]; then
 	say "2. commission with $RECORD missing: SKIPPED"
 	echo "$RECORD is present (written by udevd or an earlier run): a live udev record is never deleted,"
 	echo "so the run without it is skipped; the product's preflight reports a missing record on its own."
@@ -102,9 +114,11 @@ else
 	[ "$rc" -ne 0 ] && grep -q "udev" "$OUT/commission-no-udev.log" || failed "2. the missing udev record was not reported"
 fi
 
+udev_record "$MM" "$FST" || exit 1	# steps 3 on need it (it is left in place)
+if want 3; then
 say "3. commission with the udev record"
-udev_record "$MM" "$FST" || exit 1
-ansible-playbook -i inventory/gpu-local playbooks/commission.yml -e gds_bench_target_dir="$DATA" > "$OUT/commission.log" 2>&1
+ansible-playbook -i inventory/gpu-local playbooks/commission.yml -e gds_bench_target_dir="$DATA" \
+	${GPU_COMMISSION_DURATION:+-e gds_bench_duration=$GPU_COMMISSION_DURATION} > "$OUT/commission.log" 2>&1
 rc=$?; echo "exit $rc"; grep -E "msg: 'gpu-local|^ *- ?'?group|PLAY RECAP" -A1 "$OUT/commission.log" | head -20
 [ "$rc" -eq 0 ] || failed "3. the compat commissioning did not PASS (exit $rc, $OUT/commission.log)"
 python3 - "$OUT/reports/latest/summary.json" <<'PY' || failed "3. the report of the compat run"
@@ -116,7 +130,9 @@ for host, entry in doc["hosts"].items():
         print("  %-5s %-55s expected %-22s actual %s %s" % (c["verdict"], c["name"][:55], c.get("expected"), c.get("actual"), (c.get("detail") or "")[:90]))
 PY
 cp -rL "$OUT/reports/latest" "$OUT/compat-report" 2>/dev/null
+fi
 
+if want 4; then
 say "4. benchmark again, expecting nvidia-fs"
 ansible-playbook -i inventory/gpu-local playbooks/bench.yml playbooks/report.yml -e gds_bench_target_dir="$DATA" \
 	-e gds_bench_duration=5 -e gds_bench_expect_path=nvfs > "$OUT/commission-nvfs.log" 2>&1
@@ -134,6 +150,30 @@ for host, entry in doc["hosts"].items():
             found += c["verdict"] == "FAIL"
 sys.exit(0 if found else "no io path check FAILed")
 PY
+fi
+
+if want 5; then
+say "5. tune again: nothing left to change"
+ansible-playbook -i inventory/gpu-local playbooks/tune.yml > "$OUT/tune-again.log" 2>&1
+rc=$?; grep -A2 "PLAY RECAP" "$OUT/tune-again.log"
+[ "$rc" -eq 0 ] && grep -Eq "gpu-local +: .*changed=0 " "$OUT/tune-again.log" \
+	|| failed "5. a second tune run changed something or failed (exit $rc, $OUT/tune-again.log)"
+fi
+
+if want 6; then
+say "6. the nightly drift check: nothing drifted"
+ansible-playbook -i inventory/gpu-local playbooks/drift.yml > "$OUT/drift.log" 2>&1
+rc=$?; echo "exit $rc"
+python3 - "$OUT/reports/latest/drift.json" <<'PY' || failed "6. drift after commissioning (exit $rc, $OUT/drift.log)"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+for host, entry in doc["hosts"].items():
+    print(host, "drifted:", entry["drifted"], entry.get("detail") or "", [i["setting"] for i in entry["items"]])
+sys.exit(0 if all(e["drifted"] is False for e in doc["hosts"].values()) else "drifted or not checked")
+PY
+[ "$rc" -eq 0 ] || failed "6. the drift playbook exited $rc"
+fi
+
 tar czf "$OUT/reports.tgz" -C "$OUT" reports compat-report 2>/dev/null
 
 if ((${#FAILED[@]})); then

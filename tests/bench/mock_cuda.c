@@ -156,6 +156,13 @@ CUfileError_t cuFileHandleRegister(CUfileHandle_t *fh, CUfileDescr_t *d)
 
 		return e;
 	}
+	/* as libcufile 1.15 on the H100 machine: a descriptor whose status flags hold O_NOFOLLOW
+	 * (or O_NONBLOCK) is "unsupported file open flags" (5019) */
+	if (fcntl(d->handle.fd, F_GETFL) & (O_NOFOLLOW | O_NONBLOCK)) {
+		CUfileError_t e = { CU_FILE_INVALID_FILE_OPEN_FLAG, 0 };
+
+		return e;
+	}
 	h = malloc(sizeof(*h));
 	h->fd = d->handle.fd;
 	*fh = h;

@@ -144,7 +144,9 @@ def test_every_host_failing_still_gets_a_report(demo):
     assert summ["counts"]["ERROR"] == 2
     for host in ("sim-a100", "sim-h100"):
         error = [c for c in summ["hosts"][host]["checks"] if c["verdict"] == "ERROR"][0]
-        assert "gds_pcie_acs_bridges" in error["actual"] and "not-a-bdf" in error["detail"]
+        # the task that failed (the role's one validation task) and the variable and value at fault
+        assert "pcie_acs" in error["actual"], error
+        assert "gds_pcie_acs_bridges" in error["detail"] and "not-a-bdf" in error["detail"], error
     assert "not-a-bdf" in latest(demo["reports"], "junit.xml")
 
 

@@ -26,7 +26,7 @@ from ansible_collections.gds.commission.plugins.module_utils.tune.acs import acs
 from ansible_collections.gds.commission.plugins.module_utils.tune.driver import driver_checks, udev_check, udev_record_check
 from ansible_collections.gds.commission.plugins.module_utils.tune.iommu import iommu_checks
 from ansible_collections.gds.commission.plugins.module_utils.hw.health import aer_checks, link_checks
-from ansible_collections.gds.commission.plugins.module_utils.measure import perftest, thresholds
+from ansible_collections.gds.commission.plugins.module_utils.measure import concurrency, perftest, thresholds
 from ansible_collections.gds.commission.plugins.module_utils.measure.devhealth import (
     gpu_health_check, health_thresholds, nvme_health_check,
 )
@@ -488,6 +488,20 @@ CASES = {
                                                "only GPU0", "WARN", lambda g: "GPU%s" % g["index"], "no figures"], {}),
         [((2, "io_gpus"), r"bounce"), ((2, "io_gpus", 0), r"bounce"), ((2, "buffer_gpus"), r"bounce"),
          ((2, "buffer_gpus", 0), r"bounce")]),
+    "concurrency:scaling_check": Case(
+        lambda: (concurrency.scaling_check, ["bench: j: ", {"scaling": 0.95, "aggregate_gib_s": 19.0,
+                                                             "singles_gib_s": 20.0}, [0.9, 0.0, None, "x"]], {}),
+        [((1, "scaling"), r"scaling"), ((1,), r"scaling"), ((1, "aggregate_gib_s"), None)]),
+    "concurrency:ceiling_check": Case(
+        lambda: (concurrency.ceiling_check, ["bench: j: ", {"job": "h", "gib_s": 2.0, "fraction": 0.95}, 0.8], {}),
+        [((1, "fraction"), r"ceiling_fraction"), ((1,), r"ceiling_fraction"), ((1, "gib_s"), None)]),
+    "concurrency:every_gpu_check": Case(
+        lambda: (concurrency.every_gpu_check, [[0, 1], [{"name": "a", "gpu": 0}, {"name": "b", "gpu": 1}],
+                                               [{"name": "a", "checks": [{"verdict": "PASS"}]},
+                                                {"name": "b", "checks": [{"verdict": "PASS"}]}]], {}),
+        [((0, 1), r"every GPU"), ((0,), r"every GPU"), ((1, 1, "gpu"), r"every GPU"),
+         ((2, 1, "checks", 0, "verdict"), r"every GPU"), ((2, 1, "checks"), r"every GPU"),
+         ((2, 1, "name"), r"every GPU"), ((1, 1, "name"), r"every GPU")]),
     "watch:JobWatch.fraction_check": Case(
         lambda: (_watch().fraction_check, ["bench: j: ", {"gb_s": 15.8, "bound": "drives", "bytes_per_s": 15.8e9},
                                            0.85], {}),

@@ -56,7 +56,7 @@ def test_plan_leaves_procs_to_gdsbench_unless_the_template_sets_it():
     templates = [{"name": "seq_write", "io_type": "write"}, {"name": "seq_read", "io_type": "read", "procs": 8},
                  {"name": "rand_read", "io_type": "randread", "io_size": "4K", "threads": 32, "procs": 1}]
     jobs = {j["name"]: j for j in gds_bench_plan(arrays, {"templates": templates, "xfer_type": 0})}
-    assert jobs["raid1 seq_write"]["procs"] is None
-    assert jobs["raid1 seq_read"]["procs"] == 8 and jobs["raid1 rand_read"]["procs"] == 1
+    assert jobs["raid1 gpu0 seq_write"]["procs"] is None
+    assert jobs["raid1 gpu0 seq_read"]["procs"] == 8 and jobs["raid1 gpu0 rand_read"]["procs"] == 1
     cpu = gds_bench_plan(arrays, {"templates": templates, "xfer_type": 1})
     assert {j["procs"] for j in cpu} == {1}

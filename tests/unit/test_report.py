@@ -827,3 +827,57 @@ def test_a_host_variable_that_cannot_be_read_is_that_hosts_error():
     assert _input_error(hosts["b"])[0]["detail"] == ("report: cannot render host input: cannot read host variable "
                                                      "gds_bench_checks: 'undefined_var' is undefined")
     assert [c["name"] for c in hosts["b"]["checks"]][0] == "acs: 0000:04:10.0"  # what could be read is kept
+
+
+def test_every_gpu_at_once_is_shown_against_its_singles_the_shared_link_and_the_host_read(tmp_path):
+    """A run of GPUs 0, 1 (affinity group 1) and 4 (group 2) at once on the DGX-2: the report's
+    table gives the aggregate, the sum of the singles and their ratio, the limit with the link
+    that bounds it, per affinity group and per root port, and the share of the host read."""
+    import simtree
+    from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
+    from ansible_collections.gds.commission.plugins.module_utils.measure.concurrency import (
+        ceiling_entry, concurrency_entry, concurrent_limit, parts_of,
+    )
+    root = simtree.build("dgx2", str(tmp_path / "dgx2"))
+    topology, _ = discover(root + "/sys", root + "/proc")
+    pair = ["nvme2n1", "nvme3n1"]
+    job = {"name": "all GPUs on nvme23 seq_read", "jobs": [
+        {"name": "gpu%d nvme23" % g, "gpu": g, "members": pair, "array": "nvme23", "single": "nvme23 gpu%d seq_read" % g}
+        for g in (0, 1, 4)]}
+    record = {"throughput_gib_s": 7.0, "jobs": [{"throughput_gib_s": 2.4}, {"throughput_gib_s": 2.3}, {"throughput_gib_s": 2.3}]}
+    records = {"nvme23 gpu0 seq_read": {"throughput_gib_s": 6.5}, "nvme23 gpu1 seq_read": {"throughput_gib_s": 6.4},
+               "nvme23 gpu4 seq_read": {"throughput_gib_s": 6.1}}
+    watch = {"limit": concurrent_limit(topology, parts_of(job)), "concurrency": concurrency_entry(job, record, records, topology),
+             "ceiling": ceiling_entry(record, "all GPUs on nvme23 seq_read host", {"throughput_gib_s": 7.3})}
+    result = {"name": job["name"], "record": record, "watch": watch, "checks": []}
+    docs = docs_for({"h": {"checks": [], "topology": topology, "bench": [result]}})
+    page = render_html(summary("r", "s", "f", docs), docs)
+    table = page[page.index("<h3>Every GPU at once</h3>"):]
+    table = table[:table.index("</table>")]
+    row = re.search(r'<tr data-job="all GPUs on nvme23 seq_read">(.*?)</tr>', table).group(1)
+    cells = re.findall(r"<td>(.*?)</td>", row)
+    assert cells[1:6] == ["0, 1, 4", "7", "19", "37 %", "7.877"]
+    assert cells[6].startswith("a link the GPUs share, NVMe controller 0000:2e:00.0: 3.938 GB/s")
+    assert "switch upstream port 0000:32:00.0 15.754 GB/s" in cells[7]
+    assert cells[8] == "96 % (all GPUs on nvme23 seq_read host: 7.3 GiB/s)"
+    assert "per affinity group: affinity group 1</td><td>0, 1</td><td>4.7</td><td>12.9</td>" in table
+    assert "per root port: root port 0000:4e:00.0</td><td>4</td>" in table
+    # the records table and the job's chart give the host read too
+    assert "96 % (all GPUs on nvme23 seq_read host" in page and "measured / host read" in page
+
+
+def test_every_gpu_section_shows_unknowns_and_no_hostile_figure():
+    result = {"name": "all", "record": {"throughput_gib_s": 1.0}, "watch": {
+        "limit": {"unknown": "the path of gpu0 vda, gpu1 vda: link state unknown at 0000:00:01.0",
+                  "shared": [{"element": "0000:00:01.0", "what": "disk controller 0000:00:01.0", "gb_s": None},
+                             {"element": "pci0000:00", "what": "root complex (host bridge pci0000:00)", "gb_s": None}]},
+        "concurrency": {"aggregate_gib_s": float("nan"), "singles_gib_s": -1, "scaling": float("inf"),
+                        "unknown": "no single figure for gpu1 vda", "jobs": [{"gpu": 0}, {"gpu": 1}],
+                        "groups": [{"key": "<b>", "gpus": [0], "aggregate_gib_s": 10 ** 400}], "root_ports": "x"},
+        "ceiling": {"job": "all host", "unknown": "all host did not complete"}}}
+    html_text = gds_report.every_gpu_html([result])
+    assert "unknown: the path of gpu0 vda, gpu1 vda" in html_text
+    assert "disk controller 0000:00:01.0 (rate unknown); root complex (host bridge pci0000:00) (not modelled)" in html_text
+    assert "unknown: no single figure for gpu1 vda" in html_text and "unknown: all host did not complete" in html_text
+    assert "nan" not in html_text and "inf" not in html_text and "<b>" not in html_text and "&lt;b&gt;" in html_text
+    assert gds_report.every_gpu_html([{"name": "single", "watch": {}}]) == ""

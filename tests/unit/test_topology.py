@@ -207,3 +207,78 @@ def test_this_machine_runs_without_error(module_runner):
     assert topo["gpus"] == []  # no GPU on the development and CI machines
     if not os.listdir("/sys/class/nvme") if os.path.isdir("/sys/class/nvme") else True:
         assert topo["nvme"] == []
+
+
+def test_rented_two_gpu_vm_finds_the_virtio_data_disk_and_its_function(sim_node):
+    """The lab's two-GPU machine: GPUs on the root bus, NUMA -1, the data disk a virtio-blk
+    function without link files. The disk is in the facts with the function its data crosses,
+    and that function's link is on pcie_links with the reason its rate is unknown."""
+    facts, warnings = topology(sim_node, "cloud-vm-2gpu")
+    assert warnings == []
+    assert [(g["index"], g["bdf"], g["numa_node"], g["switch"]) for g in facts["gpus"]] == [
+        (0, "0000:00:06.0", -1, None), (1, "0000:00:07.0", -1, None)]
+    assert facts["nvme"] == []
+    assert facts["disks"] == [{"name": "vda", "kind": "virtio", "bdf": "0000:00:01.0", "system": False,
+                               "numa_node": -1, "switch": None, "size_bytes": 500000000000}]
+    # no NVMe: each GPU is a group of its own with no drive in it
+    assert [(g["gpus"], g["nvme"]) for g in facts["groups"]] == [([0], []), ([1], [])]
+    links = {link["bdf"]: link for link in facts["pcie_links"]}
+    assert sorted(links) == ["0000:00:01.0", "0000:00:06.0", "0000:00:07.0"]  # not the virtio NIC
+    disk = links["0000:00:01.0"]
+    assert disk["kind"] == "disk" and disk["upstream"] is None and disk["current_width"] is None
+    assert "0000:00:01.0/{current_link_speed," in disk["problem"] and "rate is unknown" in disk["problem"]
+    assert links["0000:00:06.0"]["current_speed_gts"] == 32.0 and links["0000:00:07.0"]["current_width"] == 16
+
+
+def scsi_vm(root_on_sda=False):
+    """A VM with a SAS HBA (class 0x010700) at 0000:03:00.0 below root port 0000:00:03.0 and two
+    disks behind it, as mpt3sas lays them out (host0/port-0:0/end_device-0:0/target0:0:0/0:0:0:0)."""
+    target = "host0/port-0:0/end_device-0:0/target0:0:%d/0:0:%d:0"
+    return {"host_bridges": {"0000:00": 0}, "bridges": {"0000:00:03.0": 0x03},
+            "gpus": {"bdfs": ["0000:00:04.0"]},
+            "other": [{"bdf": "0000:03:00.0", "class": 0x010700, "vendor": 0x1000, "device": 0x00c9, "driver": "mpt3sas",
+                       "block": {"name": "sda", "under": target % (0, 0), "devno": "8:0"}},
+                      {"bdf": "0000:00:1f.2", "class": 0x010601, "driver": "ahci",
+                       "block": {"name": "sdb", "under": "ata1/host1/target1:0:0/1:0:0:0", "devno": "8:16"}}],
+            "proc": {"mounts": "/dev/sdb / ext4 rw 0 0\n"}}
+
+
+def test_disks_behind_an_hba_and_ahci_are_placed_on_their_function(sim_node):
+    facts, warnings = topology(sim_node, scsi_vm())
+    assert warnings == []
+    disks = {d["name"]: d for d in facts["disks"]}
+    assert (disks["sda"]["kind"], disks["sda"]["bdf"], disks["sda"]["system"]) == ("scsi", "0000:03:00.0", False)
+    assert (disks["sdb"]["kind"], disks["sdb"]["bdf"], disks["sdb"]["system"]) == ("ata", "0000:00:1f.2", True)
+    links = {link["bdf"]: link for link in facts["pcie_links"]}
+    # the data disk's HBA and its root port are on the links; the system disk's AHCI function is not
+    assert links["0000:03:00.0"]["kind"] == "disk" and links["0000:03:00.0"]["upstream"] == "0000:00:03.0"
+    assert links["0000:03:00.0"]["current_width"] == 4 and "0000:00:1f.2" not in links
+
+
+def test_nvme_over_fabrics_names_its_nic_where_the_controller_does(sim_node, tmp_path):
+    """A fabrics controller has no PCI function: its namespace is a disk whose data crosses the NIC
+    its address names (host_iface, nvme-tcp), else an unknown with the reason."""
+    import simtree
+    fixture = {"host_bridges": {"0000:00": 0}, "gpus": {"bdfs": ["0000:00:04.0"]},
+               "nics": [{"bdf": "0000:00:05.0", "rdma": "mlx5_0", "netdev": "enp0s5"}]}
+    root = simtree.build(fixture, str(tmp_path / "node"))
+    sys_root = os.path.join(root, "sys")
+    for number, address in ((1, "traddr=10.0.0.9,trsvcid=4420,host_iface=enp0s5"), (2, "traddr=10.0.0.9,trsvcid=4420")):
+        ctl = os.path.join(sys_root, "devices", "virtual", "nvme-fabrics", "ctl", "nvme%d" % number)
+        os.makedirs(os.path.join(ctl, "nvme%dn1" % number))
+        with open(os.path.join(ctl, "transport"), "w") as handle:
+            handle.write("tcp\n")
+        with open(os.path.join(ctl, "address"), "w") as handle:
+            handle.write(address + "\n")
+        for where in ("class/nvme", "block"):
+            os.makedirs(os.path.join(sys_root, where), exist_ok=True)
+        os.symlink(os.path.relpath(ctl, os.path.join(sys_root, "class", "nvme")),
+                   os.path.join(sys_root, "class", "nvme", "nvme%d" % number))
+        os.symlink(os.path.relpath(os.path.join(ctl, "nvme%dn1" % number), os.path.join(sys_root, "block")),
+                   os.path.join(sys_root, "block", "nvme%dn1" % number))
+    facts, _ = discover(sys_root, os.path.join(root, "proc"))
+    disks = {d["name"]: d for d in facts["disks"]}
+    tcp = disks["nvme1n1"]
+    assert (tcp["kind"], tcp["transport"], tcp["nic"], tcp["bdf"]) == ("fabrics", "tcp", "enp0s5", "0000:00:05.0")
+    unnamed = disks["nvme2n1"]
+    assert unnamed["bdf"] is None and "names no local interface" in unnamed["unknown"] and "10.0.0.9" in unnamed["unknown"]

@@ -190,6 +190,29 @@ def test_member_slower_than_peers_at_zero_ms_is_named_not_a_traceback():
     assert check["verdict"] == "WARN" and "nvme2n1 (PCI address unknown) took far longer" in check["actual"]
 
 
+def test_every_gpu_at_once_over_two_arrays_compares_each_array_with_itself(tmp_path):
+    """All GPUs at once, each on its own array: md127 serves three GPUs, md4 one, so md127's
+    members move three times md4's bytes. Each array's members are compared with their own
+    (bench: <job>: <array> drive load), never across arrays; a skew inside an array still shows."""
+    def run(deltas):
+        before, after = pair(deltas)
+        (tmp_path / "diskstats").write_text(before)
+        watch = JobWatch({}, str(tmp_path), str(tmp_path / "nosys"))
+        job = {"name": "all", "io_type": "read", "members": sorted(deltas),
+               "drive_groups": {"nvme23": ["nvme2n1", "nvme3n1"], "nvme89": ["nvme8n1", "nvme9n1"]}}
+        watch.begin(job)
+        (tmp_path / "diskstats").write_text(after)
+        return {c["name"]: c for c in watch.end(job, {})[1]}
+    three = from_iostat(27173 * 3, 3478144 * 3, 1.0, util=100.0)
+    one = from_iostat(27173, 3478144, 1.0, util=100.0)
+    checks = run({"nvme2n1": three, "nvme3n1": three, "nvme8n1": one, "nvme9n1": one})
+    assert {n: c["verdict"] for n, c in checks.items()} == {"bench: all: nvme23 drive load": "PASS",
+                                                            "bench: all: nvme89 drive load": "PASS"}
+    checks = run({"nvme2n1": three, "nvme3n1": three, "nvme8n1": one, "nvme9n1": dict(ZEROS)})
+    assert checks["bench: all: nvme89 drive load"]["verdict"] == "FAIL"
+    assert checks["bench: all: nvme23 drive load"]["verdict"] == "PASS"
+
+
 def test_unknown_is_a_skip_with_the_reason(tmp_path):
     watch = JobWatch({}, str(tmp_path / "noproc"), str(tmp_path / "nosys"))
     job = {"name": "j", "io_type": "read", "members": ["nvme2n1"]}

@@ -113,3 +113,109 @@ def test_job_records_limit_and_fraction_and_the_optional_threshold(dgx2, tmp_pat
     # a CPU transfer type's data ends in host memory: the drives' side only, up to the root complex
     entry, _ = watched(dgx2, {}, xfer_type=1, tmp=tmp_path)
     assert entry["limit"]["gpu"] is None and "host memory" in entry["limit"]["note"]
+
+
+# --------------------------------------------------------------------------------------------
+# Any PCI block device; every GPU at once
+# --------------------------------------------------------------------------------------------
+from ansible_collections.gds.commission.plugins.module_utils.measure.concurrency import (  # noqa: E402
+    concurrency_entry, concurrent_limit,
+)
+
+
+def facts_of(tmp_path_factory, fixture):
+    import simtree
+    root = simtree.build(fixture, str(tmp_path_factory.mktemp("node")))
+    facts, _ = discover(root + "/sys", root + "/proc")
+    return facts
+
+
+@pytest.fixture(scope="module")
+def rented_vm(tmp_path_factory):
+    return facts_of(tmp_path_factory, "cloud-vm-2gpu")
+
+
+def test_a_virtio_disk_has_a_path_whose_unknown_rate_is_named(rented_vm):
+    """The rented VM's data disk is a virtio function without link files: its path is found (the
+    disk's function, the GPU, the root complex between them) and its rate is unknown, saying
+    which function and why, never an invented figure."""
+    limit = path_limit(rented_vm, 0, ["vda"])
+    assert "bytes_per_s" not in limit and limit["root_complex"] == ["pci0000:00"]
+    assert limit["unknown"].startswith("link state unknown at 0000:00:01.0")
+    assert "are missing: no PCIe link is shown" in limit["unknown"] and "not an NVMe drive" not in limit["unknown"]
+
+
+def test_a_disk_behind_an_hba_is_bound_by_the_hba_link(tmp_path_factory):
+    from test_topology import scsi_vm
+    facts = facts_of(tmp_path_factory, scsi_vm())
+    limit = path_limit(facts, 0, ["sda"])
+    # the HBA's Gen3 x4 link (simtree's default for other functions), below its root port; the GPU
+    # on the root bus: the path crosses the root complex, which is named
+    assert limit["gb_s"] == 3.938 and limit["bound"] == "the drives' links"
+    assert limit["drives"] == [{"name": "sda", "bdf": "0000:03:00.0", "slowest": {
+        "bdf": "0000:03:00.0", "gen": 3, "width": 4, "gb_s": 3.938, "note": None}}]
+    assert limit["root_complex"] == ["pci0000:00"] and "pci0000:00" in limit["note"]
+
+
+def test_every_gpu_on_one_array_is_bound_by_the_drives_they_share(dgx2):
+    """GPUs 0-3 reading md127 (nvme2n1, nvme3n1) at once: each alone could take the two drives'
+    7.877 GB/s; together the drives' x4 links carry it once, and the limit says which link."""
+    parts = [{"name": "gpu%d" % g, "gpu": g, "drives": PAIR} for g in (0, 1, 2, 3)]
+    limit = concurrent_limit(dgx2, parts)
+    assert limit["sum_gb_s"] == 4 * 7.877 and limit["gb_s"] == 7.877
+    assert limit["bound"].startswith("a link the GPUs share, NVMe controller 0000:2e:00.0: 3.938 GB/s")
+    shared = {e["element"]: e for e in limit["shared"]}
+    assert shared["0000:2e:00.0"]["jobs"] == ["gpu0", "gpu1", "gpu2", "gpu3"] and shared["0000:2e:00.0"]["demand_gb_s"] == 15.754
+    # GPUs 0 and 1 share their switch's upstream link (x16: not the bound)
+    assert shared["0000:32:00.0"]["jobs"] == ["gpu0", "gpu1"] and shared["0000:32:00.0"]["gb_s"] == 15.754
+
+
+def test_every_gpu_on_its_own_array_shares_nothing(dgx2):
+    parts = [{"name": "gpu0", "gpu": 0, "drives": PAIR}, {"name": "gpu4", "gpu": 4, "drives": ["nvme4n1", "nvme5n1"]}]
+    limit = concurrent_limit(dgx2, parts)
+    assert limit["gb_s"] == 2 * 7.877 and limit["shared"] == [] and limit["bound"].startswith("each GPU's own path")
+
+
+def test_two_gpus_on_the_rented_vm_share_the_virtio_function_and_the_root_complex(rented_vm):
+    parts = [{"name": "gpu%d vda" % g, "gpu": g, "drives": ["vda"]} for g in (0, 1)]
+    limit = concurrent_limit(rented_vm, parts)
+    assert limit["unknown"].startswith("the path of gpu0 vda, gpu1 vda: link state unknown at 0000:00:01.0")
+    shared = {e["element"]: e for e in limit["shared"]}
+    assert set(shared) == {"0000:00:01.0", "pci0000:00"}
+    assert shared["0000:00:01.0"]["gb_s"] is None and "no PCIe link is shown" in shared["0000:00:01.0"]["note"]
+    assert shared["pci0000:00"]["what"] == "root complex (host bridge pci0000:00)"
+
+
+def test_the_aggregate_per_affinity_group_and_per_root_port(dgx2):
+    """GPUs 0, 1 (group 1) and 4 (group 2) at once: the aggregate against their singles, per group
+    and per root port, each with the limit of its part."""
+    subs = [{"name": "gpu0 nvme23", "gpu": 0, "members": PAIR, "array": "nvme23", "single": "g0"},
+            {"name": "gpu1 nvme23", "gpu": 1, "members": PAIR, "array": "nvme23", "single": "g1"},
+            {"name": "gpu4 nvme45", "gpu": 4, "members": ["nvme4n1", "nvme5n1"], "array": "nvme45", "single": "g4"}]
+    record = {"throughput_gib_s": 12.0, "jobs": [{"throughput_gib_s": 3.5}, {"throughput_gib_s": 3.0},
+                                                 {"throughput_gib_s": 5.5}]}
+    records = {"g0": {"throughput_gib_s": 6.5}, "g1": {"throughput_gib_s": 6.4}, "g4": {"throughput_gib_s": 6.1}}
+    entry = concurrency_entry({"jobs": subs}, record, records, dgx2)
+    assert (entry["aggregate_gib_s"], entry["singles_gib_s"], entry["scaling"]) == (12.0, 19.0, round(12 / 19.0, 4))
+    groups = {g["key"]: g for g in entry["groups"]}
+    assert groups["affinity group 1"]["gpus"] == [0, 1] and groups["affinity group 1"]["aggregate_gib_s"] == 6.5
+    assert groups["affinity group 1"]["singles_gib_s"] == 12.9 and groups["affinity group 1"]["limit_gb_s"] == 7.877
+    assert groups["affinity group 1"]["bound"].startswith("a link the GPUs share, NVMe controller")
+    assert groups["affinity group 2"]["limit_gb_s"] == 7.877
+    ports = {p["key"]: p for p in entry["root_ports"]}
+    assert set(ports) == {"root port 0000:2b:00.0", "root port 0000:4e:00.0"}
+    assert ports["root port 0000:2b:00.0"]["gpus"] == [0, 1]
+    # a single that did not complete: no sum, said why
+    entry = concurrency_entry({"jobs": subs}, record, {"g0": records["g0"]}, dgx2)
+    assert entry["singles_gib_s"] is None and entry["scaling"] is None and "g1 did not complete" in entry["unknown"]
+
+
+def test_a_concurrent_jobs_watch_takes_the_limit_of_the_links_they_share(dgx2, tmp_path):
+    watch = JobWatch({"path_fraction_min": 0.5}, str(tmp_path / "noproc"), str(tmp_path / "nosys"), dgx2)
+    job = {"name": "all", "xfer_type": 0, "io_type": "read", "members": PAIR,
+           "jobs": [{"name": "gpu%d" % g, "gpu": g, "members": PAIR} for g in (0, 1, 2, 3)]}
+    watch.begin(job)
+    entry, checks = watch.end(job, {"throughput_gib_s": 6.5})
+    assert entry["limit"]["gb_s"] == 7.877 and entry["limit"]["bound"].startswith("a link the GPUs share")
+    assert entry["fraction"] == round(6.5 * 2 ** 30 / 7.877e9, 4)
+    assert {c["name"]: c["verdict"] for c in checks}["bench: all: path_fraction"] == "PASS"

@@ -3,14 +3,20 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters for the benchmark plan of a node.
 
-``gds_bench_plan``: for every array (a mount and the GPUs local to it): the profile's job
-templates with the array's first GPU (the optimal pair), in template order (the write that
-creates the files first), then the first read template again from a GPU of another group
-(non-affine), and a ``compare`` on the optimal read: optimal/non-affine throughput, the guide's
-40 % penalty made a check. A target with ``far_mount`` (a network mount, from
-``gds_netfs_bench_targets``) measures the penalty the other way round, as the guide's NFS
-chapter does: the same GPU against a mount through a NIC far from it (a write there first, so
-that the read has files).
+``gds_bench_plan``: every GPU is measured, and a node is signed off for every GPU or not at all.
+For every array (a mount and the GPUs local to it): the profile's job templates with each of its
+GPUs, in template order (the write that creates the files first); the first read template into
+host memory (transfer type 1, the drives' measured ceiling, ``ceiling`` of each GPU's read); the
+first read template again from a GPU of another group (non-affine), and a ``compare`` on the
+first GPU's read: optimal/non-affine throughput, the guide's 40 % penalty made a check. A GPU
+whose group has no array runs the templates on its nearest array (``nonaffine``, judged by the
+non-affine thresholds). Then every GPU at once (``jobs``: one gdsbench process running a gdsio
+job file): each on its own array, and all on one array. A CPU transfer type touches no GPU: it
+runs once per array, and the plan says so in its skip entries.
+
+A target with ``far_mount`` (a network mount, from ``gds_netfs_bench_targets``) measures the
+penalty the other way round, as the guide's NFS chapter does: the same GPU against a mount
+through a NIC far from it (a write there first, so that the read has files).
 
 ``gds_netfs_bench_targets``: those targets from the gds_netfs mounts and the topology: each GPU
 against the mount of its own NIC, plus the mount through its farthest NIC.
@@ -21,10 +27,10 @@ once, in the guide's format.
 """
 from __future__ import annotations
 
-from ansible_collections.gds.commission.plugins.module_utils.hw.pci import class_rank
+from ansible_collections.gds.commission.plugins.module_utils.hw.pci import LINK_CLASSES, class_rank
 from ansible_collections.gds.commission.plugins.module_utils.measure.thresholds import drive_spec_error
 from ansible_collections.gds.commission.plugins.module_utils.measure.vocab import (
-    GPU_XFER_TYPES, IO_TYPES, io_is_read, io_is_write, key_range, size_bytes, xfer_type_error,
+    GPU_XFER_TYPES, IO_TYPES, io_is_read, io_is_write, key_range, size_bytes, xfer_type_error, xfer_types,
 )
 
 
@@ -49,11 +55,65 @@ def _drive_spec(given):
     return given
 
 
+CPU_REASON = "the CPU transfer type does not touch a GPU"
+# O_DIRECT into host memory (CPUONLY): what the drives give without a GPU
+HOST_XFER = xfer_types("odirect", without="gpu")[0]
+
+
+def _template_thresholds(given, key):
+    """A per-template thresholds dict of the profile ({} when unset); PlanError names the key."""
+    given = given or {}
+    if not isinstance(given, dict) or not all(isinstance(v, dict) for v in given.values()):
+        raise PlanError("%s must be a dict of job template name: {metric: [reference, lower, upper, unit]}, got %r"
+                        % (key, given))
+    return given
+
+
+def _concurrency(given):
+    """The profile's gds_bench_concurrency: {own_array, one_array} -> [reference, lower, upper,
+    unit] or None (recorded, not judged); PlanError names a bad key or value."""
+    given = given or {}
+    if not isinstance(given, dict) or set(given) - set(SCENARIOS):
+        raise PlanError("gds_bench_concurrency must be a dict with the keys %s, got %r" % (", ".join(SCENARIOS), given))
+    out = {}
+    for key in SCENARIOS:
+        value = given.get(key)
+        if value in (None, [], {}):
+            out[key] = None
+        elif isinstance(value, (list, tuple)) and len(value) in (3, 4):
+            out[key] = list(value)
+        else:
+            raise PlanError("gds_bench_concurrency.%s: expected [reference, lower, upper, unit] or [], got %r"
+                            % (key, value))
+    return out
+
+
+# the two runs of every GPU at once: each GPU on its own array, and all of them on one array
+SCENARIOS = ("own_array", "one_array")
+
+
+def _nearest(gpu, arrays, matrix, numa_of_gpu):
+    """The array nearest a GPU that has none of its own: the best link class from the GPU to the
+    array's drives (the topology's matrix), then an array of the GPU's NUMA node, then the first."""
+    row = (matrix or {}).get("GPU%d" % gpu) or {}
+
+    def key(item):
+        index, array = item
+        classes = [row.get(m) for m in array.get("members") or [] if row.get(m)]
+        rank = min(class_rank(c) for c in classes) if classes else len(LINK_CLASSES)
+        numas = {numa_of_gpu.get(g) for g in array.get("gpus") or []}
+        return rank, numa_of_gpu.get(gpu) not in numas, index
+    return min(enumerate(arrays), key=key)[1]
+
+
 def gds_bench_plan(arrays, profile):
+    """The gdsbench jobs of a node (docs/benchmark.md, How the role plans jobs)."""
     templates = list(profile.get("templates") or [])
     templates.sort(key=lambda t: 0 if io_is_write(t.get("io_type")) else 1)
     thresholds = profile.get("thresholds") or {}
+    nonaffine = _template_thresholds(profile.get("nonaffine_thresholds"), "gds_bench_nonaffine_thresholds")
     drive_spec = _drive_spec(profile.get("drive_spec"))
+    concurrency = _concurrency(profile.get("concurrency"))
     xfer = int(profile.get("xfer_type", 0))
     gpu_xfer = xfer in GPU_XFER_TYPES
     all_gpus = list(profile.get("gpu_indices") or [])
@@ -63,75 +123,218 @@ def gds_bench_plan(arrays, profile):
     # read with more threads than the write made shares one file instead (-f).
     writers = [int(t.get("threads", 8)) for t in templates if io_is_write(t.get("io_type"))]
     files = max(writers) if writers else 0
-    jobs = []
-    for array in arrays:
+    read = _first_read(templates)
+    local = [a for a in arrays if "far_mount" not in a]  # network targets choose their GPUs themselves
+    placed = {g for a in local for g in a.get("gpus") or []}
+    # every GPU: those of an array on it, the others (no drive in their group) on the nearest one
+    homeless = [g for g in all_gpus if g not in placed] if gpu_xfer and local else []
+
+    def single(array, gpu, template, name, own=True):
         label = array.get("label") or array["mount"].rstrip("/").split("/")[-1] or "array"
-        gpus = list(array.get("gpus") or [])
-        gpu = gpus[0] if gpus else (all_gpus[0] if all_gpus else None)
-        # a network target names its directory itself (the guide's gds_dir below the mount point)
         target = array.get("target") or array["mount"].rstrip("/") + "/gds-bench"
         members = len(array.get("members") or []) or 1
-        for template in templates:
-            name = "%s %s" % (label, template["name"])
-            job = {
-                "name": name, "template": template["name"], "target": target, "gpu": gpu if gpu_xfer else None,
-                "numa": numa_of_gpu.get(gpu) if gpu is not None else None,
-                "xfer_type": xfer, "io_type": template.get("io_type", "read"),
-                "io_size": template.get("io_size", "1M"), "threads": int(template.get("threads", 8)),
-                "size": template.get("size", profile.get("size", "1G")),
-                "duration": int(template.get("duration", profile.get("duration", 30))),
-                "thresholds": thresholds.get(template["name"], {}),
-                "expect_path": profile.get("expect_path") if gpu_xfer else None,
-                # worker processes: a template's own value, else gdsbench's default (processes for
-                # large sequential cuFile I/O, threads for small or random I/O: bench/RESULTS.md)
-                "procs": (None if template.get("procs") is None else int(template["procs"])) if gpu_xfer else 1,
-            }
-            # the drives the job's watch reads: the array's, else (a target directory on a live
-            # node) the disk under the target
-            if array.get("md"):
-                job["md"] = array["md"]
-            if array.get("members"):
-                job["members"] = list(array["members"])
-            elif profile.get("live") and "far_mount" not in array:
-                job["drives_from_target"] = True
-            if io_is_read(job["io_type"]) and job["threads"] > files:
-                job["file"] = target + "/gdsbench.0"
-            spec = drive_spec.get(template["name"])
-            if spec:
-                job["spec"] = {"metric": spec[0], "value": float(spec[1]) * members}
-            if gpu_xfer and skip_gpu:
-                job["skip"] = skip_gpu
-            if array.get("skip"):
-                job["skip"] = array["skip"]
-            jobs.append(job)
-        read = _first_read(templates)
+        job = {
+            "name": name, "template": template["name"], "target": target, "gpu": gpu if gpu_xfer else None,
+            "numa": numa_of_gpu.get(gpu) if gpu is not None else None,
+            "xfer_type": xfer, "io_type": template.get("io_type", "read"),
+            "io_size": template.get("io_size", "1M"), "threads": int(template.get("threads", 8)),
+            "size": template.get("size", profile.get("size", "1G")),
+            "duration": int(template.get("duration", profile.get("duration", 30))),
+            # a GPU without a drive of its own is judged by the non-affine thresholds, never the affine ones
+            "thresholds": (thresholds if own else nonaffine).get(template["name"], {}),
+            "expect_path": profile.get("expect_path") if gpu_xfer else None,
+            # worker processes: a template's own value, else gdsbench's default (processes for
+            # large sequential cuFile I/O, threads for small or random I/O: bench/RESULTS.md)
+            "procs": (None if template.get("procs") is None else int(template["procs"])) if gpu_xfer else 1,
+        }
+        if not own:
+            # far from the drives: cuFile may stage the data in a GPU near them, as it does for
+            # the non-affine pair (the watch's bounce check PASSes naming that GPU)
+            job.update(nonaffine=True, expect_bounce=bool(gpu_xfer))
+        # the drives the job's watch reads: the array's, else (a target directory on a live
+        # node) the disk under the target
+        if array.get("md"):
+            job["md"] = array["md"]
+        if array.get("members"):
+            job["members"] = list(array["members"])
+        elif profile.get("live") and "far_mount" not in array:
+            job["drives_from_target"] = True
+        if io_is_read(job["io_type"]) and job["threads"] > files:
+            job["file"] = target + "/gdsbench.0"
+        spec = drive_spec.get(template["name"])
+        if spec:
+            job["spec"] = {"metric": spec[0], "value": float(spec[1]) * members}
+        if gpu_xfer and skip_gpu:
+            job["skip"] = skip_gpu
+        if array.get("skip"):
+            job["skip"] = array["skip"]
+        return job
+
+    # singles: (gpu, array id, template) -> job name; home: (gpu, template) -> the GPU's own single
+    jobs, singles, home, labels, hosts = [], {}, {}, {}, {}
+    for array in arrays:
+        label = array.get("label") or array["mount"].rstrip("/").split("/")[-1] or "array"
+        labels[id(array)] = label
+        gpus = list(array.get("gpus") or [])
+        per_gpu = gpu_xfer and "far_mount" not in array and bool(gpus)
+        # a CPU transfer type runs once per array: its data never reaches a GPU
+        run = gpus if per_gpu else [gpus[0] if gpus else (all_gpus[0] if all_gpus else None)]
+        for gpu in run:
+            for template in templates:
+                name = "%s gpu%d %s" % (label, gpu, template["name"]) if per_gpu else "%s %s" % (label, template["name"])
+                jobs.append(single(array, gpu, template, name))
+                singles[(gpu, id(array), template["name"])] = name
+                if per_gpu:
+                    home.setdefault((gpu, template["name"]), name)
         others = [g for g in all_gpus if g not in gpus]
         gain = profile.get("affinity_gain")
         if read and gain and gpus and "far_mount" in array:
             jobs += _far_nic_jobs(jobs, array, label, read, templates, gain,
-                                  None if gpu_xfer else "the CPU transfer type does not touch a GPU",
-                                  skip_gpu or array.get("skip"))
+                                  None if gpu_xfer else CPU_REASON, skip_gpu or array.get("skip"))
             continue
+        if read and per_gpu and not skip_gpu and not array.get("skip"):
+            # the measured ceiling: the same drives read into host memory, in the same run
+            host = single(array, gpus[0], read, "%s %s host" % (label, read["name"]))
+            host.update(xfer_type=HOST_XFER, gpu=None, expect_path=None, procs=1, thresholds={}, spec=None)
+            jobs.append(host)
+            hosts[id(array)] = host["name"]
+            for gpu in gpus:
+                _job(jobs, singles[(gpu, id(array), read["name"])])["ceiling"] = host["name"]
         if read and gain and gpus:
-            optimal = "%s %s" % (label, read["name"])
+            optimal = singles[(run[0], id(array), read["name"])]
             if not gpu_xfer or skip_gpu or not others:
-                reason = ("the CPU transfer type does not touch a GPU" if not gpu_xfer
-                          else skip_gpu or "every GPU is local to this array")
-                jobs.append({"name": "%s non-affine" % optimal, "skip": reason,
+                reason = (CPU_REASON if not gpu_xfer else skip_gpu or "every GPU is local to this array")
+                jobs.append({"name": "%s %s non-affine" % (label, read["name"]), "skip": reason,
                              "thresholds": {"affinity_gain": gain}})
                 continue
             # Prefer the farthest GPU: another NUMA node shows the guide's penalty most clearly.
-            others.sort(key=lambda g: (numa_of_gpu.get(g) == numa_of_gpu.get(gpu), g))
+            others.sort(key=lambda g: (numa_of_gpu.get(g) == numa_of_gpu.get(run[0]), g))
             far = others[0]
-            nonaffine = "%s non-affine gpu%d" % (optimal, far)
+            nonaffine_name = "%s %s non-affine gpu%d" % (label, read["name"], far)
             # the far GPU's data may land on a GPU near the drives first: what this job measures
-            jobs.append(dict(next(j for j in jobs if j["name"] == optimal), name=nonaffine, gpu=far,
-                             numa=numa_of_gpu.get(far), thresholds={}, spec=None, expect_bounce=True))
-            for job in jobs:
-                if job["name"] == optimal:
-                    job["compare"] = {"job": nonaffine, "metric": "throughput_gib_s",
-                                      "as": "affinity_gain", "threshold": gain}
+            jobs.append(dict(_job(jobs, optimal), name=nonaffine_name, gpu=far, numa=numa_of_gpu.get(far),
+                             thresholds={}, spec=None, expect_bounce=True, ceiling=None))
+            _job(jobs, optimal)["compare"] = {"job": nonaffine_name, "metric": "throughput_gib_s",
+                                              "as": "affinity_gain", "threshold": gain}
+    homes = {}
+    for gpu in homeless:
+        array = homes[gpu] = _nearest(gpu, local, profile.get("matrix"), numa_of_gpu)
+        for template in templates:
+            name = "%s gpu%d non-affine %s" % (labels[id(array)], gpu, template["name"])
+            jobs.append(dict(single(array, gpu, template, name, own=False),
+                             **({"ceiling": hosts[id(array)]} if template is read and id(array) in hosts else {})))
+            singles[(gpu, id(array), template["name"])] = name
+            home[(gpu, template["name"])] = name
+    if all_gpus and local and not gpu_xfer:
+        reason = "%s: one job per array, not one per GPU" % CPU_REASON
+        jobs += [{"name": "every GPU", "skip": reason}, {"name": "all GPUs at once", "skip": reason},
+                 {"name": "host ceiling", "skip": "the CPU transfer type reads into host memory already: "
+                                                  "its own jobs are what the drives give"}]
+    elif gpu_xfer and local:
+        jobs += _concurrent_jobs(local, homes, templates, read, home, hosts, labels, single, profile, concurrency, skip_gpu)
     return jobs
+
+
+def _job(jobs, name):
+    return next(j for j in jobs if j["name"] == name)
+
+
+def _concurrent_jobs(local, homes, templates, read, home, hosts, labels, single, profile, concurrency, skip_gpu):
+    """Every GPU at once, in one gdsbench process running a gdsio job file (one [jobN] per GPU):
+    each GPU on its own array (a GPU without one on its nearest), then all of them on the first
+    array. Each run is a write that makes the files (its sub-jobs share a directory: gdsbench
+    numbers each one's files on), the first read template, and the same read into host memory
+    (its measured ceiling)."""
+    own = [(g, a) for a in local for g in a.get("gpus") or []] + sorted(homes.items())
+    gpus = sorted({g for g, dummy in own})
+    writer = next((t for t in templates if io_is_write(t.get("io_type"))), None)
+    why = None
+    if profile.get("concurrent") is False:
+        why = "gds_bench_concurrent is false"
+    elif skip_gpu:
+        why = skip_gpu
+    elif len(gpus) < 2:
+        why = "one GPU: nothing runs at the same time"
+    elif read is None or writer is None:
+        why = "no read template, or no write template to make the read's files"
+    if why:
+        return [{"name": "all GPUs at once", "skip": why}]
+    runs = [("own_array", "all GPUs on own arrays", own)]
+    first = local[0]
+    one = [(g, first) for g in gpus]
+    if all(a is first for dummy, a in own):
+        runs.append(("one_array", None, "every GPU's own storage is %s: the run on their own arrays is "
+                     "the run on one array" % labels[id(first)]))
+    else:
+        runs.append(("one_array", "all GPUs on %s" % labels[id(first)], one))
+    out = []
+    for scenario, title, pairs in runs:
+        if title is None:
+            out.append({"name": "all GPUs on one array", "skip": pairs})
+            continue
+        out += _concurrent_run(scenario, title, pairs, writer, read, home, hosts, labels, single, profile,
+                               concurrency[scenario])
+    return out
+
+
+def _concurrent_run(scenario, title, pairs, writer, read, home, hosts, labels, single, profile, threshold):
+    """The write, read and host-memory read of one concurrent run over ``pairs`` [(gpu, array)].
+    Each sub-job names the single job it is compared with (``single``): the GPU's own, on its
+    own array (or its nearest), alone; the host read of the array it reads here."""
+    subs = []
+    for gpu, array in pairs:
+        base = single(array, gpu, read, "gpu%d %s" % (gpu, labels[id(array)]))
+        # a job file's NUMA node is a node's number: a GPU without one (-1) is not pinned
+        numa = base.get("numa") if isinstance(base.get("numa"), int) and base["numa"] >= 0 else None
+        sub = {key: base[key] for key in ("name", "gpu", "target", "threads") if key in base}
+        sub.update(numa=numa, array=labels[id(array)], single=home.get((gpu, read["name"])),
+                   host=hosts.get(id(array)))
+        for key in ("md", "members", "drives_from_target"):
+            if key in base:
+                sub[key] = base[key]
+        subs.append(sub)
+    shared = single(pairs[0][1], pairs[0][0], read, "")
+    members = sorted({m for s in subs for m in s.get("members") or []})
+    arrays = sorted({s["array"] for s in subs})
+    out = []
+    steps = (("write", writer, profile.get("xfer_type", 0)), ("read", read, profile.get("xfer_type", 0)),
+             ("host", read, HOST_XFER))
+    for step, template, xfer in steps:
+        name = "%s %s%s" % (title, template["name"], " host" if step == "host" else "")
+        io = {"xfer_type": int(xfer), "io_type": template.get("io_type", "read"),
+              "io_size": template.get("io_size", "1M"), "size": shared["size"], "duration": shared["duration"]}
+        step_subs = []
+        for sub in subs:
+            entry = dict(sub, **io)
+            host = entry.pop("host")
+            if step == "host":
+                entry.update(gpu=None, single=host)
+            if step == "write":
+                # the write runs the read's threads (the read needs those files): comparable to the
+                # single writes only when they ran as many
+                same = int(template.get("threads", 8)) == sub["threads"] and template.get("size") == read.get("size")
+                entry["single"] = home.get((sub["gpu"], template["name"])) if same else None
+            step_subs.append(entry)
+        procs = shared.get("procs")
+        job = dict(io, name=name, scenario=scenario, step=step, template=template["name"],
+                   threads=sum(s["threads"] for s in subs), thresholds={},
+                   expect_path=profile.get("expect_path") if step != "host" else None,
+                   procs=procs * len(subs) if procs and step != "host" else (1 if step == "host" else None),
+                   jobs=step_subs, jobfile=gds_gdsio_jobfile(step_subs, name="gds_bench_%s_%s" % (scenario, step)))
+        if members:
+            job["members"] = members
+            if len(arrays) > 1:
+                job["drive_groups"] = {a: sorted({m for s in subs if s["array"] == a for m in s.get("members") or []})
+                                       for a in arrays}
+        elif any(s.get("drives_from_target") for s in subs):
+            job["drives_from_target"] = True
+            job["target"] = subs[0]["target"]
+        if step == "read":
+            job["ceiling"] = "%s %s host" % (title, read["name"])
+            if threshold:
+                job["scaling"] = threshold
+        out.append(job)
+    return out
 
 
 def _far_nic_jobs(jobs, array, label, read, templates, gain, cpu_reason, skip):

@@ -23,6 +23,8 @@ description:
   - A target directory that is a symbolic link, or a data file the job would open that is a link,
     not a regular file or another user's, makes the job an ERROR naming it before the benchmark
     runs; links above the target are followed (docs/benchmark.md, Data files).
+  - A job with C(jobs) runs every GPU at once in one gdsbench process, from the gdsio job file
+    C(jobfile) the plan wrote (docs/benchmark.md, Every GPU at once).
 version_added: "1.0.0"
 author: gds-commission contributors (!UNKNOWN)
 options:
@@ -49,6 +51,17 @@ options:
         drives), C(members) (its drives, when there is no md), C(drives_from_target) (the disk
         under the target, on a live node), C(expect_bounce) (the planner's non-affine job: a
         bounce through a GPU near the drives PASSes)."
+      - "C(ceiling) names the job that read the same drives into host memory in the same run: the
+        job's C(watch.ceiling) is its throughput over that one's (C(bench: <job>: ceiling_fraction)
+        with the watch's C(ceiling_fraction_min)). C(nonaffine) marks a GPU measured on storage
+        outside its affinity group (its thresholds are the non-affine ones); it counts for
+        C(bench: every GPU measured), the planner's non-affine pair (C(expect_bounce) alone) does not."
+      - "Every GPU at once: C(jobs) lists the sub-jobs (C(name), C(gpu), C(numa), C(target),
+        C(threads), C(array), C(members), C(single): the single job of that GPU to compare with)
+        and C(jobfile) the gdsio job file that runs them, one C([jobN]) per sub-job in the same
+        order; C(drive_groups) ({array: members}) compares each array's drives with their own;
+        C(scaling) ([reference, lower, upper, unit]) judges the aggregate over the sum of the
+        singles (C(bench: <job>: scaling))."
     type: list
     elements: dict
     required: true
@@ -152,6 +165,14 @@ options:
         links that the watch of each job names and measures the path's limit from."
     type: dict
     default: {}
+  expect_gpus:
+    description:
+      - "Every GPU of the node (indices): C(bench: every GPU measured) FAILs unless each had a
+        job of its own that completed (a node is signed off for every GPU or not at all), and the
+        device health covers each of them. Only when a job of the plan uses a GPU."
+    type: list
+    elements: int
+    default: []
   watch_thresholds:
     description:
       - "What the watch of each job judges (docs/profiles.md): C(drive_skew_tolerance),
@@ -206,6 +227,9 @@ results:
       description: The command line that ran (empty for a skipped job).
       type: list
       elements: str
+    jobfile:
+      description: For every GPU at once, the gdsio job file that ran (C(gdsbench FILE) runs it again).
+      type: str
     record:
       description: The benchmark's JSON record (docs/benchmark.md keys), plus C(stderr) and C(gdsio_line); C(exit_code) and C(stderr) only when it printed none.
       type: dict
@@ -226,11 +250,16 @@ results:
           C(drives_source), C(drives_unknown), C(seconds); C(gpus) (every GPU's PCIe bytes received
           and sent during the job, from NVML, with the source used) or C(gpus_unknown); C(cufile)
           (cuFile's per-GPU reads, writes and bounce-buffer pool from gds_stats, or its C(unknown)); C(limit)
-          (what the PCIe links between the drives and the GPU carry, from C(topology)) and
-          C(fraction) (measured / limit). Only for a job that completed."
+          (what the PCIe links between the drives and the GPU carry, from C(topology); for every GPU at
+          once, the links their paths share) and C(fraction) (measured / limit); C(ceiling) (the host-memory
+          read of the same drives: C({job, gib_s, fraction})); C(concurrency) (every GPU at once: the
+          aggregate over the sum of the singles, per sub-job, per affinity group and per root port). Only
+          for a job that completed."
       type: dict
 checks:
-  description: "All jobs' checks, each named C(bench: <job>: <metric>); also returned when the task fails."
+  description:
+    - "All jobs' checks, each named C(bench: <job>: <metric>); also returned when the task fails."
+    - "C(bench: every GPU measured) (with C(expect_gpus)): FAIL naming each GPU without a completed job."
   returned: always
   type: list
   elements: dict
@@ -251,6 +280,8 @@ health:
 
 import json
 import os
+import shutil
+import tempfile
 import time
 
 from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule  # results valid UTF-8
@@ -258,6 +289,9 @@ from ansible_collections.gds.commission.plugins.module_utils.core.checks import 
 from ansible_collections.gds.commission.plugins.module_utils.tune.driver import udev_record_check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import (
     UnsafeFile, data_file, new_regular_file, open_dir, remove_dir, remove_file,
+)
+from ansible_collections.gds.commission.plugins.module_utils.measure.concurrency import (
+    ceiling_check, ceiling_entry, concurrency_entry, every_gpu_check, scaling_check,
 )
 from ansible_collections.gds.commission.plugins.module_utils.measure.devhealth import HealthConfigError, HealthRun
 from ansible_collections.gds.commission.plugins.module_utils.core.proc import run as proc_run
@@ -273,10 +307,12 @@ class JobError(Exception):
     pass
 
 
-def command(binary, job):
+def command(binary, job, jobfile=None):
     io_type = job.get("io_type", "read")
     if io_type not in IO_TYPES:
         raise JobError("io_type %r is not one of %s" % (io_type, ", ".join(IO_TYPES)))
+    if job.get("jobs"):  # every GPU at once: the job file holds each sub-job's GPU, node and target
+        return [binary] + _procs(job) + ["--json", "-", jobfile]
     where = ["-f", job["file"]] if job.get("file") else ["-D", job["target"]]
     cmd = [binary] + where + ["-x", str(job.get("xfer_type", 0)),
                               "-I", str(IO_TYPES[io_type]), "-w", str(job.get("threads", 8)),
@@ -288,16 +324,54 @@ def command(binary, job):
         cmd += ["-n", str(job["numa"])]
     if job.get("seed") is not None:
         cmd += ["-k", str(job["seed"])]
-    if job.get("procs") is not None:
-        # worker processes, one cuFile instance each; unset: gdsbench's own choice (one per
-        # thread for large sequential GPU-direct jobs), so procs: 1 is passed to keep threads
-        procs = job["procs"]
-        if isinstance(procs, bool) or not str(procs).isdigit() or int(procs) < 1:
-            raise JobError("procs %r is not a number of worker processes (1 or more)" % (procs,))
-        cmd += ["-P", str(int(procs))]
+    cmd += _procs(job)
     if job.get("verify"):
         cmd += ["-V"]
     return cmd + ["--json", "-"]
+
+
+def _procs(job):
+    """gdsbench's -P: worker processes, one cuFile instance each; unset: gdsbench's own choice
+    (one per thread for large sequential GPU-direct jobs), so procs: 1 is passed to keep threads."""
+    if job.get("procs") is None:
+        return []
+    procs = job["procs"]
+    if isinstance(procs, bool) or not str(procs).isdigit() or int(procs) < 1:
+        raise JobError("procs %r is not a number of worker processes (1 or more)" % (procs,))
+    return ["-P", str(int(procs))]
+
+
+def write_jobfile(job):
+    """The plan's gdsio job file of a job with sub-jobs, in a directory of its own (removed after
+    the job): (directory, path)."""
+    text = job.get("jobfile")
+    if not isinstance(text, str) or not text.strip():
+        raise JobError("has sub-jobs (jobs) but no gdsio job file (jobfile)")
+    if not all(isinstance(sub, dict) and sub.get("target") for sub in job["jobs"]):
+        raise JobError("every sub-job needs a target directory")
+    where = tempfile.mkdtemp(prefix="gds_bench-")
+    path = os.path.join(where, "jobs.gdsio")
+    with open(path, "w") as handle:
+        handle.write(text)
+    return where, path
+
+
+def jobfile_mismatch(job, record):
+    """Why the record's per-job results are not the job's sub-jobs (count, order, GPU, threads,
+    directory), or None: the plan wrote the job file from the sub-jobs, and a figure is compared
+    with a sub-job's single only when it is that sub-job's."""
+    per_job, subs = (record or {}).get("jobs"), job["jobs"]
+    if not isinstance(per_job, list) or len(per_job) != len(subs):
+        return "the job file ran %s job(s), the job has %d sub-jobs" % (
+            len(per_job) if isinstance(per_job, list) else "no per-job result for its", len(subs))
+    for number, (sub, rec) in enumerate(zip(subs, per_job), 1):
+        rec = rec if isinstance(rec, dict) else {}
+        got = (rec.get("threads"), os.path.abspath(str(rec.get("target") or "")).rstrip("/"))
+        want = (sub.get("threads"), os.path.abspath(str(sub.get("target"))).rstrip("/"))
+        if got != want or (sub.get("gpu") is not None and rec.get("gpu") != sub.get("gpu")):
+            return "job %d of the job file (%s threads, GPU %s, %s) is not sub-job %s (%s threads, GPU %s, %s)" % (
+                number, got[0], rec.get("gpu"), got[1], sub.get("name"), want[0], sub.get("gpu"), want[1])
+    return None
 
 
 def parse_record(out):
@@ -340,8 +414,9 @@ def run_job(cmd, timeout, env, started=None):
 
 
 def udev_check(job, udev_root, prefix):
-    """cuFile looks up the file system's block device in the udev database; say when it is absent."""
-    if not udev_root or int(job.get("xfer_type", 0)) not in CUFILE_XFER_TYPES:
+    """cuFile looks up the file system's block device in the udev database; say when it is absent.
+    Every GPU at once reads the targets of the single jobs, which were checked already."""
+    if not udev_root or int(job.get("xfer_type", 0)) not in CUFILE_XFER_TYPES or job.get("jobs"):
         return None
     where = job.get("file") or job["target"]
     dev = os.stat(where if os.path.exists(where) else os.path.dirname(where)).st_dev
@@ -369,16 +444,27 @@ class Workspace(object):
     def prepare(self, job):
         """Open (and make) the job's directory; UnsafeFile when its target is a link, or a data file
         it would open is a link, not a regular file or another user's (core/files.py's rule)."""
+        if job.get("jobs"):
+            # sub-jobs sharing a directory number their files on, as gdsbench does (file bases)
+            bases = {}
+            for sub in job["jobs"]:
+                path = os.path.abspath(sub["target"])
+                names = data_names(sub, bases.get(path, 0))
+                bases[path] = bases.get(path, 0) + len(names)
+                self._directory(path, names)
+            return
         if job.get("file"):
             path = os.path.abspath(job["file"])
             fd, name = self._open(os.path.dirname(path), True), os.path.basename(path)
             if data_file(fd, name, path) is None and path not in self.files:
                 self.files[path] = [fd, name, None]
             return
-        path = os.path.abspath(job["target"])
+        self._directory(os.path.abspath(job["target"]), data_names(job))
+
+    def _directory(self, path, names):
         fd = self._open(path, False)  # again for each job: a link put in its place since is refused
         self.targets.setdefault(path, [fd, set(os.listdir(fd)), {}])
-        for name in data_names(job):
+        for name in names:
             data_file(fd, name, os.path.join(path, name))
 
     def settle(self):
@@ -413,13 +499,14 @@ class Workspace(object):
         self.fds, self.made = [], []
 
 
-def data_names(job):
-    """The gdsbench.N files of a directory job (one per thread, gdsbench's -D naming)."""
+def data_names(job, base=0):
+    """The gdsbench.N files of a directory job (one per thread, gdsbench's -D naming), numbered
+    from ``base`` (a job file's jobs that share a directory)."""
     try:
         threads = int(job.get("threads", 8))
     except (TypeError, ValueError):
         return []  # gdsbench refuses the value itself
-    return ["gdsbench.%d" % t for t in range(min(max(threads, 0), 4096))]
+    return ["gdsbench.%d" % t for t in range(base, base + min(max(threads, 0), 4096))]
 
 
 def compare_check(job, result, records):
@@ -436,10 +523,38 @@ def compare_check(job, result, records):
     return check
 
 
-def gpu_indices(jobs):
-    """The GPUs the GPU-direct jobs that will run use (NVML samples those)."""
-    return sorted({int(j["gpu"]) for j in jobs if not j.get("skip") and j.get("gpu") is not None
-                   and int(j.get("xfer_type", 0)) in CUFILE_XFER_TYPES})
+def gpu_indices(jobs, expect=()):
+    """The GPUs the GPU-direct jobs that will run use (NVML samples those), sub-jobs included, and
+    every GPU of the node (``expect``) once any does: the health gate covers each GPU."""
+    found = set()
+    for job in jobs:
+        if job.get("skip") or int(job.get("xfer_type", 0)) not in CUFILE_XFER_TYPES:
+            continue
+        for each in [job] + [s for s in job.get("jobs") or [] if isinstance(s, dict)]:
+            if each.get("gpu") is not None:
+                found.add(int(each["gpu"]))
+    return sorted(found | set(expect or [])) if found else []
+
+
+def every_gpu_figures(params, results, records, health=None, watch=None):
+    """After the last job, the figures that need other jobs' records: each job against the host
+    read of its drives (``ceiling``), every GPU at once against each GPU alone (``jobs``)."""
+    minimum = (watch.th if watch is not None else {}).get("ceiling_fraction_min")
+    load = health.gpu_load() if health is not None else {}
+    for job, result in zip(params["jobs"], results):
+        if job["name"] not in records:
+            continue
+        record, seen = records[job["name"]], result.setdefault("watch", {})
+        prefix = "bench: %s: " % job["name"]
+        if job.get("ceiling"):
+            seen["ceiling"] = ceiling_entry(record, job["ceiling"], records.get(job["ceiling"]))
+            if minimum is not None:
+                result["checks"].append(ceiling_check(prefix, seen["ceiling"], minimum))
+        if job.get("jobs"):
+            drives = [d.get("name") for d in seen.get("drives") or [] if isinstance(d, dict)]
+            seen["concurrency"] = concurrency_entry(job, record, records, params["topology"], load, drives)
+            if job.get("scaling"):
+                result["checks"].append(scaling_check(prefix, seen["concurrency"], job["scaling"]))
 
 
 def run_all(params, check_mode, env, health=None, watch=None):
@@ -458,11 +573,15 @@ def run_all(params, check_mode, env, health=None, watch=None):
                 results.append({"name": job["name"], "cmd": [], "record": {}, "path": None, "stderr": "",
                                 "checks": skipped_job_checks(job, reason)})
                 continue
-            cmd, record, failure, stderr, udev = [], None, None, "", None
+            cmd, record, failure, stderr, udev, jobdir = [], None, None, "", None, None
             try:
-                if not job.get("target") and not job.get("file"):
+                if not job.get("target") and not job.get("file") and not job.get("jobs"):
                     raise JobError("has neither a target directory nor a file")
-                cmd = command(params["binary"], job)
+                if job.get("jobs"):
+                    jobdir, jobfile = write_jobfile(job)
+                    cmd = command(params["binary"], job, jobfile)
+                else:
+                    cmd = command(params["binary"], job)
                 workspace.prepare(job)
                 udev = udev_check(job, params["udev_root"], "bench: %s: " % job["name"])
                 duration = int(job.get("duration") or 0)
@@ -470,8 +589,13 @@ def run_all(params, check_mode, env, health=None, watch=None):
                 if watch is not None:
                     watch.begin(job)  # never raises: the watch is outside the job's fate
                 record, failure, stderr, fatal = run_job(cmd, timeout, env, watch.started if watch else None)
+                if record is not None and failure is None and job.get("jobs"):
+                    failure = jobfile_mismatch(job, record)
             except (JobError, UnsafeFile, OSError, ValueError, TypeError) as exc:
                 failure, fatal = "could not run: %s" % exc, False
+            finally:
+                if jobdir:
+                    shutil.rmtree(jobdir, ignore_errors=True)
             workspace.settle()
             checks = job_checks(job, record, failure, stderr) + ([udev] if udev else [])
             seen = None
@@ -491,6 +615,8 @@ def run_all(params, check_mode, env, health=None, watch=None):
                             "checks": checks, "attempted": True})
             if seen is not None:
                 results[-1]["watch"] = seen
+            if job.get("jobs"):  # what ran, to run again by hand (the file itself is removed)
+                results[-1]["jobfile"] = job.get("jobfile")
         for job, result in zip(params["jobs"], results):
             if not job.get("compare") or job["name"] not in records:
                 continue
@@ -500,6 +626,7 @@ def run_all(params, check_mode, env, health=None, watch=None):
             else:  # the other job broke or was skipped: no ratio to judge
                 result["checks"].append(check("bench: %s: %s" % (job["name"], job["compare"].get("as", "ratio")),
                                               "SKIP", None, None, "not judged: job %s did not complete" % other))
+        every_gpu_figures(params, results, records, health, watch)
     finally:
         if health is not None:
             health.end()  # after the last job, before the files go
@@ -528,6 +655,7 @@ def main():
             nvml_timeout=dict(type="float", default=5.0),
             procfs_root=dict(type="path", default="/proc"),
             topology=dict(type="dict", default={}),
+            expect_gpus=dict(type="list", elements="int", default=[]),
             watch_thresholds=dict(type="dict", default={}),
             gds_stats=dict(type="str", default="gds_stats"),
         ),
@@ -554,7 +682,8 @@ def main():
     try:
         if not module.check_mode and any(not j.get("skip") for j in params["jobs"]):
             health = HealthRun(params["pcie_links"], params["sysfs_root"], params["nvme_devices"],
-                               params["nvme_cli"], params["health_thresholds"], gpu_indices(params["jobs"]),
+                               params["nvme_cli"], params["health_thresholds"],
+                               gpu_indices(params["jobs"], params["expect_gpus"]),
                                interval=max(0.05, params["nvml_interval"]), traffic=watches_gpus(params["jobs"]),
                                nvml_timeout=max(0.1, params["nvml_timeout"]))
     except (HealthConfigError, ValueError, TypeError) as exc:
@@ -582,6 +711,9 @@ def main():
         if params["gpu_skip_reason"]:
             checks.append(gpu_skip_check(params["gpu_skip_reason"],
                                          [int(j.get("xfer_type", 0)) for j in params["jobs"] if not j.get("skip")]))
+        every = every_gpu_check(params["expect_gpus"], params["jobs"], results)
+        if every:
+            checks.append(every)
     if errors:
         module.fail_json(msg="benchmark job(s) broke: %s" % " | ".join(e[:600] for e in errors),
                          results=results, checks=checks, removed=removed, **extra)

@@ -116,6 +116,18 @@ ansible_facts:
           elements: dict
           sample: [{name: nvme0n1, controller: nvme0, controllers: [nvme0], bdf: "0000:08:00.0", system: false,
                     paths: [{name: nvme0n1, controller: nvme0, bdf: "0000:08:00.0", switch: "0000:05:00.0"}]}]
+        disks:
+          description:
+            - Whole disks that are no PCIe NVMe namespace (name, kind, bdf, numa_node, system, switch,
+              size_bytes, unknown), each with the PCI function its data crosses, the nearest above it in
+              sysfs; C(kind) virtio, scsi (behind an HBA), ata, usb, other, or fabrics (NVMe over
+              fabrics, with controller, transport, address and nic; C(bdf) that of the interface the
+              address names with host_iface).
+            - C(bdf) is null where no PCI function is known, and C(unknown) says why.
+          type: list
+          elements: dict
+          sample: [{name: vda, kind: virtio, bdf: "0000:00:01.0", numa_node: -1, system: false, switch: null,
+                    size_bytes: 500000000000}]
         nics:
           description:
             - RDMA devices of /sys/class/infiniband (name, netdev, netdevs, bdf, numa_node, switch, vfs, fw_ver,
@@ -165,10 +177,10 @@ ansible_facts:
           sample: pci
         pcie_links:
           description:
-            - One entry per GPU, NVMe controller (every path of a drive), RDMA NIC and bridge port on
-              their paths to the root port, sorted by bdf, from C(current_link_speed),
-              C(max_link_speed), C(current_link_width) and C(max_link_width).
-            - C(kind) is gpu, nvme, nic or bridge; C(port) the PCIe port type (endpoint, root_port,
+            - One entry per GPU, NVMe controller (every path of a drive), RDMA NIC, the PCI function
+              of each data disk and bridge port on their paths to the root port, sorted by bdf, from
+              C(current_link_speed), C(max_link_speed), C(current_link_width) and C(max_link_width).
+            - C(kind) is gpu, nvme, nic, disk or bridge; C(port) the PCIe port type (endpoint, root_port,
               upstream, downstream). Speeds are floats in GT/s, widths ints; null when unreadable.
             - An endpoint or switch upstream port shows the link to the port above it (C(upstream));
               a root or downstream port the link to the device below. C(partner) is the other end

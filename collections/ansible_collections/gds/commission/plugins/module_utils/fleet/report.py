@@ -30,9 +30,9 @@ from ansible_collections.gds.commission.plugins.module_utils.fleet.report_baseli
     history_checks, history_path, history_update, load_history, measured, per_host, write_history,
 )
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_html import (
-    COLORS, FLEET_ORDER, affinity_rows, bar_chart, first_problem, fleet_html, fleet_row, fleet_status,
-    host_html, links_html, network_html, network_rows, pairing_rows, platform_summary, rdma_bench_rows,
-    render_html, watch_chart,
+    COLORS, FLEET_ORDER, affinity_rows, bar_chart, ceiling_text, every_gpu_html, every_gpu_rows, first_problem,
+    fleet_html, fleet_row, fleet_status, host_html, links_html, network_html, network_rows, pairing_rows,
+    platform_summary, rdma_bench_rows, render_html, watch_chart,
 )
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_files import host_file_name, point_latest, run_id_error, write_run, write_run_dir
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_text import (
@@ -46,7 +46,8 @@ __all__ = [
     "input_problems", "normalize_check", "describe_degraded", "link_role", "link_state", "pcie_links",
     "FLEET_MIN_PEERS", "FLEET_TOLERANCE", "HISTORY_KEEP", "HISTORY_TOLERANCE", "UNKNOWN_PLATFORM",
     "fleet_checks", "history_checks", "history_path", "history_update", "load_history", "measured",
-    "per_host", "write_history", "COLORS", "FLEET_ORDER", "affinity_rows", "bar_chart", "first_problem",
+    "per_host", "write_history", "COLORS", "FLEET_ORDER", "affinity_rows", "bar_chart", "ceiling_text",
+    "every_gpu_html", "every_gpu_rows", "first_problem",
     "fleet_html", "fleet_row", "fleet_status", "host_html", "links_html", "network_html",
     "network_rows", "pairing_rows", "platform_summary", "rdma_bench_rows", "render_html", "watch_chart",
     "host_file_name", "point_latest", "run_id_error", "write_run", "write_run_dir", "epoch_of",

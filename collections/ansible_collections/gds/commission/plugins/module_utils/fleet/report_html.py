@@ -13,7 +13,7 @@ from ansible_collections.gds.commission.plugins.module_utils.core.files import n
 from ansible_collections.gds.commission.plugins.module_utils.core.numbers import is_figure
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_baselines import UNKNOWN_PLATFORM
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_links import group_path, link_state
-from ansible_collections.gds.commission.plugins.module_utils.fleet.report_text import figure_text, share_text, table_figure
+from ansible_collections.gds.commission.plugins.module_utils.fleet.report_text import as_text, figure_text, share_text, table_figure
 
 COLORS = {"PASS": "#2e7d32", "WARN": "#ef8f00", "FAIL": "#c62828", "SKIP": "#757575",
           "ERROR": "#6a1b9a", "UNREACHABLE": "#37474f"}
@@ -117,6 +117,15 @@ def watch_chart(result, width=860):
                                                           limit.get("bound")), {"data-fraction": fraction}))
     elif limit.get("unknown"):
         rows.append(("note", "path limit", None, None, "unknown: %s" % limit["unknown"], {}))
+    ceiling = watch.get("ceiling") if isinstance(watch.get("ceiling"), dict) else {}
+    if is_figure(ceiling.get("fraction")) and is_figure(measured) and is_figure(ceiling.get("gib_s")):
+        # the measured ceiling: the same drives read into host memory in the same run
+        rows.append(("limit", "measured / host read", min(ceiling["fraction"], 1.25) / 1.25, None,
+                     "%.3g GiB/s = %s of the %s GiB/s read into host memory (%s)" % (
+                         measured, share_text(ceiling["fraction"], 1, "%.0f%%"), ceiling["gib_s"], as_text(ceiling.get("job"))),
+                     {"data-ceiling": ceiling["fraction"]}))
+    elif ceiling.get("unknown"):
+        rows.append(("note", "host read", None, None, "unknown: %s" % ceiling["unknown"], {}))
     gpus = [g for g in _dicts(watch.get("gpus")) if is_figure(g.get("rx_bytes")) and is_figure(g.get("tx_bytes"))]
     drives = [d for d in _dicts(watch.get("drives")) if is_figure(d.get("read_bytes")) and is_figure(d.get("write_bytes"))]
     moved = rec.get("bytes") if is_figure(rec.get("bytes")) else 0
@@ -243,21 +252,89 @@ def host_html(name, doc):
     results = doc.get("bench") or []
     if results:
         out.append("<h3>Benchmark records</h3><table><tr><th>job</th><th>xfer</th><th>io</th><th>threads</th>"
-                   "<th>GiB/s</th><th>IOPS</th><th>lat mean us</th><th>lat p99 us</th><th>path</th></tr>")
+                   "<th>GiB/s</th><th>IOPS</th><th>lat mean us</th><th>lat p99 us</th><th>path</th>"
+                   "<th>of the host read</th></tr>")
         for result in results:
             rec = result.get("record") or {}
             lat = rec.get("lat_us") or {}
             out.append("<tr>%s</tr>" % "".join("<td>%s</td>" % _e(v) for v in (
                 result.get("name"), rec.get("xfer_type"), rec.get("io_type"), rec.get("threads"),
                 table_figure(rec.get("throughput_gib_s")), table_figure(rec.get("iops")), table_figure(lat.get("mean")),
-                table_figure(lat.get("p99")), (rec.get("path") or {}).get("mode", "-"))))
+                table_figure(lat.get("p99")), (rec.get("path") or {}).get("mode", "-"), ceiling_text(result))))
         out.append("</table>")
+        out.append(every_gpu_html(results))
         charts = [(r, watch_chart(r)) for r in results if isinstance(r, dict)]
         if any(chart for dummy, chart in charts):
             out.append("<h3>Where the bytes went</h3><p class=\"meta\">per job: measured against the "
                        "limit of its PCIe path (line: the limit); PCIe bytes per GPU (dark: received, "
                        "light: sent); bytes per drive</p>")
             out += ["<h4>%s</h4>%s" % (_e(r.get("name")), chart) for r, chart in charts if chart]
+    return "".join(out)
+
+
+def ceiling_text(result):
+    """"GPU path at 81 % of what the drives give" for a job with a host read of its drives
+    (watch.ceiling), "unknown: why", or "-"."""
+    watch = result.get("watch") if isinstance(result.get("watch"), dict) else {}
+    ceiling = watch.get("ceiling") if isinstance(watch.get("ceiling"), dict) else None
+    if ceiling is None:
+        return "-"
+    if is_figure(ceiling.get("fraction")):
+        return "%s (%s: %s GiB/s)" % (share_text(ceiling["fraction"], 1), as_text(ceiling.get("job")), table_figure(ceiling.get("gib_s")))
+    return "unknown: %s" % as_text(ceiling.get("unknown") or "no figure")
+
+
+def every_gpu_rows(results):
+    """The concurrent jobs of a host (watch.concurrency): each run's aggregate against the sum of
+    its GPUs' single figures and against the links they share, then per affinity group and per
+    root port. Only what is a figure is shown as one."""
+    rows = []
+    for result in _dicts(results):
+        watch = result.get("watch") if isinstance(result.get("watch"), dict) else {}
+        entry = watch.get("concurrency") if isinstance(watch.get("concurrency"), dict) else None
+        if entry is None:
+            continue
+        limit = watch.get("limit") if isinstance(watch.get("limit"), dict) else {}
+        shared = ["%s%s" % (as_text(e.get("what")), " %s GB/s" % e["gb_s"] if is_figure(e.get("gb_s")) else
+                            " (rate unknown)" if not str(e.get("element", "")).startswith("pci") else " (not modelled)")
+                  for e in _dicts(limit.get("shared"))]
+        rows.append({
+            "name": result.get("name"), "gpus": [r.get("gpu") for r in _dicts(entry.get("jobs"))],
+            "aggregate": table_figure(entry.get("aggregate_gib_s")), "singles": table_figure(entry.get("singles_gib_s")),
+            "scaling": share_text(entry.get("scaling"), 1), "limit": table_figure(limit.get("gb_s")) if not limit.get("unknown")
+            else "unknown", "bound": as_text(limit.get("bound") or ("unknown: %s" % limit["unknown"] if limit.get("unknown")
+                                                                    else "-")),
+            "shared": "; ".join(shared) or "-", "ceiling": ceiling_text(result), "unknown": as_text(entry.get("unknown") or ""),
+            "parts": [(title, [{"key": as_text(b.get("key")), "gpus": ", ".join(as_text(g) for g in b.get("gpus") or []),
+                                "aggregate": table_figure(b.get("aggregate_gib_s")), "singles": table_figure(b.get("singles_gib_s")),
+                                "scaling": share_text(b.get("scaling"), 1), "limit": table_figure(b.get("limit_gb_s")),
+                                "bound": as_text(b.get("bound") or "-")} for b in _dicts(entry.get(key))])
+                      for title, key in (("per affinity group", "groups"), ("per root port", "root_ports"))]})
+    return rows
+
+
+def every_gpu_html(results):
+    """The host's "Every GPU at once" section (docs/reports.md#reporthtml); "" without one."""
+    rows = every_gpu_rows(results)
+    if not rows:
+        return ""
+    out = ["<h3>Every GPU at once</h3><p class=\"meta\">each run in one gdsbench process: the aggregate against "
+           "the sum of what each GPU reached alone, against the limit of the links the GPUs share (the path "
+           "model) and against the same drives read into host memory</p>"
+           "<table class=\"every-gpu\"><tr><th>run</th><th>GPUs</th><th>aggregate GiB/s</th><th>sum of singles GiB/s</th>"
+           "<th>aggregate / sum</th><th>limit GB/s</th><th>what bounds it</th><th>shared</th><th>of the host read</th></tr>"]
+    for row in rows:
+        out.append("<tr data-job=\"%s\">%s</tr>" % (_e(row["name"]), "".join("<td>%s</td>" % _e(v) for v in (
+            row["name"], ", ".join(as_text(g) for g in row["gpus"]), row["aggregate"], row["singles"], row["scaling"],
+            row["limit"], row["bound"], row["shared"], row["ceiling"]))))
+        if row["unknown"]:
+            out.append("<tr><td></td><td colspan=\"8\" class=\"detail\">unknown: %s</td></tr>" % _e(row["unknown"]))
+        for title, parts in row["parts"]:
+            for part in parts:
+                out.append("<tr class=\"part\"><td>%s</td>%s<td></td><td></td></tr>" % (
+                    _e("%s: %s" % (title, part["key"])), "".join("<td>%s</td>" % _e(part[k]) for k in (
+                        "gpus", "aggregate", "singles", "scaling", "limit", "bound"))))
+    out.append("</table>")
     return "".join(out)
 
 

@@ -1,10 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright: gds-commission contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""GPUs, NVMe drives and RDMA NICs placed on the PCI tree, and the affinity groups between them.
+"""GPUs, NVMe drives, other disks and RDMA NICs placed on the PCI tree, and the affinity groups
+between them.
 
 ``discover()`` builds the ``gds_topology`` facts (docs/modules.md) from one PciTree:
-gpus, nvme, nics, matrix, groups, bridges. It is the only code that decides what a GPU, a drive
+gpus, nvme, disks, nics, matrix, groups, bridges, pcie_links. It is the only code that decides what a GPU, a drive
 or a NIC is and which of them belong together; modules and roles take its output.
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ import re
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import listdir, natural_key, read_text, resolve
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import (
-    CLASS_3D, CLASS_VGA, LINK_CLASSES, NVIDIA_VENDOR, PORT_DOWNSTREAM, PORT_NAMES, PORT_ROOT, PciTree,
+    CLASS_3D, CLASS_VGA, LINK_CLASSES, LINK_FILES, NVIDIA_VENDOR, PORT_DOWNSTREAM, PORT_NAMES, PORT_ROOT, PciTree,
     bdf_key, class_rank, is_root_bus, normalize_bdf, pci_function_in_path,
 )
 from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import ProcfsError, system_disks
@@ -198,6 +199,96 @@ def find_nvme(tree, system):
         tree.warnings.append("NVMe controller %s (%s) has no namespace block device"
                              % (ctrl, controllers[ctrl]["bdf"]))
     return drives
+
+
+# The layer a disk hangs from below its PCI function, as the kernel names the device directories
+# between them: virtio_blk (and virtio-scsi) below ``virtioN``, libata below ``ataN``, any SCSI
+# host (SAS/SATA HBAs, USB storage) below ``hostN``.
+_DISK_LAYERS = ((re.compile(r"^virtio\d+$"), "virtio"), (re.compile(r"^ata\d+$"), "ata"),
+                (re.compile(r"^usb\d+$"), "usb"), (re.compile(r"^host\d+$"), "scsi"))
+# nvme-fabrics controllers print their address as key=value pairs (drivers/nvme/host/fabrics.c,
+# nvmf_get_address): traddr, trsvcid, host_traddr, host_iface (nvme-tcp, since 5.14)
+_ADDRESS_PAIR = re.compile(r"([a-z_]+)=([^,\s]*)")
+
+
+def _disk_kind(parts, bdf):
+    """The layer between a disk and its PCI function (``virtio``, ``ata``, ``usb``, ``scsi``), or
+    ``other``."""
+    below = parts[parts.index(bdf) + 1:] if bdf in parts else parts
+    for part in below:
+        for pattern, kind in _DISK_LAYERS:
+            if pattern.match(part):
+                return kind
+    return "other"
+
+
+def _fabrics_disk(tree, name, real):
+    """The NIC side of an NVMe-over-fabrics namespace: its controller's transport and address,
+    and the PCI function of the interface the address names (``host_iface``), else why it is
+    unknown. None when ``real`` is no fabrics namespace."""
+    controllers = {}
+    for ctrl, ctrl_real, bdf in _class_entries(tree, "nvme"):
+        if bdf is None:
+            controllers[ctrl_real] = ctrl
+    if not controllers:
+        return None
+    if "nvme-subsystem" in real.split(os.sep):
+        found = [ctrl for dummy, ctrl in _multipath_paths(tree, real, controllers) if ctrl]
+    else:
+        found = [c for c in [_controller_of(real, controllers)] if c]
+    if not found:
+        return None
+    ctrl = found[0]
+    base = os.path.join(tree.sysfs_root, "class", "nvme", ctrl)
+    transport = _read_text(os.path.join(base, "transport"))
+    address = _read_text(os.path.join(base, "address")) or ""
+    pairs = dict(_ADDRESS_PAIR.findall(address))
+    disk = {"name": name, "kind": "fabrics", "controller": ctrl, "transport": transport,
+            "address": address or None, "nic": pairs.get("host_iface")}
+    bdf = netdev_pci(tree, disk["nic"]) if disk["nic"] else None
+    if bdf is not None:
+        disk["bdf"] = bdf
+    elif disk["nic"]:
+        disk["unknown"] = "NVMe over %s through %s, which has no PCI function in sysfs" % (transport, disk["nic"])
+    else:
+        disk["unknown"] = ("NVMe over %s to %s: the controller names no local interface (host_iface), "
+                           "so the NIC its data crosses is not known" % (transport, pairs.get("traddr") or address
+                                                                          or "an unknown address"))
+    return disk
+
+
+def find_disks(tree, system, nvme):
+    """Whole disks that are not PCIe NVMe namespaces, each with the PCI function its data crosses:
+    a virtio disk's virtio function, a SCSI/SATA disk's host bus adapter (the nearest PCI function
+    above it in sysfs), an NVMe-over-fabrics namespace's NIC where the controller names its
+    interface. md, device-mapper, loop and other virtual block devices are not disks; a disk with
+    no PCI function is listed with ``bdf`` null and ``unknown`` saying why."""
+    known = {d["name"] for d in nvme}
+    block = os.path.join(tree.sysfs_root, "block")
+    disks = []
+    for name in _listdir(block):
+        if name in known:
+            continue
+        real, problem = resolve(os.path.join(block, name))
+        if problem is not None or not os.path.isdir(real):
+            continue  # find_nvme and the system-drive reader warn about what they need
+        parts = real.split(os.sep)
+        if "virtual" in parts and "nvme-fabrics" not in parts and "nvme-subsystem" not in parts:
+            continue  # md, dm, loop, ram, zram: they sit on disks, or on none
+        disk = _fabrics_disk(tree, name, real) if _NAMESPACE.match(name) else None
+        if disk is None:
+            bdf = pci_function_in_path(real, tree.devices)
+            disk = {"name": name, "kind": _disk_kind(parts, bdf), "bdf": bdf}
+            if bdf is None:
+                disk["unknown"] = "%s is below no PCI function (%s)" % (name, real)
+        bdf = disk.get("bdf")
+        sectors = _read_text(os.path.join(real, "size"))
+        disk.update({"bdf": bdf, "system": name in system,
+                     "numa_node": tree.devices[bdf].numa_node if bdf else None,
+                     "switch": tree.switch_of(bdf) if bdf else None,
+                     "size_bytes": int(sectors) * 512 if sectors and sectors.isdigit() else None})
+        disks.append(disk)
+    return disks
 
 
 # RDMA port attributes as drivers/infiniband/core/sysfs.c prints them: "4: ACTIVE",
@@ -472,9 +563,10 @@ def path_bridges(tree, gpus, nvme, nics):
     return [tree.acs(bdf) for bdf in sorted(seen, key=bdf_key)]
 
 
-def pcie_links(tree, gpus, nvme, nics):
-    """The PCIe link state of every GPU, NVMe controller (each path of a drive), RDMA NIC and
-    each bridge port between them and their root port, sorted by BDF.
+def pcie_links(tree, gpus, nvme, nics, disks=()):
+    """The PCIe link state of every GPU, NVMe controller (each path of a drive), RDMA NIC, the
+    PCI function under each data disk of ``disks`` (a virtio function, an HBA) and each bridge
+    port between them and their root port, sorted by BDF.
 
     A link has two ends that show the same current speed and width: an endpoint or a switch
     upstream port sees the link to the port above it, a root or downstream port the link to the
@@ -490,6 +582,8 @@ def pcie_links(tree, gpus, nvme, nics):
             kinds.setdefault(bdf, "nvme")
     for nic in nics:
         kinds.setdefault(nic["bdf"], "nic")
+    for disk in disks:
+        kinds.setdefault(disk["bdf"], "disk")
     upstream = {}
     for bdf in list(kinds):
         chain = tree.devices[bdf].chain
@@ -512,6 +606,11 @@ def pcie_links(tree, gpus, nvme, nics):
         partners = sorted(below.get(bdf, []), key=bdf_key) if faces_down else [upstream[bdf]]
         partners = [p for p in partners if p is not None]
         problems = list(state["problems"])
+        if len(problems) == len(LINK_FILES) and all(p.endswith(" is missing") for p in problems):
+            # no link at all in sysfs: say so once, with why it can be, rather than four times
+            problems = ["%s/{%s} are missing: no PCIe link is shown (a kernel without these files, a "
+                        "conventional PCI function, or one a hypervisor emulates), so its rate is unknown"
+                        % (os.path.dirname(problems[0].split(" is missing")[0]), ",".join(LINK_FILES))]
         expected = {}
         for key in ("speed_gts", "width"):
             own = state["max_" + key]
@@ -552,13 +651,15 @@ def discover(sysfs_root="/sys", procfs_root="/proc", nvml_bus_ids=None):
     gpus = find_gpus(tree, nvml_bus_ids)
     nvme = find_nvme(tree, system)
     nics = find_nics(tree)
+    disks = find_disks(tree, system, nvme)
     matrix = link_matrix(tree, gpus, nvme, nics)
     pair_nics(matrix, gpus, nics)
     facts = {
         "gpus": gpus, "nvme": nvme, "nics": nics, "matrix": matrix,
         "groups": affinity_groups(matrix, gpus, nvme, nics),
         "bridges": path_bridges(tree, gpus, nvme, nics),
-        "pcie_links": pcie_links(tree, gpus, nvme, nics),
+        "disks": disks,
+        "pcie_links": pcie_links(tree, gpus, nvme, nics, [d for d in disks if d["bdf"] and not d["system"]]),
         "numa_nodes": sorted({d.numa_node for d in tree.devices.values()}),
     }
     return facts, tree.warnings

@@ -102,6 +102,24 @@ TOPOLOGY = _object("The PCI model of the node (module gds_topology).", {
             "gid": _kind("string", "GID 0 (only when set)"),
         }, optional=("gid",))),
     })),
+    "disks": _list("Whole disks that are no PCIe NVMe namespace, each with the PCI function its data crosses.",
+                   _object("A disk.", {
+                       "name": _kind("string", "block device (vda, sda, nvme1n1 over fabrics)"),
+                       "kind": {"enum": ["virtio", "ata", "usb", "scsi", "other", "fabrics"],
+                                "description": "the layer between the disk and its PCI function"},
+                       "bdf": _bdf("the PCI function its data crosses; null when none is known", null=True),
+                       "system": _kind("boolean", "holds the running OS"),
+                       "numa_node": _kind("integer", "NUMA node of that function; null without one", null=True,
+                                          minimum=-1),
+                       "switch": _bdf("switch upstream port above that function; null when none", null=True),
+                       "size_bytes": _kind("integer", "size; null when unreadable", null=True, minimum=0),
+                       "unknown": _kind("string", "why no PCI function is known (only then)"),
+                       "controller": _kind("string", "NVMe over fabrics: the controller"),
+                       "transport": _kind("string", "NVMe over fabrics: tcp, rdma ...", null=True),
+                       "address": _kind("string", "NVMe over fabrics: the controller's address", null=True),
+                       "nic": _kind("string", "NVMe over fabrics: the interface the address names (host_iface)",
+                                    null=True),
+                   }, optional=("unknown", "controller", "transport", "address", "nic"))),
     "matrix": _map("Link class between every pair of GPU<index>, NVMe names and NIC names (X on the diagonal).",
                    _map("The classes of one device to every other.", _MATRIX_CLASS)),
     "groups": _list("Affinity groups (docs/architecture.md#affinity-groups).", _object("An affinity group.", {
@@ -123,10 +141,10 @@ TOPOLOGY = _object("The PCI model of the node (module gds_topology).", {
     })),
     "numa_nodes": _list("NUMA node numbers seen on PCI devices (-1 where the firmware gives none).",
                         {"type": "integer", "minimum": -1}),
-    "pcie_links": _list("The link of every GPU, NVMe controller, RDMA NIC and bridge port on their paths to the root"
-                        " port, sorted by bdf.", _object("One end of a PCIe link.", {
+    "pcie_links": _list("The link of every GPU, NVMe controller, RDMA NIC, data disk's PCI function and bridge port on"
+                        " their paths to the root port, sorted by bdf.", _object("One end of a PCIe link.", {
                             "bdf": _bdf("PCI address"),
-                            "kind": {"enum": ["gpu", "nvme", "nic", "bridge"]},
+                            "kind": {"enum": ["gpu", "nvme", "nic", "disk", "bridge"]},
                             "port": {"enum": ["endpoint"] + sorted(set(PORT_NAMES.values()) - {"endpoint"}) + ["unknown"],
                                      "description": "PCIe port type (endpoint for a device)"},
                             "current_speed_gts": _kind("number", "GT/s; null when unreadable", null=True),

@@ -24,7 +24,7 @@ __all__ = ["speed_gts", "gen_of_speed", "speed_of_gen", "link_checks", "read_aer
 
 PORT_ROLES = {"root_port": "root port", "downstream": "switch downstream port",
               "upstream": "switch upstream port"}
-KIND_ROLES = {"gpu": "GPU", "nvme": "NVMe controller", "nic": "NIC"}
+KIND_ROLES = {"gpu": "GPU", "nvme": "NVMe controller", "nic": "NIC", "disk": "disk controller"}
 AER_FAIL = ("fatal", "nonfatal", "rootport_fatal", "rootport_nonfatal")
 AER_WARN = ("correctable", "rootport_correctable")
 

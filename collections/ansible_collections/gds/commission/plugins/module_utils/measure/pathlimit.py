@@ -8,7 +8,10 @@ read as a fraction of it (a roofline).
 A link carries rate x width x encoding / 8 bytes a second (hw/pci.py's link_bytes_per_s). The data
 flows up from each drive to the switch (or root complex) it shares with the GPU, then down to the
 GPU; links that several drives share carry their sum. The root complex and the link between
-sockets (a PHB, NODE or SYS path) are not modelled: such a limit is an upper bound, and says so.
+sockets (a PHB, NODE or SYS path) are not modelled: such a limit is an upper bound, and says so,
+naming the host bridge (``root_complex``). A drive is an NVMe namespace of the facts or any other
+disk of them (``disks``: a virtio disk's function, a SCSI disk's HBA, an NVMe-over-fabrics
+namespace's NIC); a function without link files has an unknown rate, named, never a guessed one.
 Links whose ``upstream`` entries loop (facts from a broken or hand-edited tree) are no path: the
 limit is unknown, naming the loop.
 """
@@ -27,6 +30,15 @@ def _faces_up(entry):
 
 class PathLoop(ValueError):
     """The topology's links go round in a circle: there is no path to measure."""
+
+
+class PathUnknown(ValueError):
+    """No path to measure: the message says why (a drive or GPU not on the links)."""
+
+
+def host_bridge(bdf):
+    """The host bridge (root complex) above the bus of ``bdf``, as sysfs names it: pciDDDD:BB."""
+    return "pci" + bdf.rsplit(":", 1)[0] if bdf and ":" in bdf else None
 
 
 class PathModel(object):
@@ -71,7 +83,11 @@ class PathModel(object):
             ends.append(self._end(above))
         rates = [link_bytes_per_s(speed, width) for speed, width, dummy in ends]
         if None in rates:
-            return {"bdf": bdf, "gen": None, "width": None, "bytes_per_s": None, "note": "link state unknown"}
+            # what the facts say about the end that is unknown (its link files missing, unreadable)
+            problem = next((e.get("problem") for e, r in zip([entry, above], rates) if r is None and e.get("problem")),
+                           None)
+            return {"bdf": bdf, "gen": None, "width": None, "bytes_per_s": None,
+                    "note": problem or "link state unknown"}
         slow = min(range(len(ends)), key=lambda i: rates[i])
         return {"bdf": bdf, "gen": gen_of_speed(ends[slow][0]), "width": ends[slow][1],
                 "bytes_per_s": rates[slow], "note": ends[slow][2]}
@@ -106,36 +122,78 @@ def path_limit(topology, gpu, drives, gpu_load=None, spec_bytes_per_s=None):
     if not drives:
         return {"unknown": "no drive known for this job"}
     try:
-        return _path_limit(model, topology, gpu, drives, spec_bytes_per_s)
-    except PathLoop as exc:
+        route = _route(model, topology, gpu, drives)
+        return _path_limit(model, route, gpu, drives, spec_bytes_per_s)
+    except (PathLoop, PathUnknown) as exc:
         return {"unknown": str(exc)}
 
 
-def _path_limit(model, topology, gpu, drives, spec_bytes_per_s):
-    by_name = {d.get("name"): d for d in topology.get("nvme") or [] if isinstance(d, dict)}
+def _drive_entry(topology, name):
+    """The facts' entry of a disk: an NVMe namespace, else another disk (``disks``); {} if none."""
+    for key in ("nvme", "disks"):
+        for entry in topology.get(key) or []:
+            if isinstance(entry, dict) and entry.get("name") == name:
+                return entry
+    return {}
+
+
+def _route(model, topology, gpu, drives):
+    """{chains, gpu_chain, top, below, gpu_below, root_complex} of the path from ``drives`` to
+    ``gpu``: each drive's chain of links up to where it meets the GPU's (``top``; None: the root
+    complex, named by its host bridges in ``root_complex``). PathUnknown or PathLoop when there
+    is none."""
     chains = {}
     for name in drives:
-        bdf = (by_name.get(name) or {}).get("bdf")
+        entry = _drive_entry(topology, name)
+        bdf = entry.get("bdf")
         chains[name] = model.chain(bdf)
         if not chains[name]:
-            return {"unknown": "drive %s is not on the PCIe links of the topology (%s)"
-                    % (name, "not an NVMe drive of the facts" if bdf is None else bdf)}
-    gpu_chain, gpu_entry = [], None
+            raise PathUnknown("drive %s is not on the PCIe links of the topology (%s)" % (
+                name, entry.get("unknown") or ("not a disk of the facts" if not entry else
+                                              "no PCI function known" if bdf is None else bdf)))
+    gpu_chain = []
     if gpu is not None:
-        gpu_entry = next((g for g in topology.get("gpus") or [] if g.get("index") == gpu), None)
+        gpu_entry = next((g for g in topology.get("gpus") or [] if isinstance(g, dict) and g.get("index") == gpu), None)
         gpu_chain = model.chain((gpu_entry or {}).get("bdf"))
         if not gpu_chain:
-            return {"unknown": "GPU %s is not on the PCIe links of the topology" % gpu}
+            raise PathUnknown("GPU %s is not on the PCIe links of the topology" % gpu)
     # the lowest element the GPU shares with every drive; none: the root complex (not modelled)
     common = [b for b in gpu_chain if all(b in c for c in chains.values())] if gpu_chain else []
     top = common[0] if common else None
     below = {name: chain[:chain.index(top)] if top else chain for name, chain in chains.items()}
     for name, chain in below.items():
         if not chain:  # the drive is where its path meets the GPU's: no device tree does that
-            return {"unknown": "drive %s (%s) is on GPU %s's own path to the root in the PCIe links"
-                    % (name, chains[name][0], gpu)}
+            raise PathUnknown("drive %s (%s) is on GPU %s's own path to the root in the PCIe links"
+                              % (name, chains[name][0], gpu))
     gpu_below = gpu_chain[:gpu_chain.index(top)] if top else gpu_chain
+    root_complex = None
+    if top is None or model.links[top].get("port") == "root_port":
+        tops = [c[-1] for c in chains.values()] + ([gpu_chain[-1]] if gpu_chain else [])
+        root_complex = sorted({host_bridge(b) for b in tops if host_bridge(b)})
+    return {"chains": chains, "gpu_chain": gpu_chain, "top": top, "below": below, "gpu_below": gpu_below,
+            "root_complex": root_complex}
 
+
+def route_links(topology, gpu, drives):
+    """{link bdf: share of the job's bytes that crosses it} for the path from ``drives`` to
+    ``gpu`` (a link named by the function that faces up on it), and the host bridges the path
+    crosses (the root complex, not modelled): each drive carries an equal share (md RAID0 stripes
+    evenly), the GPU's links all of it. PathUnknown or PathLoop when there is no path."""
+    model = PathModel((topology or {}).get("pcie_links"))
+    route = _route(model, topology or {}, gpu, drives)
+    shares = {}
+    for name in drives:
+        for bdf in route["below"][name]:
+            if _faces_up(model.links[bdf]):
+                shares[bdf] = shares.get(bdf, 0.0) + 1.0 / len(drives)
+    for bdf in route["gpu_below"]:
+        if _faces_up(model.links[bdf]):
+            shares[bdf] = 1.0
+    return shares, route["root_complex"] or []
+
+
+def _path_limit(model, route, gpu, drives, spec_bytes_per_s):
+    chains, gpu_chain, top, below, gpu_below = (route[k] for k in ("chains", "gpu_chain", "top", "below", "gpu_below"))
     # max flow up the drives' tree: a node passes on what its children bring, each child's
     # link capping it; a drive brings its spec share (or anything)
     share = spec_bytes_per_s / len(drives) if spec_bytes_per_s else INF
@@ -154,7 +212,7 @@ def _path_limit(model, topology, gpu, drives, spec_bytes_per_s):
             return own  # a downstream or root port: its link is counted at the device below
         link = model.link(node)
         if link["bytes_per_s"] is None:
-            raise ValueError("%s: %s" % (node, link["note"]))
+            raise ValueError("%s (%s)" % (node, link["note"]))
         if link["bytes_per_s"] < own and len([n for n, c in below.items() if node in c]) > 1:
             shared.append(link)
         return min(own, link["bytes_per_s"])
@@ -162,10 +220,12 @@ def _path_limit(model, topology, gpu, drives, spec_bytes_per_s):
     try:
         drive_side = sum(flow(c) for c in children.get(None, ()))
     except ValueError as exc:
-        return {"unknown": "link state unknown at %s" % exc}
+        if isinstance(exc, PathLoop):
+            raise
+        return _unknown("link state unknown at %s" % exc, route)
     gpu_link = _slowest(model, gpu_below) if gpu_below else None
     if gpu_link is not None and gpu_link["bytes_per_s"] is None:
-        return {"unknown": "link state unknown at %s" % gpu_link["bdf"]}
+        return _unknown("link state unknown at %s (%s)" % (gpu_link["bdf"], gpu_link["note"]), route)
     gpu_side = gpu_link["bytes_per_s"] if gpu_link else INF
     slowest = {n: _slowest(model, below[n]) for n in drives}
     per_drive = [{"name": n, "bdf": chains[n][0], "slowest": _public(slowest[n])} for n in drives]
@@ -180,14 +240,24 @@ def _path_limit(model, topology, gpu, drives, spec_bytes_per_s):
     else:
         bound = "the drives' links"
     if limit == INF:
-        return {"unknown": "no PCIe link between the drives and the %s" % ("GPU" if gpu is not None else "host")}
+        return _unknown("no PCIe link between the drives and the %s" % ("GPU" if gpu is not None else "host"), route)
     out = {"bytes_per_s": round(limit), "gb_s": _gb(limit), "gib_s": round(limit / GIB, 3), "bound": bound,
            "drives": per_drive, "drives_gb_s": _gb(drives_sum), "spec_gb_s": _gb(spec_bytes_per_s),
            "shared": [_public(s) for s in shared],
            "gpu": {"index": gpu, "bdf": gpu_chain[0], "slowest": _public(gpu_link)} if gpu_chain else None}
-    if top is None or (model.links[top].get("port") == "root_port"):
-        out["note"] = ("the path crosses the root complex%s: it and the link between sockets are not "
-                       "modelled, the limit is an upper bound" % (" (host memory)" if gpu is None else ""))
+    if route["root_complex"]:
+        out["root_complex"] = route["root_complex"]
+        out["note"] = ("the path crosses the root complex%s (%s): it and the link between sockets are not "
+                       "modelled, the limit is an upper bound" % (" (host memory)" if gpu is None else "",
+                                                                  ", ".join(route["root_complex"])))
+    return out
+
+
+def _unknown(why, route):
+    """An unknown limit, with the host bridges the path crosses (where it meets the GPU)."""
+    out = {"unknown": why}
+    if route["root_complex"]:
+        out["root_complex"] = route["root_complex"]
     return out
 
 

@@ -20,6 +20,7 @@ from ansible_collections.gds.commission.plugins.module_utils.core.checks import 
 from ansible_collections.gds.commission.plugins.module_utils.core.numbers import figure
 from ansible_collections.gds.commission.plugins.module_utils.measure.cufile_stats import GdsStatsWatcher, stats_level_note
 from ansible_collections.gds.commission.plugins.module_utils.measure.devhealth import find_cli
+from ansible_collections.gds.commission.plugins.module_utils.measure.concurrency import concurrent_limit, parts_of
 from ansible_collections.gds.commission.plugins.module_utils.measure.diskload import DriveWatch, drive_load_check
 from ansible_collections.gds.commission.plugins.module_utils.measure.pathlimit import GIB, path_limit, spec_bytes
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import pci_function_in_path
@@ -35,6 +36,7 @@ DEFAULT_THRESHOLDS = {
     "drive_await_tolerance": 1.0,   # a member's mean service time above its peers' by more than this share
     "drive_skew_verdict": "WARN",
     "path_fraction_min": None,      # measured / path limit below this FAILs (within 5 %: WARN); null: off
+    "ceiling_fraction_min": None,   # measured / the same drives read into host memory below this FAILs; null: off
     "bounce_share": 0.5,            # another GPU that received this share of the job's bytes carried them
     "bounce_verdict": "WARN",
 }
@@ -56,9 +58,10 @@ def watch_thresholds(given):
 
 
 def drive_bdfs(topology, sysfs_root, names):
-    """{disk: PCI address}: the topology's NVMe drives by name, else the nearest PCI function
-    above the disk in sysfs (a virtio or SCSI disk); None where neither knows it."""
-    known = {d.get("name"): d.get("bdf") for d in (topology or {}).get("nvme") or [] if isinstance(d, dict)}
+    """{disk: PCI address}: the topology's NVMe drives and other disks by name, else the nearest
+    PCI function above the disk in sysfs (a virtio or SCSI disk); None where neither knows it."""
+    known = {d.get("name"): d.get("bdf") for key in ("nvme", "disks") for d in (topology or {}).get(key) or []
+             if isinstance(d, dict)}
     out = {}
     for name in names:
         out[name] = known.get(name) or pci_function_in_path(os.path.realpath(os.path.join(sysfs_root, "block", name)))
@@ -201,8 +204,17 @@ class JobWatch(object):
             watch["array"] = load["array"]
         if "unknown" in load:
             watch["drives_unknown"] = load["unknown"]
-        checks.append(drive_load_check(prefix, load, job.get("io_type", "read"), bdf_of, self.th,
-                                       int(job.get("xfer_type", 0)) in BUFFERED_XFER_TYPES))
+        buffered = int(job.get("xfer_type", 0)) in BUFFERED_XFER_TYPES
+        groups = job.get("drive_groups") if isinstance(job.get("drive_groups"), dict) and "unknown" not in load else None
+        if not groups:
+            checks.append(drive_load_check(prefix, load, job.get("io_type", "read"), bdf_of, self.th, buffered))
+            return
+        # every GPU at once over several arrays: arrays serve different numbers of GPUs, so the
+        # members are compared with their own array's only
+        for label, names in sorted(groups.items()):
+            part = dict(load, drives=[d for d in load.get("drives") or [] if d.get("name") in (names or [])])
+            checks.append(drive_load_check("%s%s " % (prefix, label), part, job.get("io_type", "read"), bdf_of,
+                                           self.th, buffered))
 
     def _job_drives(self, job, watch):
         return [d["name"] for d in watch.get("drives") or []] or list(job.get("members") or [])
@@ -237,8 +249,10 @@ class JobWatch(object):
     def limit(self, job, record, drives):
         """(the path's limit, measured / limit) of the job; the fraction None when unknown."""
         load = self.health.gpu_load() if self.health is not None else {}
-        limit = path_limit(self.topology, job_gpu(job), drives, load,
-                           spec_bytes(job.get("spec"), record))
+        if job.get("jobs"):  # every GPU at once: the links their paths share (measure/concurrency.py)
+            limit = concurrent_limit(self.topology, parts_of(job, drives), load)
+        else:
+            limit = path_limit(self.topology, job_gpu(job), drives, load, spec_bytes(job.get("spec"), record))
         measured = figure((record or {}).get("throughput_gib_s"))
         if "unknown" in limit or measured is None:
             return limit, None

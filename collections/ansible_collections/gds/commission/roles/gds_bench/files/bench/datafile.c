@@ -127,6 +127,36 @@ int df_stat(int dirfd, const char *name, const char *shown, struct stat *st, cha
 	return refusal(st, NULL, shown, err, len) ? DF_REFUSED : DF_OK;
 }
 
+/* The checked file again, opened with the caller's flags alone: cuFileHandleRegister refuses a
+ * descriptor whose status flags hold O_NOFOLLOW or O_NONBLOCK ("unsupported file open flags",
+ * 5019), which the safe open needed. Reopening /proc/self/fd/N reaches the very file the
+ * descriptor holds (no name is looked up again), so nothing can be swapped in; the new
+ * descriptor is checked to be that file. Without /proc, O_NONBLOCK is cleared and the rest kept. */
+static int reopen_plain(int fd, int flags, const struct stat *st, const char *shown, char *err, size_t len)
+{
+	char self[64];
+	struct stat again;
+	int plain, e;
+
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	plain = open(self, (flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOFOLLOW | O_NONBLOCK)) | O_NOCTTY | O_CLOEXEC);
+	if (plain < 0 && errno == ENOENT) {
+		if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0)
+			return fd;
+	}
+	if (plain < 0 || fstat(plain, &again) != 0 || again.st_dev != st->st_dev || again.st_ino != st->st_ino) {
+		e = plain < 0 ? errno : EXDEV;
+		snprintf(err, len, "reopen %s: %s", shown, plain < 0 ? strerror(e) : "not the file that was checked");
+		if (plain >= 0)
+			close(plain);
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	close(fd);
+	return plain;
+}
+
 int df_open(int dirfd, const char *name, const char *shown, int flags, const struct stat *ours, int *created,
 	    struct stat *st, char *err, size_t len)
 {
@@ -178,13 +208,9 @@ int df_open(int dirfd, const char *name, const char *shown, int flags, const str
 		close(fd);
 		return DF_REFUSED;
 	}
-	if (!made && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
-		e = errno;
-		snprintf(err, len, "fcntl %s: %s", shown, strerror(e));
-		close(fd);
-		errno = e;
+	fd = reopen_plain(fd, flags, st, shown, err, len);
+	if (fd < 0)
 		return DF_ERRNO;
-	}
 	if (created)
 		*created = made;
 	return fd;
