@@ -23,7 +23,7 @@ DEBS_VM := qemu-system-x86 qemu-utils debootstrap openssh-client e2fsprogs
 # a real slurmctld/slurmd for the gds_slurm tests (tests/unit/test_slurm.py)
 DEBS_SLURM := slurm-wlm munge
 
-.PHONY: help setup debs test unit lint bench demo sim drift report vm-test molecule wheels clean fleet-perf capabilities
+.PHONY: help setup debs test unit lint bench demo sim drift report vm-test molecule wheels clean fleet-perf capabilities ee
 help:
 	@echo "make demo     commission the bundled simulated nodes and write reports/latest/"
 	@echo "make test     unit tests, benchmark tests, lint, molecule default (and vm when qemu is usable)"
@@ -33,6 +33,7 @@ help:
 	@echo "make vm-test  molecule vm scenario: a QEMU guest with NVMe behind PCIe switches"
 	@echo "make setup    create .venv/ with the pinned controller dependencies"
 	@echo "make wheels   the wheels and collections tarball a GPU machine without an index needs (.whl/)"
+	@echo "make ee       the collection tarball and the execution environment's build context (build/ee/)"
 	@echo "make capabilities  regenerate the collection's copy of gdsbench's vocabulary (measure/gdsbench_vocab.py)"
 
 debs:
@@ -79,6 +80,13 @@ lint: setup
 	$(BIN)/python scripts/ansible-test-bootstrap.py
 	cd $(COLLECTION) && $(CURDIR)/$(BIN)/ansible-test sanity --venv --requirements --python $$($(CURDIR)/$(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 	$(BIN)/ansible-galaxy collection build $(COLLECTION) --output-path build/collection --force
+
+# The execution environment for AWX / Automation Platform (execution-environment.yml): the built
+# collection, then ansible-builder's context; `podman build -f build/ee/Containerfile build/ee`
+# makes the image where a container runtime is.
+ee: setup
+	$(BIN)/ansible-galaxy collection build $(COLLECTION) --output-path build/collection --force
+	$(BIN)/ansible-builder create --file execution-environment.yml --context build/ee --output-filename Containerfile
 
 molecule: setup
 	$(BIN)/molecule test -s default

@@ -83,8 +83,13 @@ def test_one_home_for_usable_figures():
     from ansible_collections.gds.commission.plugins.module_utils.core import numbers
     from ansible_collections.gds.commission.plugins.module_utils.hw import health
     from ansible_collections.gds.commission.plugins.module_utils.measure import diskload, devhealth, watch
-    assert core_checks.is_figure is numbers.is_figure and report.is_figure is numbers.is_figure
-    for module in (thresholds, report, health, diskload, devhealth, watch, pcie_traffic):
+    from ansible_collections.gds.commission.plugins.module_utils.fleet import (
+        report_baselines, report_html, report_links, report_text,
+    )
+    assert core_checks.is_figure is numbers.is_figure
+    for module in (report_baselines, report_html, report_links, report_text):  # the report's parts
+        assert module.is_figure is numbers.is_figure, module.__name__
+    for module in (thresholds, report_baselines, health, diskload, devhealth, watch, pcie_traffic):
         assert module.figure is numbers.figure, module.__name__
     assert perftest.known_figure is numbers.figure
     for value in (None, True, "3", [1], float("nan"), float("inf"), 10 ** 400):
@@ -165,8 +170,8 @@ DELEGATES = {
 # named like a builder, builds no check
 NOT_BUILDERS = {
     "slurm:first_failing_check": "picks the check that failed a host",
-    "report:_link_checks": "selects the link checks by bdf",
-    "report:_rdma_checks": "selects the rdma: checks by name",
+    "report_links:_link_checks": "selects the link checks by bdf",
+    "report_html:_rdma_checks": "selects the rdma: checks by name",
 }
 
 
@@ -377,7 +382,7 @@ CASES = {
         [(("rdma_nics", 0, "address"), r"rdma_dev_addr_list"),
          ((0, "properties", "rdma_dev_addr_list"), r"rdma_dev_addr_list"),
          ((0, "properties", "rdma_dev_addr_list", 0), r"rdma_dev_addr_list")]),
-    "cufile:remote_fs_check": Case(
+    "cufile_remote:remote_fs_check": Case(
         lambda: (remote_fs_check, [{"version": "1.13.0", "source": "libcufile.so.1.13.0",
                                     "keys": {"properties": ["rdma_load_balancing_policy"]}},
                                    [{"mountpoint": "/mnt/nfs", "address": "10.0.0.1"}], [], None], {}),
@@ -448,14 +453,14 @@ CASES = {
                   {"record": {"throughput_gib_s": 12.0}}, {"b": {"throughput_gib_s": 8.0}}], {}),
         [((1, "record", "throughput_gib_s"), r"affinity_gain"), ((2, "b", "throughput_gib_s"), r"affinity_gain"),
          ((2, "b"), r"affinity_gain")]),
-    "report:normalize_check": Case(
+    "report_inputs:normalize_check": Case(
         lambda: (report.normalize_check, [{"name": "bench: j: run", "verdict": "PASS", "expected": "x",
                                            "actual": "exit 0, 1 bytes"}], {}),
         [((0, "actual"), r"bench: j: run")]),
-    "report:fleet_checks": Case(
+    "report_baselines:fleet_checks": Case(
         lambda: (lambda docs, platforms: report.fleet_checks(docs, platforms).get("node0"), list(_fleet_docs()), {}),
         [((0, "node0", "checks", 0, "actual"), r"fleet"), ((0, "node1", "checks", 0, "actual"), None)]),
-    "report:history_checks": Case(
+    "report_baselines:history_checks": Case(
         lambda: (lambda doc, runs: report.history_checks("node0", doc, runs), list(_history()), {}),
         [((0, "checks", 0, "actual"), r"history"), ((1, 0, "values", "md1 seq_read: throughput_gib_s"), r"history")]),
     "devhealth:gpu_health_check": Case(

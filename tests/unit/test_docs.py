@@ -189,7 +189,7 @@ def test_every_role_variable_is_in_variables_md(role):
 # ---------------------------------------------------------------------------------------------
 # Profiles
 # ---------------------------------------------------------------------------------------------
-PROFILE_DIR = os.path.join(ROOT, "inventory", "profiles")
+PROFILE_DIR = os.path.join(COLLECTION, "profiles")
 
 
 def profiles():
@@ -208,7 +208,7 @@ def test_every_profile_is_documented():
 def test_profile_readme_lists_only_profiles_present():
     listed = set(re.findall(r"`([A-Za-z0-9_.-]+\.yml)`", read(os.path.join(PROFILE_DIR, "README.md"))))
     absent = sorted(listed - set(profiles()))
-    assert not absent, "inventory/profiles/README.md lists profiles that do not exist: %s" % ", ".join(absent)
+    assert not absent, "the collection's profiles/README.md lists profiles that do not exist: %s" % ", ".join(absent)
 
 
 # ---------------------------------------------------------------------------------------------

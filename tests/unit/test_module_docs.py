@@ -55,3 +55,53 @@ def test_documentation_matches_argument_spec(module, monkeypatch):
     assert doc.get("extends_documentation_fragment"), "%s: attributes come from the gds fragment" % module
     yaml.safe_load(mod.EXAMPLES)
     assert RETURNS.get(module, set()) <= set(yaml.safe_load(mod.RETURN) or {}), module
+
+
+# --------------------------------------------------------------------------------------------
+# Filters: ansible-doc documents each one (plugins/filter/<name>.yml), its options the function's
+# --------------------------------------------------------------------------------------------
+def _filters():
+    """{name: (function, its module)} of every filter the collection's filter plugins export (the
+    module's own function of that name, where FilterModule wraps it)."""
+    import importlib
+    out = {}
+    for path in sorted(glob.glob(os.path.join(COLLECTION, "plugins", "filter", "*.py"))):
+        module = importlib.import_module("ansible_collections.gds.commission.plugins.filter." + os.path.basename(path)[:-3])
+        out.update((name, (getattr(module, name, function), module)) for name, function in module.FilterModule().filters().items())
+    return out
+
+
+def _parameters(name, function, module):
+    """The options a filter takes beyond its input: its own parameters, or for a filter that
+    hands its keywords on (**kwargs), those of the module_utils function it calls (the one of
+    its name without gds_, in a module_utils module the filter imports)."""
+    import inspect
+    import types
+    params = list(inspect.signature(function).parameters.values())[1:]
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        [target] = [getattr(m, name[len("gds_"):]) for m in vars(module).values()
+                    if isinstance(m, types.ModuleType) and hasattr(m, name[len("gds_"):])]
+        params = list(inspect.signature(target).parameters.values())[1:]
+    return {p.name for p in params}
+
+
+def test_ansible_doc_documents_every_filter():
+    import json
+    import subprocess
+    filters = _filters()
+    assert len(filters) >= 10 and "gds_report_hosts" in filters
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
+    bin_dir = os.path.dirname(sys.executable)
+    listed = subprocess.run([os.path.join(bin_dir, "ansible-doc"), "-t", "filter", "-l", "gds.commission"],
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert listed.returncode == 0 and "UNDOCUMENTED" not in listed.stdout, listed.stdout + listed.stderr
+    names = ["gds.commission." + name for name in sorted(filters)]
+    proc = subprocess.run([os.path.join(bin_dir, "ansible-doc"), "-t", "filter", "--json"] + names,
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    docs = json.loads(proc.stdout)
+    for name, (function, module) in sorted(filters.items()):
+        doc = docs["gds.commission." + name]["doc"]
+        assert doc["name"] == name, "%s shows the documentation of %s" % (name, doc["name"])
+        assert set(doc["options"]) - {"_input"} == _parameters(name, function, module), name
+        assert docs["gds.commission." + name]["examples"] and docs["gds.commission." + name]["return"], name

@@ -755,7 +755,7 @@ def test_junk_in_any_host_input_is_that_hosts_error_only(tmp_path):
     assert len(places) > 100
     for path, normal in places:
         for value in HOSTILE_VALUES:
-            where = "%s = %s" % (".".join(map(str, path)), gds_report._short(value, 40))
+            where = "%s = %s" % (".".join(map(str, path)), gds_report.short_text(value, 40))
             files, hosts = odd_report(_put(full_host(), path, value), tmp_path)
             assert {h: _judged(e) for h, e in hosts.items() if h != "odd"} == others, where
             odd = hosts["odd"]
@@ -764,7 +764,7 @@ def test_junk_in_any_host_input_is_that_hosts_error_only(tmp_path):
                 # the place's keys, and (checks nest in lists: a role's list of lists) a list of nothing
                 recorded_nothing = value is None or (type(value) is type(normal) and not value) or (
                     isinstance(value, dict) and isinstance(normal, dict) and not set(value) & set(normal)) or (
-                    path[0] == "checks" and isinstance(value, list) and not gds_report._flat(value))
+                    path[0] == "checks" and isinstance(value, list) and not gds_report.flatten(value))
                 if not recorded_nothing:
                     assert odd["verdict"] != "PASS", where
             elif path[0] != "checks":  # a figure or a name the report only shows
@@ -777,17 +777,17 @@ def test_number_helpers_are_total():
     """Every figure a page shows goes through these: no value makes them raise, and what is no
     figure is shown as unknown."""
     for value in HOSTILE_VALUES + [True, object()]:
-        for text in (gds_report._num(value), gds_report._fmt(value), gds_report._share(value, 3),
-                     gds_report._share(3, value), gds_report._link_state(value, value), gb_text(value)):
+        for text in (gds_report.table_figure(value), gds_report.figure_text(value), gds_report.share_text(value, 3),
+                     gds_report.share_text(3, value), gds_report.link_state(value, value), gb_text(value)):
             assert isinstance(text, str) or isinstance(text, int), (value, text)
         degraded = gds_report.describe_degraded({"current_width": value, "expected_width": 16, "current_speed_gts": value,
                                                  "expected_speed_gts": 16.0}, "GPU")
         assert degraded is None or isinstance(degraded, str)
         if value is not None and value not in (1e307, -1e307):  # the only figures among them
-            assert gds_report._num(value) == gds_report._fmt(value) == gb_text(value) == "unknown", value
-    assert gds_report._num(None) == "-" and gds_report._num(3) == 3 and gds_report._num(2.5) == "2.5"
-    assert gds_report._share(1e307, 1e-300) == "unknown" and gds_report._share(1, 0) == "-"
-    assert gds_report._link_state(10 ** 400, float("nan")) == "x? ? GT/s" and gds_report._link_state(8, 16.0) == "x8 16.0 GT/s"
+            assert gds_report.table_figure(value) == gds_report.figure_text(value) == gb_text(value) == "unknown", value
+    assert gds_report.table_figure(None) == "-" and gds_report.table_figure(3) == 3 and gds_report.table_figure(2.5) == "2.5"
+    assert gds_report.share_text(1e307, 1e-300) == "unknown" and gds_report.share_text(1, 0) == "-"
+    assert gds_report.link_state(10 ** 400, float("nan")) == "x? ? GT/s" and gds_report.link_state(8, 16.0) == "x8 16.0 GT/s"
     assert gb_text(2e10) == "20.00 GB"
 
 

@@ -2,8 +2,7 @@
 here: one slurmctld, one slurmd registered as fleet-0001, more node names that never register
 (UNKNOWN: drain works on them, resume needs a registered node). Skipped, with the reason, where
 the daemons cannot start."""
-import importlib.machinery
-import importlib.util
+import ast
 import json
 import os
 import shutil
@@ -13,7 +12,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, run_module, run_playbook_json
+from conftest import ROOT, run_module, run_playbook_json, task_results
 
 from ansible_collections.gds.commission.plugins.module_utils.fleet import slurm as gds_slurm
 
@@ -655,30 +654,82 @@ def test_a_node_listed_twice_by_scontrol_is_not_trusted():
     assert gds_slurm.untouchable(nodes["a"]["flags"], nodes["a"]["reason"], "gds:")
 
 
-def _healthcheck_module():
-    loader = importlib.machinery.SourceFileLoader("gds_healthcheck", HEALTHCHECK)
-    spec = importlib.util.spec_from_loader("gds_healthcheck", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+RULES = os.path.join(ROOT, "collections", "ansible_collections", "gds", "commission", "plugins", "module_utils",
+                     "fleet", "slurm_rules.py")
 
 
-def test_healthcheck_copies_give_the_module_utils_answers():
-    hc = _healthcheck_module()
-    for name in ("REASON_MAX", "DRIFT_TAG", "FLAG_ALIASES", "FLAG_SUFFIXES", "HANDS_OFF", "KNOWN", "STATES", "MODES"):
-        assert getattr(hc, name) == getattr(gds_slurm, name), name
-    for name in ("NODE_NAME", "PREFIX", "_NODE_LINE", "_STATE", "_REASON"):
-        assert getattr(hc, name).pattern == getattr(gds_slurm, name).pattern, name
-    for text in HOSTILE_TEXT:
-        assert hc.reason("gds:", text) == gds_slurm.reason("gds:", text)
-    for state, why in NOT_OURS + [("IDLE", None), ("IDLE+DRAIN", "gds: x"), ("MIXED+DRAIN", "gds: drift: y")]:
-        flags = gds_slurm.node_flags(state)
-        assert hc.node_flags(state) == flags
-        assert hc.untouchable(flags, why, "gds:") == gds_slurm.untouchable(flags, why, "gds:"), state
-    assert hc.parse_nodes(SCONTROL_LINE) == gds_slurm.parse_nodes(SCONTROL_LINE)
-    for entry in VERDICT_FILES + [{"status": s, "verdict": v, "mode": "drift"}
-                                  for s, verdicts in gds_slurm.STATES.items() for v in verdicts]:
-        assert hc.state_problem(entry) == gds_slurm.state_problem(entry), entry
+def _top_level_names(path):
+    """The names a Python file defines at its top level (assignments, functions, classes)."""
+    with open(path, encoding="utf-8") as handle:
+        tree = ast.parse(handle.read())
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+    return names
+
+
+def test_healthcheck_carries_no_copy_of_the_rules():
+    """The rules gds-healthcheck follows are fleet/slurm_rules.py's, which gds_slurm follows too:
+    the script defines none of them itself (it read its own copies before)."""
+    rules = _top_level_names(RULES) - {"re"}
+    assert {"STATES", "MODES", "NODE_NAME", "PREFIX", "reason", "untouchable", "parse_nodes"} <= rules
+    assert not rules & _top_level_names(HEALTHCHECK), "gds-healthcheck defines a rule of its own"
+
+
+def install_healthcheck(tmp_path):
+    """gds-healthcheck as the gds_slurm role installs it on a node: (path, task results)."""
+    path = tmp_path / "node" / "usr" / "local" / "sbin" / "gds-healthcheck"
+    (tmp_path / "play.yml").write_text(
+        "- hosts: all\n  gather_facts: false\n  tasks:\n"
+        "    - ansible.builtin.include_role: {name: gds.commission.gds_slurm, tasks_from: healthcheck}\n")
+    (tmp_path / "hosts.yml").write_text(json.dumps({"all": {"hosts": {REAL: {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+        "gds_slurm_healthcheck_path": str(path)}}}}))
+    (tmp_path / "node" / "usr" / "local" / "sbin").mkdir(parents=True, exist_ok=True)
+    rc, data, proc = run_playbook_json(tmp_path / "hosts.yml", tmp_path / "play.yml")
+    assert rc == 0, proc.stdout[-3000:]
+    return path, [res for name, host, res in task_results(data) if "health check" in name]
+
+
+def test_the_role_installs_the_healthcheck_with_the_rules_in_it(tmp_path):
+    path, results = install_healthcheck(tmp_path)
+    assert results and results[-1]["changed"]
+    text = path.read_text()
+    with open(RULES, encoding="utf-8") as handle:
+        assert handle.read() in text
+    assert "_RULES" not in text and os.access(str(path), os.X_OK)
+    # the node has no collection: the installed script runs from its text alone
+    alone = tmp_path / "bare" / "gds-healthcheck"
+    alone.parent.mkdir()
+    shutil.copy(str(path), str(alone))
+    scontrol, env = fake_scontrol(tmp_path)
+    verdict = tmp_path / "v.json"
+    verdict.write_text(json.dumps({"status": "good", "verdict": "FAIL", "mode": "commission", "node": REAL}))
+    proc = subprocess.run([sys.executable, str(alone), "--file", str(verdict), "--node", REAL, "--scontrol", scontrol],
+                          capture_output=True, text=True, env=env, timeout=30)
+    assert proc.returncode == 1 and "verdict file not understood" in proc.stdout, proc.stdout + proc.stderr
+    assert updates(tmp_path)[0][3] == "Reason=gds: verdict file not understood: status good, verdict FAIL, mode commission"
+    # drained by a commissioning run, a drift pass leaves the node drained (slurm_rules.drift_cannot_resume)
+    scontrol, env = fake_scontrol(tmp_path, "IDLE+DRAIN", "gds: bench: x")
+    verdict.write_text(json.dumps({"status": "good", "verdict": "PASS", "mode": "drift", "node": REAL}))
+    proc = subprocess.run([sys.executable, str(alone), "--file", str(verdict), "--node", REAL, "--scontrol", scontrol],
+                          capture_output=True, text=True, env=env, timeout=30)
+    assert proc.returncode == 0 and "kept drained" in proc.stdout and len(updates(tmp_path)) == 1, proc.stdout
+    # installed again: nothing changes
+    dummy, results = install_healthcheck(tmp_path)
+    assert not results[-1]["changed"]
+
+
+def test_healthcheck_out_of_the_collection_without_the_role_says_so(tmp_path):
+    alone = tmp_path / "gds-healthcheck"
+    shutil.copy(HEALTHCHECK, str(alone))
+    proc = subprocess.run([sys.executable, str(alone), "--file", str(tmp_path / "v.json")], capture_output=True,
+                          text=True, timeout=30)
+    assert proc.returncode == 2 and "gds_slurm_healthcheck_install" in proc.stdout and "Traceback" not in proc.stderr
 
 
 def test_load_run_writes_only_states_the_healthcheck_understands(tmp_path):

@@ -27,24 +27,6 @@ once, in the guide's format.
 """
 from __future__ import annotations
 
-DOCUMENTATION = r"""
-name: gds_bench_plan
-short_description: Plan gdsbench jobs for a node's arrays
-description: Builds the job list the gds_bench module runs, from the arrays and the profile.
-positional: _input
-options:
-  _input:
-    description: The arrays, C([{mount, gpus, members, device}]).
-    type: list
-    required: true
-  profile:
-    description: C({templates, thresholds, nonaffine_thresholds, drive_spec, expect_path, xfer_type,
-      affinity_gain, concurrency, concurrent, size, duration, gpu_indices, numa_of_gpu, matrix, run_gpu,
-      skip_reason, live}).
-    type: dict
-    required: true
-"""
-
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import LINK_CLASSES, class_rank
 from ansible_collections.gds.commission.plugins.module_utils.measure.thresholds import drive_spec_error
 from ansible_collections.gds.commission.plugins.module_utils.measure.vocab import (

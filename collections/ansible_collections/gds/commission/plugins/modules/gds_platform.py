@@ -90,7 +90,10 @@ ansible_facts:
   type: complex
   contains:
     gds_platform:
-      description: The platform of the node.
+      description:
+        - The platform of the node.
+        - Described as a whole, every key and which may be null, by the JSON schema
+          C(plugins/module_utils/hw/facts_schema.py) (docs/modules.md, The facts schema).
       returned: always
       type: complex
       contains:
@@ -119,7 +122,8 @@ ansible_facts:
           type: dict
           sample: {loaded: true, version: 550.54.15, open: true, registry_dwords: "RMForceStaticBar1=1;", registry: {RMForceStaticBar1: "1"}}
         gpus:
-          description: GPUs from NVML (index, bdf, name, uuid, memory_total_bytes, bar1_total_bytes, driver_version, open_kernel_module).
+          description: GPUs from NVML (index, bdf, name, uuid, memory_total_bytes, bar1_total_bytes, driver_version,
+            cuda_driver_version, open_kernel_module).
           type: list
           elements: dict
         nvml:

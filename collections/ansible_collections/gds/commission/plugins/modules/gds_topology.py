@@ -90,7 +90,10 @@ ansible_facts:
   type: complex
   contains:
     gds_topology:
-      description: The PCI model of the node.
+      description:
+        - The PCI model of the node.
+        - Described as a whole, every key and which may be null, by the JSON schema
+          C(plugins/module_utils/hw/facts_schema.py) (docs/modules.md, The facts schema).
       returned: always
       type: complex
       contains:
@@ -168,6 +171,10 @@ ansible_facts:
           description: NUMA node numbers seen on PCI devices (-1 where the firmware gives none).
           type: list
           elements: int
+        index_source:
+          description: Where the GPU indices come from, C(nvml) (NVML's order) or C(pci) (ascending PCI bus id).
+          type: str
+          sample: pci
         pcie_links:
           description:
             - One entry per GPU, NVMe controller (every path of a drive), RDMA NIC, the PCI function

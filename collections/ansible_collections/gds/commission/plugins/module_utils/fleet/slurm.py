@@ -10,35 +10,34 @@ else's reason is never touched. A circuit breaker refuses a run that would drain
 share of the nodes (a bad threshold must not drain a cluster). A report it cannot read, or two
 hosts on one node, make it change nothing.
 
-scripts/gds-healthcheck carries copies of node_flags, untouchable, reason and the prefix and
-node-name rules (it runs alone on a node); tests/unit/test_slurm.py keeps the copies equal.
+The rules this shares with each node's gds-healthcheck (node names, reason prefixes, drain
+reasons, verdict-file states, scontrol's node states, when a node is left alone) live in
+fleet/slurm_rules.py, which the gds_slurm role puts into that script when it installs it.
 """
 from __future__ import annotations
 
 import errno
 import json
 import os
-import re
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import FAILING, VERDICTS
 from ansible_collections.gds.commission.plugins.module_utils.core.variables import errors, given_int, given_number, path_error
 from ansible_collections.gds.commission.plugins.module_utils.fleet.output import OutDir, RefusedPath
+from ansible_collections.gds.commission.plugins.module_utils.fleet.slurm_rules import (
+    DEFAULT_PREFIX, DRIFT_TAG, MODES, NODE_NAME, PREFIX, REASON_MAX, STATES, drift_cannot_resume, is_ours, node_flags,
+    one_line, parse_nodes, reason, state_problem, untouchable,
+)
 
-REASON_MAX = 200
+__all__ = [
+    "BAD_VERDICTS", "DEFAULT_PREFIX", "DRIFT_TAG", "GOOD_VERDICTS", "MODES", "NODE_NAME", "PREFIX", "REASON_MAX", "STATES",
+    "SlurmError", "apply", "check_prefix", "commands", "drain_command", "drift_cannot_resume", "first_failing_check",
+    "is_ours", "load_run", "node_flags", "node_names", "one_line", "parse_nodes", "plan", "read_nodes", "reason",
+    "resume_command", "short_name", "state_problem", "untouchable",
+]
+
 # host verdicts summary.json may hold; only PASS and WARN resume a node
 BAD_VERDICTS = FAILING
-GOOD_VERDICTS = ("PASS", "WARN")
-DRIFT_TAG = "drift:"
-# every {status: verdicts} pair and mode load_run writes (and the role into a node's verdict file);
-# scripts/gds-healthcheck drains a node whose file holds anything else
-STATES = {"good": ("PASS", "WARN"), "bad": ("FAIL", "ERROR", "DRIFTED"), "unknown": ("UNREACHABLE", "SKIP")}
-MODES = ("commission", "drift", "both")
-# a Slurm node name, one node: no hostlist brackets, commas, spaces or '=' (scontrol would act
-# on every node such an expression names)
-NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
-# a reason prefix: how this tool knows its own drains, so nothing scontrol or a reader would
-# reinterpret (quotes, '=', spaces, brackets)
-PREFIX = re.compile(r"^[A-Za-z0-9_.:/#@+-]{1,32}\Z")
+GOOD_VERDICTS = STATES["good"]
 
 
 class SlurmError(Exception):
@@ -149,41 +148,6 @@ def _drift_entry(path, host, entry):
     return entry
 
 
-def _printable(ch):
-    code = ord(ch)
-    return "\\x%02x" % code if code < 0x100 else "\\u%04x" % code if code < 0x10000 else "\\U%08x" % code
-
-
-def _clean(text):
-    """One line of printable text: whitespace runs (line breaks, tabs) become one space, any
-    other control or unprintable character its \\xNN escape."""
-    return "".join(ch if ch.isprintable() else _printable(ch) for ch in " ".join(str(text).split()))
-
-
-def reason(prefix, text):
-    """A drain reason: ``<prefix> <text>``, one line of printable characters, at most REASON_MAX.
-
-    '=' becomes ':' so that no part of a reason reads as a Key=value field of scontrol's output
-    (`... Reason=gds: x Mode=y` would read back as `gds: x` and never equal itself).
-    """
-    out = "%s %s" % (prefix, _clean(text).replace("=", ":"))
-    return out if len(out) <= REASON_MAX else out[:REASON_MAX - 3] + "..."
-
-
-def is_ours(text, prefix):
-    """A reason this tool wrote: the prefix, a space, then text."""
-    return bool(text) and text.startswith(prefix + " ")
-
-
-def state_problem(entry):
-    """Why a host's {status, verdict, mode} is none that load_run writes (STATES, MODES), or None."""
-    status, verdict, mode = entry.get("status"), entry.get("verdict"), entry.get("mode")
-    if not isinstance(status, str) or status not in STATES or verdict not in STATES[status] or mode not in MODES:
-        # plain words: the text becomes a Slurm reason (no quotes for scontrol to read)
-        return "status %s, verdict %s, mode %s" % tuple(str(v)[:40] for v in (status, verdict, mode))
-    return None
-
-
 def first_failing_check(entry):
     """The check that decided a non-passing host's verdict (the first one with that verdict)."""
     verdict = str(entry.get("verdict")).upper()
@@ -200,7 +164,7 @@ def first_failing_check(entry):
     return "verdict %s" % verdict
 
 
-def load_run(run_dir, prefix="gds:"):
+def load_run(run_dir, prefix=DEFAULT_PREFIX):
     """{host: {status: bad|good|unknown, verdict, reason, mode}} from a run directory.
 
     summary.json (commissioning) and drift.json (drift check) are both read when present; a
@@ -252,92 +216,6 @@ def load_run(run_dir, prefix="gds:"):
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# Slurm's view of a node
-# --------------------------------------------------------------------------------------------
-_NODE_LINE = re.compile(r"^NodeName=(\S+)")
-_STATE = re.compile(r"(?:^|\s)State=(\S+)")
-# Reason=<text> [user@time], the last field of scontrol's one-line output in practice; stop at
-# the next Key= field otherwise
-_REASON = re.compile(r"(?:^|\s)Reason=(.*?)(?:\s+\[[^\[\]]*@[^\[\]]*\])?(?=\s+[A-Z][A-Za-z]*=|\s*$)")
-
-# Slurm's state names and flags as scontrol (IDLE+DRAIN), sinfo (drng, idle*) and the JSON
-# output (lower case) spell them, to one name each
-FLAG_ALIASES = {
-    "ALLOC": "ALLOCATED", "MIX": "MIXED", "COMP": "COMPLETING", "UNK": "UNKNOWN", "FUTR": "FUTURE",
-    "DRAINED": "DRAIN", "DRAINING": "DRAIN", "DRNG": "DRAIN", "FAILING": "FAIL", "FAILG": "FAIL",
-    "INVAL": "INVALID_REG", "INVALID": "INVALID_REG", "MAINT": "MAINTENANCE", "RESV": "RESERVED",
-    "PLND": "PLANNED", "NPC": "PERFCTRS", "NO_RESPOND": "NOT_RESPONDING", "POW_DN": "POWER_DOWN",
-    "POW_UP": "POWER_UP", "POWERED_OFF": "POWERED_DOWN", "REBOOT": "REBOOT_REQUESTED", "BOOT": "REBOOT_ISSUED",
-}
-# sinfo's suffixes: idle* is IDLE+NOT_RESPONDING, and so on
-FLAG_SUFFIXES = {"*": "NOT_RESPONDING", "~": "POWERED_DOWN", "#": "POWERING_UP", "%": "POWERING_DOWN",
-                 "!": "POWER_DOWN", "$": "MAINTENANCE", "@": "REBOOT_REQUESTED", "^": "REBOOT_ISSUED",
-                 "-": "PLANNED"}
-# states in which a node is someone else's business: never drained, resumed or re-reasoned
-HANDS_OFF = ("DOWN", "FAIL", "INVALID_REG", "ERROR", "FUTURE", "REBOOT_REQUESTED", "REBOOT_ISSUED")
-# every other state this tool knows; a flag outside both lists is a state it does not understand
-KNOWN = HANDS_OFF + ("IDLE", "ALLOCATED", "MIXED", "COMPLETING", "UNKNOWN", "DRAIN", "NOT_RESPONDING",
-                     "MAINTENANCE", "RESERVED", "CLOUD", "POWER_DOWN", "POWER_UP", "POWERED_DOWN",
-                     "POWERING_DOWN", "POWERING_UP", "PLANNED", "PERFCTRS", "DYNAMIC_FUTURE",
-                     "DYNAMIC_NORM", "BLOCKED", "POWER_DRAIN", "RES", "NET")
-
-
-def node_flags(state):
-    """['IDLE', 'DRAIN', ...] of a State= value (`DOWN*+DRAIN`, `mixed+drain`, `drng`) or a list."""
-    words = state if isinstance(state, (list, tuple)) else str(state or "").split("+")
-    flags = []
-    for word in words:
-        word, marks = str(word).strip().upper(), []
-        while word and word[-1] in FLAG_SUFFIXES:
-            marks.insert(0, FLAG_SUFFIXES[word[-1]])
-            word = word[:-1]
-        if word:
-            flags.append(FLAG_ALIASES.get(word, word))
-        flags.extend(marks)
-    return list(dict.fromkeys(flags))
-
-
-def untouchable(flags, text, prefix):
-    """Why a node must be left as it is whatever its host's verdict, or None.
-
-    DOWN, FAIL and the like belong to whoever set them (an admin, Slurm itself); a drain or a
-    reason without our prefix belongs to someone else; a state this tool cannot read means do
-    nothing.
-    """
-    if not flags:
-        return "no state read from Slurm"
-    unknown = [f for f in flags if f not in KNOWN]
-    if unknown:
-        return "state %s not understood" % "+".join(unknown)
-    held = [f for f in flags if f in HANDS_OFF]
-    if held:
-        return "node is %s (%s)" % ("+".join(held), text or "no reason")
-    if text and not is_ours(text, prefix):
-        return "drained by someone else" if "DRAIN" in flags else "reason set by someone else"
-    if "DRAIN" in flags and not text:
-        return "drained by someone else (no reason)"
-    return None
-
-
-def parse_nodes(text):
-    """{node: {flags: [IDLE, DRAIN, ...], reason}} from `scontrol -o show node`.
-
-    A node listed twice gets no flags: what scontrol said of it cannot be trusted.
-    """
-    nodes = {}
-    for line in text.splitlines():
-        match = _NODE_LINE.match(line.strip())
-        if not match:
-            continue
-        state = _STATE.search(line)
-        why = _REASON.search(line)
-        name = match.group(1)
-        info = {"flags": node_flags(state.group(1)) if state else [], "reason": why.group(1).strip() if why else None}
-        nodes[name] = dict(info, flags=[]) if name in nodes else info
-    return nodes
-
-
 def short_name(host):
     return host.split(".")[0]
 
@@ -367,7 +245,7 @@ def node_names(hosts, names=None, report=None):
     return out
 
 
-def plan(run, slurm_nodes, names=None, prefix="gds:", max_drain_percent=10.0, max_drain_min=1, hosts=None):
+def plan(run, slurm_nodes, names=None, prefix=DEFAULT_PREFIX, max_drain_percent=10.0, max_drain_min=1, hosts=None):
     """What to do: {drain, reason, resume, kept, not_in_slurm, limit, candidates, tripped}.
 
     ``names`` maps inventory hosts to Slurm node names (default the short host name); ``hosts``
@@ -407,7 +285,7 @@ def plan(run, slurm_nodes, names=None, prefix="gds:", max_drain_percent=10.0, ma
                 out["kept"].append(dict(item, why="already drained"))
         elif info["status"] == "good" and drained:
             # a drift check says nothing about a benchmark: it resumes only drift drains
-            if info["mode"] == "drift" and not text[len(prefix):].strip().startswith(DRIFT_TAG):
+            if drift_cannot_resume(info["mode"], text, prefix):
                 out["kept"].append(dict(item, why="drained by a commissioning run; a drift check does not clear it"))
             else:
                 out["resume"].append(item)
@@ -438,14 +316,14 @@ def apply(the_plan, run_command, scontrol="scontrol"):
     for argv in commands(the_plan, scontrol):
         rc, out, err = run_command(argv)
         if rc != 0:
-            failures.append({"command": " ".join(argv[1:]), "error": _clean(err or out or "exit %d" % rc)})
+            failures.append({"command": " ".join(argv[1:]), "error": one_line(err or out or "exit %d" % rc)})
     return failures
 
 
 def read_nodes(run_command, scontrol="scontrol"):
     rc, out, err = run_command([scontrol, "-o", "show", "node"])
     if rc != 0:
-        raise SlurmError("%s -o show node failed (exit %d): %s" % (scontrol, rc, _clean(err or out)))
+        raise SlurmError("%s -o show node failed (exit %d): %s" % (scontrol, rc, one_line(err or out)))
     return parse_nodes(out)
 
 

@@ -742,7 +742,7 @@ def _listed(facts, key):
 
 def topology_checks(topology, expect=None, profile=None):
     """``topology: ...`` checks: the expected counts, every affinity group with a local drive, and
-    whether a platform profile (inventory/profiles, through the host's platform group) applied.
+    whether a platform profile (the collection's profiles/, through the host's platform group) applied.
     A list the facts lack is an unknown count: it never equals an expected one."""
     error = expect_error(expect)
     if error:

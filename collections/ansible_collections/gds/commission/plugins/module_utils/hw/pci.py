@@ -69,6 +69,8 @@ AER_FILE_NAMES = dict((key, name) for key, name, dummy in AER_FILES)
 
 # a PCI address: domain (4 digits, 8 behind Intel VMD; 0000 when left out), bus, device, function
 _BDF = re.compile(r"^(?:([0-9a-f]{4,8}):)?([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
+# a PCI address as sysfs names a device and normalize_bdf writes one: the domain always there
+BDF_PATTERN = r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$"
 _ROOT_BUS = re.compile(r"^pci([0-9a-f]{4,8}):([0-9a-f]{2})$")
 
 
