@@ -201,3 +201,26 @@ def test_fallback_report_reads_hosts_as_the_report_play_would(tmp_path):
     assert good["rdma_bench"] == [{"nic": "mlx5_0", "port": 1, "test": "ib_write_bw", "memory": "host", "gbps": 390.0}]
     assert "site: rack" in names and "rdma: bench mlx5_0" in names
     assert "bench: measured" not in names and "rdma: measured" not in names and good["verdict"] == "PASS"
+
+
+def test_host_scope_keeps_its_own_state_and_writes_only_host_files(cb, tmp_path, monkeypatch):
+    """Runs that share a run id (nodes under Slurm, AWX slices: gds_report_scope host) neither read
+    nor write one another's state, and the report of a run whose hosts all failed is their inputs
+    files for the merge: no summary, no latest."""
+    monkeypatch.setenv("GDS_REPORT_SCOPE", "host")
+    shared = tmp_path / "reports" / ".state"
+    shared.mkdir(parents=True)
+    (shared / "run-1.json").write_text(json.dumps({"started": "2020-01-01T00:00:00+00:00",
+                                                   "hosts": {"other": {"unreachable": True}}}))
+    cb.v2_playbook_on_start(Playbook("commission.yml", COMMISSION))
+    assert os.path.dirname(cb.path) == str(shared) and cb.path != str(shared / "run-1.json")
+    assert "other" not in cb.state["hosts"] and cb.state["started"] != "2020-01-01T00:00:00+00:00"
+    cb.v2_runner_on_failed(Result("a", "pcie_acs : Disable ACS", {"msg": "bound to vfio-pci"}))
+    cb.v2_playbook_on_stats(Stats({"a": 1}))
+    run = tmp_path / "reports" / "run-1"
+    assert sorted(os.listdir(run)) == ["a.inputs.json", "a.json", "a.prom"]
+    assert not (tmp_path / "reports" / "latest").exists()
+    assert json.loads((shared / "run-1.json").read_text())["hosts"] == {"other": {"unreachable": True}}
+    from ansible_collections.gds.commission.plugins.module_utils.fleet.merge import merge_run
+    broke = merge_run(str(tmp_path / "reports"), "run-1")["summary"]["hosts"]["a"]["checks"][-1]
+    assert broke["name"] == "host: play completed" and "Disable ACS" in broke["actual"]

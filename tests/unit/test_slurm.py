@@ -47,8 +47,9 @@ def _zombie(pid):
 
 
 class Cluster:
-    def __init__(self, base):
+    def __init__(self, base, real=(REAL,)):
         self.base = str(base)
+        self.real = list(real)  # the nodes that get a slurmd of their own (the others never register)
         self.conf = os.path.join(self.base, "slurm.conf")
         self.env = dict(os.environ, SLURM_CONF=self.conf)
         self.pids = []
@@ -66,19 +67,20 @@ class Cluster:
         if os.geteuid() != 0:
             return "slurmd needs root to start"
         base = self.base
-        for sub in ("state", "log", "spool/" + REAL):
+        for sub in ["state", "log"] + ["spool/" + node for node in self.real]:
             os.makedirs(os.path.join(base, sub), exist_ok=True)
         key = os.path.join(base, "munge.key")
         with open(key, "wb") as handle:
             handle.write(os.urandom(1024))
         os.chmod(key, 0o600)
         sock = os.path.join(base, "munge.sock")
-        ctld_port, real_port, dead_port = _free_port(), _free_port(), _free_port()
+        ctld_port, dead_port = _free_port(), _free_port()
+        ports = dict((node, _free_port()) for node in self.real)
         host = socket.gethostname()
         with open(self.conf, "w") as handle:
             handle.write("\n".join([
                 "ClusterName=gdstest", "SlurmctldHost=%s(127.0.0.1)" % host, "SlurmctldPort=%d" % ctld_port,
-                "SlurmdPort=%d" % real_port, "SlurmUser=root", "SlurmdUser=root",
+                "SlurmdPort=%d" % ports[self.real[0]], "SlurmUser=root", "SlurmdUser=root",
                 "AuthType=auth/munge", "CredType=cred/munge", "AuthInfo=socket=%s" % sock,
                 "StateSaveLocation=%s/state" % base, "SlurmdSpoolDir=%s/spool/%%n" % base,
                 "SlurmctldPidFile=%s/slurmctld.pid" % base, "SlurmdPidFile=%s/slurmd-%%n.pid" % base,
@@ -88,16 +90,14 @@ class Cluster:
                 # the nodes that never register stay UNKNOWN (not DOWN) however slow the run
                 "SlurmdTimeout=3600",
                 "JobAcctGatherType=jobacct_gather/none", "AccountingStorageType=accounting_storage/none",
-                "NodeName=%s NodeHostname=%s NodeAddr=127.0.0.1 Port=%d CPUs=1 State=UNKNOWN" % (REAL, host, real_port),
-                "NodeName=fleet-[0002-%04d] NodeHostname=%s NodeAddr=127.0.0.1 Port=%d CPUs=1 State=UNKNOWN"
-                % (len(NODES), host, dead_port),
+            ] + ["NodeName=%s NodeHostname=%s NodeAddr=127.0.0.1 Port=%d CPUs=1 State=UNKNOWN"
+                 % (node, host, ports.get(node, dead_port)) for node in NODES] + [
                 "PartitionName=gds Nodes=ALL Default=YES State=UP", ""]))
         steps = [
             ("munged", ["munged", "-S", sock, "--key-file=" + key, "--log-file=%s/log/munged.log" % base,
                         "--pid-file=%s/munged.pid" % base, "--seed-file=%s/munged.seed" % base], "munged.pid"),
             ("slurmctld", ["slurmctld", "-f", self.conf], "slurmctld.pid"),
-            ("slurmd", ["slurmd", "-f", self.conf, "-N", REAL], "slurmd-%s.pid" % REAL),
-        ]
+        ] + [("slurmd", ["slurmd", "-f", self.conf, "-N", node], "slurmd-%s.pid" % node) for node in self.real]
         for name, argv, pidfile in steps:
             proc = self.sh(*argv)
             if proc.returncode:
@@ -108,8 +108,9 @@ class Cluster:
             self.pids.append(pid)
             if name == "slurmctld" and not self._wait(lambda: self.sh("scontrol", "ping").returncode == 0):
                 return "slurmctld does not answer; log:\n%s" % _tail(os.path.join(base, "log", "slurmctld.log"))
-        if not self._wait(lambda: "UNKNOWN" not in self.state(REAL)[0], timeout=30):
-            return "slurmd did not register %s; log:\n%s" % (REAL, _tail(os.path.join(base, "log", "slurmd-%s.log" % REAL)))
+        for node in self.real:
+            if not self._wait(lambda: "UNKNOWN" not in self.state(node)[0], timeout=30):
+                return "slurmd did not register %s; log:\n%s" % (node, _tail(os.path.join(base, "log", "slurmd-%s.log" % node)))
         return None
 
     @staticmethod
@@ -155,7 +156,7 @@ class Cluster:
         one resumed: IDLE and not responding, where drains work as on UNKNOWN)."""
         for node in NODES:
             flags, _ = self.state(node)
-            if "DOWN" in flags or "FAIL" in flags or (node == REAL and "DRAIN" in flags):
+            if "DOWN" in flags or "FAIL" in flags or (node in self.real and "DRAIN" in flags):
                 self.sh("scontrol", "update", "NodeName=%s" % node, "State=RESUME")
             elif "DRAIN" in flags:
                 self.sh("scontrol", "update", "NodeName=%s" % node, "State=UNDRAIN")
@@ -1051,3 +1052,12 @@ def test_validate_entry_point_checks_the_variables_alone(tmp_path):
     stats = data["stats"]
     assert rc != 0 and stats["good"]["failures"] == 0, stats
     assert stats["hostlist"]["failures"] == 1 and stats["prefix"]["failures"] == 1, stats
+
+
+def test_load_run_reason_of_a_host_the_merge_could_not_read(tmp_path):
+    """A merged run's host whose inputs file is missing or partial drains with what was wrong."""
+    run = gds_slurm.load_run(summary_run(tmp_path / "r", {
+        "n1": ("ERROR", [check("report: host file", "ERROR", "missing")]),
+        "n2": ("ERROR", [check("bench: x", "PASS"), check("report: host input", "ERROR", "bench")])}))
+    assert run["n1"]["reason"] == "gds: report: host file: missing"
+    assert run["n2"]["reason"] == "gds: report: host input: bench"

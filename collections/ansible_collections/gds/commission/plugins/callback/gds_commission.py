@@ -15,6 +15,9 @@
   (every host failed, so Ansible ran no later play), writes it here, with the same writer
   (plugins/module_utils/fleet/report.py): the failed hosts are ERROR with the task and message that broke
   them. Ansible's exit status stays non-zero.
+- In host scope (``gds_report_scope: host``: several runs share one run directory, a node each
+  under Slurm or a slice each in AWX) its state file is this process's own, and its report is each
+  host's inputs file for the merge (plugins/module_utils/fleet/merge.py).
 The state file is rewritten before each task starts and at the end, when an event changed it, so it
 is complete when a task (the report play's) reads it; once per event made a drift run of N hosts
 write O(N^2) bytes.
@@ -95,6 +98,11 @@ def failure_text(result):
     return _short(text or "failed")
 
 
+def _plain(text):
+    """``text`` with every character but letters, digits, ``.``, ``_`` and ``-`` as ``_`` (a file name part)."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", text) or "_"
+
+
 def report_writer():
     """The collection's fleet/report module_utils, the one writer of reports."""
     from ansible_collections.gds.commission.plugins.module_utils.fleet import report
@@ -117,6 +125,7 @@ class CallbackModule(CallbackBase):
         self.report_play = None
         self.writer = None       # plugins/module_utils/fleet/report
         self.required_areas, self.check_vars = (), None  # as the report play would use them
+        self.scope, self.report_dir = "run", None         # gds_report_scope, gds_report_dir
 
     def _root(self):
         configured = os.environ.get("GDS_REPORTS_DIR")
@@ -130,15 +139,25 @@ class CallbackModule(CallbackBase):
             self.writer = report_writer()
         except Exception as exc:  # no report of our own then, and the playbook still runs
             self._display.warning("gds_commission: cannot load plugins/module_utils/fleet/report: %s" % exc)
+        self.report_play = self._report_play(playbook)
+        self.report_mode = str((self.report_play.vars or {}).get("gds_report_mode", "commission")) \
+            if self.report_play is not None else None
+        if self.writer and (self.report_play is not None or self.check_vars is None):
+            self.required_areas, self.check_vars = self._report_settings()
         default = datetime.datetime.now().strftime("%Y%m%dT%H%M%S") + "-%d" % os.getpid()
-        run_id = os.environ.get("GDS_RUN_ID") or default
+        # gds_report_run_id (an extra var: AWX's slices of one job) names the run, else GDS_RUN_ID
+        named = self._play_vars(self.report_play or next(iter(self._plays(playbook)), None), ("gds_report_run_id",))
+        which = "gds_report_run_id" if named.get("gds_report_run_id") else "GDS_RUN_ID"
+        run_id = str(named.get("gds_report_run_id") or os.environ.get("GDS_RUN_ID") or default)
         error = self.writer.run_id_error(run_id) if self.writer else None
         if error:  # a run id is a directory and a file name: never a path out of reports/
-            self._display.warning("gds_commission: GDS_RUN_ID: %s; this run is %s" % (error, default))
+            self._display.warning("gds_commission: %s: %s; this run is %s" % (which, error, default))
             run_id = default
         root = self._root()
         path = os.path.join(root, ".state", run_id + ".json")
-        if not self.state.get("started"):
+        if self.scope == "host":  # runs that share the run id keep their own states
+            path = os.path.join(root, ".state", "%s.%s.%d.json" % (run_id, _plain(os.uname().nodename), os.getpid()))
+        if not self.state.get("started") and self.scope != "host":
             # the same run id in a second invocation (bench.yml, then report.yml): one run
             try:
                 self.state.update(json.loads(self._state_file(lambda folder: folder.read(run_id + ".json"), path) or "{}"))
@@ -152,12 +171,33 @@ class CallbackModule(CallbackBase):
         os.environ["GDS_RUN_ID"] = run_id
         os.environ["GDS_RUN_STATE"] = self.path
         os.environ["GDS_REPORTS_DIR"] = root
-        self.report_play = self._report_play(playbook)
-        self.report_mode = str((self.report_play.vars or {}).get("gds_report_mode", "commission")) \
-            if self.report_play is not None else None
-        if self.writer and (self.report_play is not None or self.check_vars is None):
-            self.required_areas, self.check_vars = self._report_settings()
         self._save()
+
+    @staticmethod
+    def _plays(playbook):
+        try:
+            return list(playbook.get_plays())
+        except Exception:
+            return []
+
+    @staticmethod
+    def _play_vars(play, names):
+        """{name: value} of the variables ``names`` as a task of ``play`` on its first host would
+        see them (role defaults, inventory, play and extra vars), templated; what cannot be read
+        is left out."""
+        out = {}
+        try:
+            from ansible.template import Templar
+            manager = play.get_variable_manager()
+            hosts = manager._inventory.get_hosts(play.hosts)
+            variables = manager.get_vars(play=play, host=hosts[0] if hosts else None)
+            templar = Templar(loader=play._loader, variables=variables)
+            for name in names:
+                if name in variables:
+                    out[name] = templar.template(variables[name])
+        except Exception:  # no play or no variables to read: the defaults
+            pass
+        return out
 
     @staticmethod
     def _report_play(playbook):
@@ -173,20 +213,20 @@ class CallbackModule(CallbackBase):
     def _report_settings(self):
         """(required areas, compiled check-variable pattern) as the report play would use them,
         from its role's defaults, the inventory (its first host's), play and extra vars; the
-        defaults of plugins/module_utils/fleet/report when they cannot be read."""
+        defaults of plugins/module_utils/fleet/report when they cannot be read. Sets the scope
+        (gds_report_scope, else GDS_REPORT_SCOPE) and the report play's directory."""
         areas, pattern = list(self.writer.REQUIRED_AREAS), self.writer.CHECK_VARS
+        found = self._play_vars(self.report_play, ("gds_report_required_areas", "gds_report_check_vars",
+                                                   "gds_report_scope", "gds_report_dir"))
         try:
-            from ansible.template import Templar
-            manager = self.report_play.get_variable_manager()
-            hosts = manager._inventory.get_hosts(self.report_play.hosts)
-            variables = manager.get_vars(play=self.report_play, host=hosts[0] if hosts else None)
-            templar = Templar(loader=self.report_play._loader, variables=variables)
-            if "gds_report_required_areas" in variables:
-                areas = [str(a) for a in templar.template(variables["gds_report_required_areas"])]
-            if "gds_report_check_vars" in variables:
-                pattern = str(templar.template(variables["gds_report_check_vars"]))
-        except Exception:  # no play or no variables to read: the role's defaults
+            if "gds_report_required_areas" in found:
+                areas = [str(a) for a in found["gds_report_required_areas"]]
+            if "gds_report_check_vars" in found:
+                pattern = str(found["gds_report_check_vars"])
+        except Exception:  # not a list: the role's defaults (the report play fails on it, naming it)
             pass
+        self.scope = "host" if str(found.get("gds_report_scope") or os.environ.get("GDS_REPORT_SCOPE")) == "host" else "run"
+        self.report_dir = os.path.abspath(str(found["gds_report_dir"])) if found.get("gds_report_dir") else None
         try:
             return areas, re.compile(pattern)
         except re.error:  # the report play fails on it, naming it (gds_report_hosts)
@@ -303,28 +343,37 @@ class CallbackModule(CallbackBase):
             if stats.summarize(host)["failures"] and not entry.get("unreachable"):
                 entry["broken"] = True
         now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+        reports_dir = self.report_dir or self.state["reports_dir"]  # where the report play writes
         try:
             writer = self.writer or report_writer()
             # the same map of inputs as the report play's filter (fleet/report.host_inputs)
             data = dict((host, writer.host_inputs(dict(sorted(entry["vars"].items())), entry["facts"], self.check_vars))
                         for host, entry in self.collected.items())
-            files, result = writer.build_report(self.state["run_id"], self.state["started"], now, self.report_mode,
-                                                data, hosts, states, drift=self.state.get("drift"),
-                                                required_areas=self.required_areas)
-            run_dir = writer.write_run_dir(self.state["reports_dir"], self.state["run_id"], files)
+            if self.scope == "host":  # each host's inputs file, as the report play's module writes it
+                from ansible_collections.gds.commission.plugins.module_utils.fleet import merge
+                files, result = merge.host_scope_files(self.state["run_id"], self.state["started"], now, self.report_mode,
+                                                       data, hosts, states, drift=self.state.get("drift"),
+                                                       required_areas=self.required_areas)
+            else:
+                files, result = writer.build_report(self.state["run_id"], self.state["started"], now, self.report_mode,
+                                                    data, hosts, states, drift=self.state.get("drift"),
+                                                    required_areas=self.required_areas)
+            run_dir = writer.write_run_dir(reports_dir, self.state["run_id"], files)
         except Exception as exc:  # never hide the play's own failure behind a callback traceback
             self._display.warning("gds_commission: could not write the report of the failed run: %s" % exc)
             return
         try:
-            writer.point_latest(self.state["reports_dir"], self.state["run_id"])
+            if self.scope != "host":  # the merge points latest
+                writer.point_latest(reports_dir, self.state["run_id"])
         except Exception as exc:  # latest someone else's: the run's directory stands, latest is left alone
             self._display.warning("gds_commission: the report is in %s, but %s" % (run_dir, exc))
         self.state["report_written"] = True
         self._save()
         bad = result.get("not_pass", result.get("drifted", []))
         which = "drifted or not checked" if self.report_mode == "drift" else "not PASS"
-        self._display.display("gds_commission: the report play did not run (no host left); wrote %s "
-                              "(%s: %s)" % (run_dir, which, ", ".join(bad) or "none"), stderr=True)
+        self._display.display("gds_commission: the report play did not run (no host left); wrote %s%s "
+                              "(%s: %s)" % (run_dir, " (host files)" if self.scope == "host" else "", which,
+                                            ", ".join(bad) or "none"), stderr=True)
 
     def set_options(self, task_keys=None, var_options=None, direct=None):
         super(CallbackModule, self).set_options(task_keys=task_keys, var_options=var_options, direct=direct)

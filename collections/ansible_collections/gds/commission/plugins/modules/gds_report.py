@@ -26,6 +26,10 @@ description:
     own directory is written."
   - "A host whose inputs cannot be read or rendered (a C(record) that is not a mapping, say) is
     C(ERROR) with the check C(report: host input); the other hosts' reports are written as usual."
+  - "C(scope=host) (a node commissioning itself, a slice of a job: several runs write one run
+    directory) writes per host only C(HOST.inputs.json), what the merge (module C(gds_merge),
+    C(scripts/gds-merge)) needs to rebuild that host, and the host's own C(HOST.json) and
+    C(HOST.prom) (C(HOST.drift.prom)); no summary, junit, page, drift.json, history or C(latest)."
 version_added: "1.0.0"
 author: gds-commission contributors (!UNKNOWN)
 options:
@@ -99,6 +103,13 @@ options:
     description: How many runs each host's history file keeps (the oldest go first); 0 keeps no history.
     type: int
     default: 20
+  scope:
+    description:
+      - C(run) writes the run's report; C(host) writes each host's inputs file for a later merge (and the
+        host's own C(HOST.json), C(HOST.prom)), nothing that several runs sharing the run directory would race on.
+    type: str
+    choices: [run, host]
+    default: run
 notes:
   - In check mode nothing is written; the documents are still returned.
 extends_documentation_fragment:
@@ -154,6 +165,11 @@ drift:
   description: drift.json's content.
   returned: when mode is drift
   type: dict
+inputs:
+  description: The inputs files written, C(HOST.inputs.json) (scope host; the run directory holds them).
+  returned: when scope is host
+  type: list
+  elements: str
 """
 
 import datetime
@@ -161,9 +177,9 @@ import json
 import os
 
 from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule  # results valid UTF-8
+from ansible_collections.gds.commission.plugins.module_utils.fleet.merge import host_scope_files
 from ansible_collections.gds.commission.plugins.module_utils.fleet.output import OutDir
-from ansible_collections.gds.commission.plugins.module_utils.fleet.report import (
-    build_report, load_history, point_latest, run_id_error, write_history, write_run_dir)
+from ansible_collections.gds.commission.plugins.module_utils.fleet.report import publish_run, run_id_error, write_run_dir
 
 
 def load_state(module, path):
@@ -221,6 +237,7 @@ def main():
             fleet_min_peers=dict(type="int", default=3),
             history_tolerance=dict(type="raw", default=0.10),
             history_keep=dict(type="int", default=20),
+            scope=dict(type="str", default="run", choices=["run", "host"]),
         ),
         supports_check_mode=True,
     )
@@ -235,40 +252,36 @@ def main():
             entry["broken"] = True
     now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     started = p["started"] or state.get("started") or now
-    fleet = dict(platforms=dict((h, str(v)) for h, v in p["platforms"].items() if v),
-                 tolerance=tolerance(module, "fleet_tolerance", p["fleet_tolerance"], p["all_hosts"]),
-                 min_peers=p["fleet_min_peers"])
-    history, problems = None, {}
-    if p["mode"] == "commission" and p["history_keep"] > 0:
-        runs, problems = load_history(p["reports_dir"], p["all_hosts"])
-        history = dict(runs=runs, problems=problems, keep=p["history_keep"],
-                       tolerance=tolerance(module, "history_tolerance", p["history_tolerance"], p["all_hosts"]))
-    files, result = build_report(p["run_id"], started, now, p["mode"], p["hosts"], p["all_hosts"], states,
-                                 drift=(state.get("drift") or {}) if p["state_file"] else None,
-                                 required_areas=p["required_areas"],
-                                 fleet=fleet, history=history)
-    run_dir = "%s/%s" % (p["reports_dir"], p["run_id"])
-    updated = result.pop("history", None) or {}
-    if p["mode"] == "commission":
-        result["history"] = []
-    if not module.check_mode:
-        try:
-            run_dir = write_run_dir(p["reports_dir"], p["run_id"], files)
-        except (OSError, ValueError) as exc:
-            module.fail_json(msg="cannot write the report under %s: %s" % (p["reports_dir"], exc))
-        # the run's directory is written: a refused history file or latest fails the task after it
-        refused = []
-        if updated:
+    platforms = dict((h, str(v)) for h, v in p["platforms"].items() if v)
+    fleet_tolerance = tolerance(module, "fleet_tolerance", p["fleet_tolerance"], p["all_hosts"])
+    history_tolerance = tolerance(module, "history_tolerance", p["history_tolerance"], p["all_hosts"]) \
+        if p["mode"] == "commission" and p["history_keep"] > 0 else {}
+    drift = (state.get("drift") or {}) if p["state_file"] else None
+    if p["scope"] == "host":
+        files, result = host_scope_files(p["run_id"], started, now, p["mode"], p["hosts"], p["all_hosts"], states,
+                                         drift=drift, required_areas=p["required_areas"], platforms=platforms,
+                                         fleet_tolerance=fleet_tolerance, history_tolerance=history_tolerance,
+                                         fleet_min_peers=p["fleet_min_peers"], history_keep=p["history_keep"])
+        run_dir = "%s/%s" % (p["reports_dir"], p["run_id"])
+        if not module.check_mode:
             try:
-                result["history"] = write_history(p["reports_dir"], updated, problems)
+                run_dir = write_run_dir(p["reports_dir"], p["run_id"], files)
             except (OSError, ValueError) as exc:
-                refused.append(str(exc))
-        try:
-            point_latest(p["reports_dir"], p["run_id"])
-        except (OSError, ValueError) as exc:
-            refused.append(str(exc))
-        if refused:
-            module.fail_json(msg="the report is in %s, but %s" % (run_dir, "; ".join(refused)), run_dir=run_dir)
+                module.fail_json(msg="cannot write the host files under %s: %s" % (p["reports_dir"], exc))
+        if p["mode"] == "commission":
+            result["history"] = []  # the merge keeps the history
+        module.exit_json(changed=False, run_dir=run_dir, **result)
+    try:
+        run_dir, result, refused = publish_run(
+            p["reports_dir"], p["run_id"], started, now, p["mode"], p["hosts"], p["all_hosts"], states, drift=drift,
+            required_areas=p["required_areas"],
+            fleet=dict(platforms=platforms, tolerance=fleet_tolerance, min_peers=p["fleet_min_peers"]),
+            history_keep=p["history_keep"], history_tolerance=history_tolerance, write=not module.check_mode)
+    except (OSError, ValueError) as exc:
+        module.fail_json(msg="cannot write the report under %s: %s" % (p["reports_dir"], exc))
+    # the run's directory is written: a refused history file or latest fails the task after it
+    if refused:
+        module.fail_json(msg="the report is in %s, but %s" % (run_dir, "; ".join(refused)), run_dir=run_dir)
     # a report on the controller is the run's output, not state of a node: never "changed"
     module.exit_json(changed=False, run_dir=run_dir, **result)
 

@@ -143,10 +143,15 @@ class OutDir(object):
             if exc.errno == errno.ELOOP:
                 raise self._refuse(name, "a file")
             raise
-        with os.fdopen(fd, "rb") as handle:
-            st = os.fstat(handle.fileno())
+        try:
+            # before fdopen, which refuses a directory with a message naming no path
+            st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 raise self._refuse(name, "a file")
+        except BaseException:
+            os.close(fd)
+            raise
+        with os.fdopen(fd, "rb") as handle:
             return handle.read() if limit is None else handle.read(min(limit, st.st_size + 1))
 
     def read(self, name, limit=None):

@@ -34,13 +34,16 @@ from ansible_collections.gds.commission.plugins.module_utils.fleet.report_html i
     fleet_html, fleet_row, fleet_status, host_html, links_html, network_html, network_rows, pairing_rows,
     platform_summary, rdma_bench_rows, render_html, watch_chart,
 )
-from ansible_collections.gds.commission.plugins.module_utils.fleet.report_files import host_file_name, point_latest, run_id_error, write_run, write_run_dir
+from ansible_collections.gds.commission.plugins.module_utils.fleet.report_files import (
+    INPUTS_SUFFIX, host_file_name, point_latest, run_id_error, write_run, write_run_dir,
+)
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_text import (
     epoch_of, figure_text, json_ready, share_text, short_text, table_figure, to_json,
 )
 
 __all__ = [
-    "host_document", "summary", "junit", "junit_suite", "drift_document", "build_report", "INPUT_CHECK",
+    "host_document", "summary", "junit", "junit_suite", "drift_document", "build_report", "publish_run", "INPUT_CHECK",
+    "HOST_FILE_CHECK", "INPUTS_SUFFIX",
     "NO_DRIFT_STATE", "host_verdict", "VERDICTS", "OutDir", "RefusedPath", "CHECK_KEYS", "CHECK_VARS", "INPUT_SHAPE",
     "REBOOT_VARS", "REPORT_FACTS", "REPORT_VARS", "REQUIRED_AREAS", "flatten", "host_inputs",
     "input_problems", "normalize_check", "describe_degraded", "link_role", "link_state", "pcie_links",
@@ -58,6 +61,16 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 # Documents
 # --------------------------------------------------------------------------------------------
+# a merged run (fleet/merge.py): the host's inputs file is missing, partial, another run's or
+# unreadable; its state says why (host_file) and what (host_file_problem)
+HOST_FILE_CHECK = "report: host file"
+
+
+def _stopped(state):
+    """The host did not complete its plays (unreachable, broken) or its run cannot be read."""
+    return bool(state.get("unreachable") or state.get("broken") or state.get("host_file"))
+
+
 def host_document(name, data, state, required_areas=()):
     """One host's report: verdict, checks, and what the report needs to show it.
 
@@ -66,7 +79,7 @@ def host_document(name, data, state, required_areas=()):
     """
     state = state or {}
     checks = [normalize_check(c) for c in flatten(data.get("checks") or [])]
-    if not state.get("unreachable") and not state.get("broken"):
+    if not _stopped(state):
         for area in required_areas:
             mine = [c for c in checks if c["name"].startswith(area + ":")]
             if not [c for c in mine if c["verdict"] != "SKIP"]:
@@ -79,6 +92,9 @@ def host_document(name, data, state, required_areas=()):
         last = (state.get("failures") or [{}])[-1]
         checks.append(make_check("host: play completed", "ERROR", "every step ran",
                                  "failed in task '%s'" % last.get("task", "?"), last.get("msg") or ""))
+    elif state.get("host_file"):
+        checks.append(make_check(HOST_FILE_CHECK, "ERROR", "the host's inputs file of this run",
+                                 state.get("host_file_problem") or "unreadable", state["host_file"]))
     if not checks:
         checks.append(make_check("host: checks recorded", "ERROR", "at least one check", 0, "the host recorded no checks"))
     verdict = host_verdict(c["verdict"] for c in checks)
@@ -155,13 +171,13 @@ NO_DRIFT_STATE = ("no drift was recorded: the gds_commission callback is not ena
 
 def drift_document(run_id, hosts, drift, states):
     """{run_id, hosts: {HOST: {drifted, items}}}; unreachable hosts are listed as such. ``drift``
-    None (the callback kept no state): no host was checked, never "not drifted"."""
+    None (the callback kept no state): no host was checked, never "not drifted"; the same for a
+    host whose entry is None (a merged run: that host's run kept no state)."""
     out = {"run_id": run_id, "hosts": {}}
-    if drift is None:
-        for host in sorted(hosts):
-            out["hosts"][host] = {"drifted": None, "items": [], "error": True, "detail": NO_DRIFT_STATE}
-        return out
     for host in sorted(hosts):
+        if drift is None or (host in drift and drift[host] is None):
+            out["hosts"][host] = {"drifted": None, "items": [], "error": True, "detail": NO_DRIFT_STATE}
+            continue
         items = drift.get(host) or []
         # a state file edited by hand: every item becomes {setting, expected, actual}
         items = [_drift_item(item) for item in (items if isinstance(items, list) else [items])]
@@ -172,6 +188,8 @@ def drift_document(run_id, hosts, drift, states):
         elif state.get("broken"):
             last = (state.get("failures") or [{}])[-1]
             entry.update(drifted=None, error=True, detail="failed in task '%s': %s" % (last.get("task", "?"), last.get("msg") or ""))
+        elif state.get("host_file"):
+            entry.update(drifted=None, error=True, detail=state["host_file"])
         out["hosts"][host] = entry
     return out
 
@@ -226,9 +244,44 @@ def build_report(run_id, started, finished, mode, hosts, all_hosts, states, drif
     if history is not None:
         result["history"] = {host: history_update((history.get("runs") or {}).get(host) or [], run_id, finished, doc,
                                                    history.get("keep", HISTORY_KEEP))
-                             for host, doc in docs.items()
-                             if not (states.get(host) or {}).get("unreachable") and not (states.get(host) or {}).get("broken")}
+                             for host, doc in docs.items() if not _stopped(states.get(host) or {})}
     return files, result
+
+
+def publish_run(reports_dir, run_id, started, finished, mode, hosts, all_hosts, states, drift=None,
+                required_areas=(), fleet=None, history_keep=0, history_tolerance=None, write=True):
+    """A run's report as the report play writes it: the history read from reports_dir (commission
+    mode, ``history_keep`` above 0), build_report, the run directory written, the history written,
+    ``latest`` pointed at the run; (run_dir, result, refused). One path for the gds_report module
+    and the merge of host files (fleet/merge.py), so both write the same report.
+
+    A run directory that cannot be written raises (OSError, ValueError); a history file or
+    ``latest`` refused after it is in ``refused`` (the run's directory stands). ``write`` false
+    (check mode): nothing is written, the documents are still returned."""
+    history, problems = None, {}
+    if mode == "commission" and history_keep > 0:
+        runs, problems = load_history(reports_dir, all_hosts)
+        history = dict(runs=runs, problems=problems, keep=history_keep, tolerance=history_tolerance)
+    files, result = build_report(run_id, started, finished, mode, hosts, all_hosts, states, drift=drift,
+                                 required_areas=required_areas, fleet=fleet, history=history)
+    run_dir = "%s/%s" % (reports_dir, run_id)
+    updated = result.pop("history", None) or {}
+    if mode == "commission":
+        result["history"] = []
+    refused = []
+    if not write:
+        return run_dir, result, refused
+    run_dir = write_run_dir(reports_dir, run_id, files)
+    if updated:
+        try:
+            result["history"] = write_history(reports_dir, updated, problems)
+        except (OSError, ValueError) as exc:
+            refused.append(str(exc))
+    try:
+        point_latest(reports_dir, run_id)
+    except (OSError, ValueError) as exc:
+        refused.append(str(exc))
+    return run_dir, result, refused
 
 
 # --------------------------------------------------------------------------------------------

@@ -21,6 +21,10 @@ STEM_MAX = 150
 RESERVED_STEMS = ("summary", "junit", "report", "drift")
 # reports_dir's own entries: no run id may take their place
 RESERVED_RUN_IDS = ("latest", "history")
+# a host's inputs file is STEM + INPUTS_SUFFIX (fleet/merge.py): no stem ends in ".inputs", so no
+# host's HOST.json is another host's inputs file
+INPUTS_SUFFIX = ".inputs.json"
+_RESERVED_END = ".inputs"
 
 
 def _percent(char):
@@ -35,12 +39,15 @@ def host_file_name(host):
     letters, digits, ``_`` and ``-`` (and ``.`` after the first) is percent-encoded from its UTF-8
     bytes (``rack1/gpu+01`` -> ``rack1%2Fgpu%2B01``): no stem holds a ``/`` or is ``..``, and two
     hosts never share one. A stem still too long is cut and ends in ``~`` and a hash of the whole
-    name (``~`` appears in no other stem)."""
+    name (``~`` appears in no other stem). A name ending in ``.inputs`` has its dots encoded too:
+    ``STEM.inputs.json`` is a host's inputs file."""
     host = str(host)
-    if _PLAIN.match(host) and len(host) <= STEM_MAX and host.lower() not in RESERVED_STEMS:
+    reserved_end = host.lower().endswith(_RESERVED_END)
+    if _PLAIN.match(host) and len(host) <= STEM_MAX and host.lower() not in RESERVED_STEMS and not reserved_end:
         return host
     # a reserved name gets its first character encoded, like any odd one
-    stem = "".join(char if (_KEEP.match(char) or (char == "." and i)) and (i or host.lower() not in RESERVED_STEMS)
+    stem = "".join(char if (_KEEP.match(char) or (char == "." and i and not reserved_end))
+                   and (i or host.lower() not in RESERVED_STEMS)
                    else _percent(char) for i, char in enumerate(host))
     if len(stem) > STEM_MAX or not stem:
         digest = hashlib.sha256(host.encode("utf-8", "surrogatepass")).hexdigest()[:20]

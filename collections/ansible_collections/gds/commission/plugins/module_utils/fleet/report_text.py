@@ -85,11 +85,13 @@ def json_ready(value, depth=0):
     return printable(value, controls=False)
 
 
-def to_json(doc):
-    """Strict JSON (RFC 8259: no NaN, every string valid UTF-8), ASCII only."""
+def to_json(doc, indent=2):
+    """Strict JSON (RFC 8259: no NaN, every string valid UTF-8), ASCII only. ``indent`` None: one
+    line (Python indents without its C encoder: a file no person reads is written compact)."""
     try:
         # most documents need no json_ready (a walk in Python): the C encoder tells
         json.dumps(doc, sort_keys=True, allow_nan=False, ensure_ascii=False).encode("utf-8")
     except (ValueError, TypeError, RecursionError):  # UnicodeEncodeError is a ValueError
         doc = json_ready(doc)
-    return json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n"
+    separators = None if indent is not None else (",", ":")
+    return json.dumps(doc, indent=indent, sort_keys=True, allow_nan=False, separators=separators) + "\n"

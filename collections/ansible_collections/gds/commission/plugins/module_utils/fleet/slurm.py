@@ -157,8 +157,9 @@ def first_failing_check(entry):
             if isinstance(check, dict) and str(check.get("verdict")).upper() == wanted:
                 name = str(check.get("name") or "unnamed check")
                 actual = check.get("actual")
-                # host: checks (play completed, reachable) say little without what happened
-                if name.startswith("host:") and actual not in (None, ""):
+                # host: checks (play completed, reachable) and the report's about a host (its host
+                # file missing, its input unreadable) say little without what happened
+                if name.startswith(("host:", "report: host ")) and actual not in (None, ""):
                     return "%s: %s" % (name, actual if isinstance(actual, str) else json.dumps(actual, default=str))
                 return name
     return "verdict %s" % verdict
