@@ -56,7 +56,8 @@ def test_reads_with_more_threads_than_files_share_one_file():
 
 def test_jobs_name_the_drives_their_watch_reads():
     """Each job carries its array's md device and members (the drive load is read from them); a
-    target directory without an array follows the disk under it, only on a live node."""
+    target directory without an array follows the disk under it. A simulated node's jobs run on
+    the controller: they follow the disk under their target there, whatever array its facts name."""
     arrays = [dict(ARRAYS[0], md="md127")]
     jobs = gds_bench_plan(arrays, dict(PROFILE, live=True, gpu_indices=[0, 1, 4]))
     singles = [j for j in jobs if not j.get("skip") and not j.get("jobs")]
@@ -66,7 +67,9 @@ def test_jobs_name_the_drives_their_watch_reads():
     assert [j["name"] for j in jobs if j.get("expect_bounce") and not j.get("nonaffine")] == ["raid1 seq_read non-affine gpu4"]
     target = [{"mount": "/data", "gpus": [0], "members": []}]
     assert all(j.get("drives_from_target") for j in gds_bench_plan(target, dict(PROFILE, live=True)) if not j.get("skip"))
-    assert not any(j.get("drives_from_target") for j in gds_bench_plan(target, dict(PROFILE, live=False)))
+    simulated = [j for j in gds_bench_plan(arrays, dict(PROFILE, live=False, gpu_indices=[0, 1, 4])) if not j.get("skip")]
+    assert simulated and all(j.get("drives_from_target") and "members" not in j and "md" not in j
+                             for j in simulated if not j.get("jobs"))
 
 
 @pytest.mark.parametrize("spec, why", [

@@ -54,3 +54,15 @@ def test_every_disk_has_its_pci_function_and_the_root_disk_is_a_system_drive(mac
     for disk in disks:
         assert disk.get("bdf"), disk
     assert any(d.get("system") for d in disks + (topology.get("nvme") or []))
+
+
+def test_the_paths_limit_of_every_disk_is_its_own_reason(machine):
+    """A job on any disk, the system disk too (the rented VM's data directory sits on it), has a
+    path; a virtual function without link files makes the limit unknown for that reason, never
+    'not on the PCIe links'."""
+    from ansible_collections.gds.commission.plugins.module_utils.measure.pathlimit import path_limit
+    topology, _ = machine
+    for disk in topology["disks"]:
+        limit = path_limit(topology, topology["gpus"][0]["index"], [disk["name"]], {}, None)
+        assert "not on the PCIe links" not in str(limit), limit
+        assert "bytes_per_s" in limit or disk["bdf"] in limit.get("unknown", ""), limit

@@ -310,13 +310,14 @@ def _fleet_docs():
     docs = {}
     for number, value in enumerate((12.0, 12.2, 11.9, 12.1)):
         docs["node%d" % number] = {"checks": [check("bench: md1 seq_read: throughput_gib_s", "PASS", ">= 9 GiB/s",
-                                                    value, low=9.0, unit="GiB/s", reference=10.0)]}
+                                                    value, low=9.0, unit="GiB/s", reference=10.0,
+                                                    job="md1 seq_read", metric="throughput_gib_s")]}
     return docs, {host: "dgx_h100" for host in docs}
 
 
 def _history():
     doc = {"checks": [check("bench: md1 seq_read: throughput_gib_s", "PASS", ">= 9 GiB/s", 12.0, low=9.0,
-                            unit="GiB/s", reference=10.0)]}
+                            unit="GiB/s", reference=10.0, job="md1 seq_read", metric="throughput_gib_s")]}
     return doc, [{"verdict": "PASS", "run_id": "r1", "values": {"md1 seq_read: throughput_gib_s": 12.1}}]
 
 

@@ -276,3 +276,56 @@ def test_commission_reads_the_facts_once_and_again_only_what_tuning_changed(tmp_
     # second run: nothing changes, so everything is read once
     count, _ = run()
     assert set(count.values()) == {1}, count
+
+
+# --------------------------------------------------------------------------------------------
+# registered results do not repeat the facts: a module given the topology echoes only its size
+# --------------------------------------------------------------------------------------------
+def test_a_module_result_does_not_echo_the_topology_it_was_given(sim_node, module_runner):
+    import json
+    from ansible_collections.gds.commission.plugins.module_utils.core.module import ECHO_LIMIT, echoed
+    from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
+    root = sim_node("dgx-a100")
+    topology, _ = discover(os.path.join(root, "sys"), os.path.join(root, "proc"))
+    assert len(json.dumps(topology)) > 20 * ECHO_LIMIT
+    rc, result = module_runner("gds_netfs", {"topology": topology, "procfs_root": os.path.join(root, "proc"),
+                                             "sysfs_root": os.path.join(root, "sys"), "use_ip": False})
+    assert rc == 0 and result["checks"], result
+    echo = result["invocation"]["module_args"]
+    assert echo["topology"].startswith("dict of %d keys, " % len(topology)) and echo["topology"].endswith(": not echoed")
+    assert echo["procfs_root"] == os.path.join(root, "proc")  # small arguments as they are
+    assert len(json.dumps(result["invocation"])) < 2 * ECHO_LIMIT
+    assert echoed({"text": "x" * (ECHO_LIMIT + 1), "few": [1, 2]}) == {
+        "text": "str, %d characters: not echoed" % (ECHO_LIMIT + 1), "few": [1, 2]}
+
+
+# --------------------------------------------------------------------------------------------
+# a drift run: the tasks a node costs the controller
+# --------------------------------------------------------------------------------------------
+def test_a_drift_run_checks_each_role_once_and_runs_each_roles_files_in_one_step(tmp_path):
+    """What a dgx-a100 node costs the controller per drift run (each task is a step of Ansible's
+    one-threaded main process per node): each role's argument specs are checked once (the first
+    play), not again by the tuning play or for gds_common; the tuning play runs each role's steps
+    without the preamble the first play made redundant; a role's files are one gds_managed_file
+    run. docs/fleet.md gives the count before and after."""
+    root = simtree.build("dgx-a100", str(tmp_path / "sim" / "node"))
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": {"node": {"gds_root": root}}, "vars": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable, "gds_live": False}}}))
+    env = {"GDS_REPORTS_DIR": str(tmp_path / "reports")}
+    rc, _, proc = run_playbook_json(tmp_path / "hosts.yml", os.path.join(ROOT, "playbooks", "tune.yml"), env=env)
+    assert rc == 0, proc.stdout[-3000:]
+    rc, data, proc = run_playbook_json(tmp_path / "hosts.yml", os.path.join(ROOT, "playbooks", "drift.yml"), env=env)
+    assert rc == 0, proc.stdout[-3000:]
+    names = [name for name, host, _ in task_results(data) if host == "node"]
+    specs = [n for n in names if " : Validating arguments against arg spec " in n]
+    with open(os.path.join(COLLECTION, "roles", "gds_tune", "vars", "main.yml")) as handle:
+        tune_roles = yaml.safe_load(handle)["__gds_tune_roles"]
+    # each tuning role once (validate.yml's play), the report role once
+    assert len(specs) == len(tune_roles) + 1, specs
+    assert not [n for n in specs if n.startswith("gds.commission.gds_common")], specs
+    assert not [n for n in names if " : Check the facts were read" in n or n.startswith("Check the role variables of ")]
+    files = [n for n in names if n.startswith(("gds.commission.pcie_acs", "gds.commission.iommu", "gds.commission.gds_driver"))
+             and any(word in n for word in (" : Write ", " : Remove ", " : Create ", " : Load nvidia-fs at boot", " : Set the nvidia-fs"))]
+    assert len(files) == 3, files
+    # 151 tasks a node before this round (docs/fleet.md)
+    assert len(names) <= 90, len(names)

@@ -17,7 +17,7 @@ from ansible_collections.gds.commission.plugins.module_utils.hw.platform import 
 
 
 def by_name(checks):
-    assert all(c["verdict"] in VERDICTS and set(c) <= {"name", "verdict", "expected", "actual", "detail"}
+    assert all(c["verdict"] in VERDICTS and set(c) <= {"name", "verdict", "expected", "actual", "detail", "area"}
                for c in checks)
     return {c["name"]: c for c in checks}
 
@@ -221,7 +221,8 @@ def test_udev_database_missing_points_at_udevd_and_the_container_mount():
 def test_udev_without_data_drives_is_a_skip_and_all_present_a_pass():
     assert udev_check({"devices": [], "missing": [], "readable": True})["verdict"] == "SKIP"
     ok = udev_check({"readable": True, "missing": [], "devices": [{"name": "md1", "dev": "9:1", "present": True}]})
-    assert ok == {"name": "driver: udev data for data drives", "verdict": "PASS", "expected": 1, "actual": 1}
+    assert ok == {"name": "driver: udev data for data drives", "verdict": "PASS", "expected": 1, "actual": 1,
+                  "area": "driver"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -315,13 +316,14 @@ def test_one_verdict_list_and_one_order_everywhere():
     assert not hasattr(gds_thresholds, "host_verdict")
     assert gds_checks.SEVERITY == ("SKIP", "PASS", "WARN", "FAIL", "ERROR", "UNREACHABLE")
     assert list(gds_report.FLEET_ORDER) == ["UNREACHABLE", "ERROR", "FAIL", "WARN", "PASS"]
-    assert gds_metrics.area_verdicts([{"name": "a: 1", "verdict": "FAIL"}, {"name": "a: 2", "verdict": "UNREACHABLE"},
-                                      {"name": "b: 1", "verdict": "SKIP"}, {"name": "b: 2", "verdict": "PASS"}]) == \
+    assert gds_metrics.area_verdicts([gds_checks.check("a: 1", "FAIL", 1, 1), gds_checks.check("a: 2", "UNREACHABLE", 1, 1),
+                                      gds_checks.check("b: 1", "SKIP", 1, 1), gds_checks.check("b: 2", "PASS", 1, 1)]) == \
         {"a": "UNREACHABLE", "b": "PASS"}
     with pytest.raises(ValueError, match="verdict"):
         gds_checks.check("x: y", "MAYBE", 1, 1)
     assert gds_checks.check("pcie: link 0000:01:00.0", "PASS", 1, 1, bdf="0000:01:00.0", unit=None) == {
-        "name": "pcie: link 0000:01:00.0", "verdict": "PASS", "expected": 1, "actual": 1, "bdf": "0000:01:00.0"}
+        "name": "pcie: link 0000:01:00.0", "verdict": "PASS", "expected": 1, "actual": 1, "bdf": "0000:01:00.0",
+        "area": "pcie"}
 
 
 def test_fold_skips_says_a_repeated_skip_once():

@@ -59,7 +59,8 @@ def test_disabled():
     checks = raid_checks({}, [], group_by="switch", run_mode="disabled")
     assert checks == [{"name": "raid: plan", "verdict": "SKIP", "expected": "one RAID0 per PCIe switch",
                        "actual": "disabled",
-                       "detail": "regrouping is turned off (enabled=false); nothing was planned or checked"}]
+                       "detail": "regrouping is turned off (enabled=false); nothing was planned or checked",
+                       "area": "raid"}]
 
 
 def test_no_data_drives():

@@ -245,7 +245,8 @@ def test_a_figure_beyond_float64_skips_that_sample_only():
     sample is left out and counted, and the rest of the file stands."""
     doc = host_doc()
     doc["checks"].append({"name": "bench: raid1 seq_read: bytes", "verdict": "PASS", "expected": 1,
-                          "actual": 10 ** 400, "low": 1, "reference": -(10 ** 400)})
+                          "actual": 10 ** 400, "low": 1, "reference": -(10 ** 400), "area": "bench",
+                          "job": "raid1 seq_read", "metric": "bytes"})
     text = commission_metrics(doc, 0)
     series = parse_exposition(text)
     assert series[("gds_commission_skipped_samples", ())] == 2
@@ -266,3 +267,23 @@ def test_drift_items_counts_exactly_what_it_writes():
     written = sorted(dict(k[1])["setting"] for k in series if k[0] == "gds_commission_drift_item")
     assert written == ["", "7", "a", "bare"]
     assert series[("gds_commission_drift_items", ())] == len(written)
+
+
+def test_readers_find_checks_by_their_keys_not_their_names():
+    """Every check carries what it is about as data (area, job, metric, gpu, nic, port ...): the
+    metrics, the fleet and history baselines, the HTML tables and the Slurm reason read those keys,
+    never a name's words (a job whose name holds ': ' once split wrongly)."""
+    import os
+    import re
+    from conftest import COLLECTION
+    from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
+    doc = host_doc()
+    doc["checks"].append(check("bench: odd: name: with: colons", "PASS", ">= 1", 7.5, low=1.0, unit="GiB/s",
+                               job="raid9: a b", metric="throughput_gib_s"))
+    text = commission_metrics(doc, 0)
+    assert value(text, "gds_commission_bench_value", bench_job="raid9: a b", metric="throughput_gib_s") == 7.5
+    fleet = os.path.join(COLLECTION, "plugins", "module_utils", "fleet")
+    parsing = re.compile(r"""\[["']name["']\]\s*(\.startswith|\.split|\.rsplit|\[len)|name\.count\(|"rdma: GPU%|"rdma: port %""")
+    offenders = [(f, n + 1) for f in sorted(os.listdir(fleet)) if f.endswith(".py")
+                 for n, line in enumerate(open(os.path.join(fleet, f))) if parsing.search(line)]
+    assert offenders == []

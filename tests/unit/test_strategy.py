@@ -21,24 +21,30 @@ class FilterModule(object):
 '''
 
 
-def run(tmp_path, strategy):
-    """Run a 3-host, 3-task playbook that templates the probe filter; (importing pids, results shown)."""
+def play(tmp_path, strategy, filter_name, filter_source, tasks):
+    """Run ``tasks`` on 3 local hosts under ``strategy`` with a probe filter that writes to a log;
+    (the log's lines, the task results)."""
     (tmp_path / "filter").mkdir(exist_ok=True)
-    (tmp_path / "filter" / "gds_probe.py").write_text(PROBE)
+    (tmp_path / "filter" / (filter_name + ".py")).write_text(filter_source)
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": {"n%d" % i: {} for i in range(3)}, "vars": {
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}))
-    tasks = [{"name": "step %d" % i, "ansible.builtin.set_fact": {"value%d" % i: "{{ %d | gds_probe_double }}" % i}}
-             for i in range(3)]
-    tasks.append({"name": "show", "ansible.builtin.debug": {"msg": "{{ value0 }} {{ value1 }} {{ value2 }} {{ ansible_play_hosts | join(',') }}"}})
     (tmp_path / "play.yml").write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": tasks}]))
-    log = tmp_path / ("probe-%s.log" % strategy)
+    log = tmp_path / ("%s-%s.log" % (filter_name, strategy))
     rc, data, proc = run_playbook_json(tmp_path / "hosts.yml", tmp_path / "play.yml", timeout=300, env={
         "ANSIBLE_STRATEGY": strategy, "ANSIBLE_FORKS": "4", "GDS_PROBE_LOG": str(log),
         "GDS_REPORTS_DIR": str(tmp_path / "reports"),
         "ANSIBLE_FILTER_PLUGINS": "%s:%s" % (tmp_path / "filter", os.path.join(COLLECTION, "plugins", "filter"))})
     assert rc == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    shown = sorted(res["msg"] for name, _, res in task_results(data) if name == "show")
-    return set(log.read_text().split()), shown
+    return log.read_text().splitlines(), list(task_results(data))
+
+
+def run(tmp_path, strategy):
+    """Run a 3-host, 3-task playbook that templates the probe filter; (importing pids, results shown)."""
+    tasks = [{"name": "step %d" % i, "ansible.builtin.set_fact": {"value%d" % i: "{{ %d | gds_probe_double }}" % i}}
+             for i in range(3)]
+    tasks.append({"name": "show", "ansible.builtin.debug": {"msg": "{{ value0 }} {{ value1 }} {{ value2 }} {{ ansible_play_hosts | join(',') }}"}})
+    lines, results = play(tmp_path, strategy, "gds_probe", PROBE, tasks)
+    return set(lines), sorted(res["msg"] for name, _, res in results if name == "show")
 
 
 def test_ansible_cfg_runs_gds_linear():
@@ -74,3 +80,56 @@ def test_gds_linear_loads_the_collections_own_filters_in_the_controller():
     assert proc.returncode == 0, proc.stderr[-3000:]
     loaded = set(ast.literal_eval(proc.stdout.strip().splitlines()[-1]))
     assert {os.path.basename(p) for p in os.listdir(os.path.join(COLLECTION, "plugins", "filter")) if p.endswith(".py")} <= loaded
+
+
+# a filter that writes the pid of the process that calls it (not of the one that imports it)
+CALLED = '''
+import os
+
+
+def gds_probe_called(value):
+    with open(os.environ["GDS_PROBE_LOG"], "a") as handle:
+        handle.write("%d %s\\n" % (os.getpid(), value))
+    return value
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"gds_probe_called": gds_probe_called}
+'''
+
+
+def run_conditions(tmp_path, strategy):
+    """Three hosts; a task skipped everywhere, one that runs on one host, one whose condition names a
+    connection variable; (pids that evaluated each condition, task results)."""
+    tasks = [
+        {"name": "never", "ansible.builtin.debug": {"msg": "x"}, "register": "never",
+         "when": "('never' | gds_probe_called) == 'no'"},
+        {"name": "on n1", "ansible.builtin.set_fact": {"ran": True}, "register": "one",
+         "when": ["('one' | gds_probe_called) == 'one'", "inventory_hostname == 'n1'"]},
+        {"name": "connection", "ansible.builtin.debug": {"msg": "x"},
+         "when": "('connection' | gds_probe_called) == 'no' and ansible_host is defined"},
+        {"name": "show", "ansible.builtin.debug": {"msg": "{{ never }} {{ one }} {{ ran | default(false) }}"}},
+    ]
+    lines, results = play(tmp_path, strategy, "gds_probe_called", CALLED, tasks)
+    pids = {}
+    for line in lines:
+        pid, what = line.split()
+        pids.setdefault(what, set()).add(pid)
+    return pids, [(name, host, {k: v for k, v in res.items() if k not in ("_ansible_no_log", "action")})
+                  for name, host, res in results]
+
+
+def test_gds_linear_skips_a_false_condition_without_a_worker_and_with_linears_result(tmp_path):
+    linear_pids, linear_results = run_conditions(tmp_path, "linear")
+    ours_pids, ours_results = run_conditions(tmp_path, "gds.commission.gds_linear")
+    # linear evaluates every condition in a worker per host; gds_linear the false ones in the controller
+    assert len(linear_pids["never"]) == 3 and len(ours_pids["never"]) == 1, (linear_pids, ours_pids)
+    # a condition true on a host: that host's worker decides again (and runs the task)
+    assert ours_pids["never"] < ours_pids["one"] and len(ours_pids["one"]) == 2
+    # a condition on a connection variable (a worker adds those): left to the workers
+    assert len(ours_pids["connection"]) == 3 and not ours_pids["connection"] & ours_pids["never"]
+    # the same results, skips included (skip_reason, false_condition), and the same registered values
+    assert ours_results == linear_results
+    shown = sorted(res["msg"] for name, _, res in ours_results if name == "show")
+    assert len(shown) == 3 and sum("True" in msg.split()[-1:] for msg in shown) == 1

@@ -322,15 +322,23 @@ def test_check_mode_changes_nothing_and_reports_the_drift(tmp_path):
             drift += res.get("drift") or []
     assert set(changed["drifted"]) == {
         "gds.commission.pcie_acs : Set ACS on the bridges between GPUs, NVMe drives and NICs",
-        "gds.commission.pcie_acs : Write the boot-time unit that clears ACS on the bridges",
+        "gds.commission.pcie_acs : Write the boot-time unit and the kernel command-line drop-in that keep ACS disabled",
         "gds.commission.iommu : Write the GRUB drop-in with the IOMMU parameters",
         "gds.commission.gds_driver : Turn IO statistics on in the running nvidia-fs"}, changed["drifted"]
-    assert drift == [{"setting": "acs: 0000:17:03.0 ACS control", "expected": "0x0000", "actual": "0x001d"}]
-    # the first play checked every role's variables: the roles skip their own copy of those checks
-    # (roles/gds_common, an include_role: Ansible names it without a role prefix)
-    in_role_checks = [(name, res) for name, _, res in task_results(data)
-                      if name.startswith("Check the role variables of ")]
-    assert len(in_role_checks) >= 5 and all(res.get("skipped") for _, res in in_role_checks), in_role_checks
+    assert [d for d in drift if d["setting"].startswith("acs: ")] == [
+        {"setting": "acs: 0000:17:03.0 ACS control", "expected": "0x0000", "actual": "0x001d"}]
+    # the files the roles write (gds_managed_file): each one that differs, by its path
+    files = {os.path.relpath(d["setting"], root): d for d in drift if not d["setting"].startswith("acs: ")}
+    assert set(files) == {"etc/systemd/system/gds-acs-disable.service", "etc/default/grub.d/99-gds-iommu.cfg"}, files
+    assert files["etc/systemd/system/gds-acs-disable.service"]["actual"] == "absent"
+    assert "intel_iommu=off" in files["etc/default/grub.d/99-gds-iommu.cfg"]["actual"]
+    # the first play checked every role's variables: the tuning play runs each role's steps without
+    # its own copy of those checks (roles/gds_common's preamble) and without its argument specs again
+    names = [name for name, _, _ in task_results(data)]
+    assert not [n for n in names if n.startswith("Check the role variables of ") or " : Check the facts were read" in n]
+    for role in ("gds_facts", "pcie_acs", "iommu", "gds_driver", "gds_rdma"):
+        specs = [n for n in names if n.startswith("gds.commission.%s : Validating arguments against arg spec" % role)]
+        assert len(specs) == 1 and "arg spec 'validate'" in specs[0], specs
 
 
 # --------------------------------------------------------------------------------------------

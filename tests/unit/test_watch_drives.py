@@ -287,3 +287,28 @@ def test_module_records_drive_load_per_job(tmp_path):
     assert [d["name"] for d in watch["drives"]] == ["nvme2n1", "nvme3n1"] and watch["drives"][0]["reads"] == 425054
     rc, result = run_module("gds_bench", {"binary": str(bench), "jobs": [job], "watch_thresholds": {"x": 1}})
     assert rc != 0 and "watch_thresholds" in result["msg"] and "'x' is unknown" in result["msg"]
+
+
+def test_a_simulated_nodes_job_is_watched_on_the_disk_that_ran_it(tmp_path, sim_node):
+    """A simulated node's jobs run on the controller, in a directory of its tree: the watch reads
+    the disk under that directory in this machine's /sys and /proc/diskstats, says so, and says
+    why the node's path limit does not apply (the demo's report showed 'cannot read
+    .../build/sim/<host>/proc/diskstats' and 'no PCIe links in the topology facts')."""
+    import simtree  # noqa: F401  (sim_node builds with it)
+    from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
+    from ansible_collections.gds.commission.plugins.module_utils.measure.diskload import job_drives
+    target = tmp_path / "scratch"
+    target.mkdir()
+    disks, _ = job_drives("/sys", target=str(target))
+    if not disks or not os.path.exists("/proc/diskstats"):
+        pytest.skip("the temporary directory is on no block device here (tmpfs)")
+    root = sim_node("dgx-a100")
+    topology, _ = discover(root + "/sys", root + "/proc")
+    watch = JobWatch({}, root + "/proc", root + "/sys", topology)
+    job = {"name": "raid seq_read", "xfer_type": 1, "io_type": "read", "target": str(target), "drives_from_target": True}
+    watch.begin(job)
+    entry, checks = watch.end(job, {"throughput_gib_s": 1.0, "bytes": 1 << 30})
+    assert [d["name"] for d in entry["drives"]] == disks, entry
+    assert "on the machine that ran the job" in entry["drives_source"]
+    assert "drives_unknown" not in entry
+    assert entry["limit"]["unknown"].startswith("a simulated node: the job ran on this machine's disk")

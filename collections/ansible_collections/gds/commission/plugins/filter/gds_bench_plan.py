@@ -151,13 +151,18 @@ def gds_bench_plan(arrays, profile):
             # far from the drives: cuFile may stage the data in a GPU near them, as it does for
             # the non-affine pair (the watch's bounce check PASSes naming that GPU)
             job.update(nonaffine=True, expect_bounce=bool(gpu_xfer))
-        # the drives the job's watch reads: the array's, else (a target directory on a live
-        # node) the disk under the target
-        if array.get("md"):
-            job["md"] = array["md"]
-        if array.get("members"):
-            job["members"] = list(array["members"])
-        elif profile.get("live") and "far_mount" not in array:
+        # the drives the job's watch reads: the array's, else the disk under the target directory.
+        # A simulated node's jobs run on the controller, in a directory of its tree: its array's
+        # members are the fixture's, the disk that carries the I/O is the controller's
+        if not profile.get("live", True):
+            if "far_mount" not in array:
+                job["drives_from_target"] = True
+        elif array.get("md") or array.get("members"):
+            if array.get("md"):
+                job["md"] = array["md"]
+            if array.get("members"):
+                job["members"] = list(array["members"])
+        elif "far_mount" not in array:
             job["drives_from_target"] = True
         if io_is_read(job["io_type"]) and job["threads"] > files:
             job["file"] = target + "/gdsbench.0"

@@ -285,7 +285,7 @@ import tempfile
 import time
 
 from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule  # results valid UTF-8
-from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
+from ansible_collections.gds.commission.plugins.module_utils.core.checks import check, subject
 from ansible_collections.gds.commission.plugins.module_utils.tune.driver import udev_record_check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import (
     UnsafeFile, data_file, new_regular_file, open_dir, remove_dir, remove_file,
@@ -627,6 +627,8 @@ def run_all(params, check_mode, env, health=None, watch=None):
                 result["checks"].append(check("bench: %s: %s" % (job["name"], job["compare"].get("as", "ratio")),
                                               "SKIP", None, None, "not judged: job %s did not complete" % other))
         every_gpu_figures(params, results, records, health, watch)
+        for job, result in zip(params["jobs"], results):  # what each check is about, as data
+            subject(result["checks"], job=job["name"], gpu=job.get("gpu"))
     finally:
         if health is not None:
             health.end()  # after the last job, before the files go

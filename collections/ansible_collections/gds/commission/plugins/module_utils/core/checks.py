@@ -111,8 +111,50 @@ def check(name, verdict, expected, actual, detail=None, inputs=None, **extra):
     out = {"name": name, "verdict": verdict, "expected": expected, "actual": actual}
     if detail:
         out["detail"] = detail
+    area = area_of(name)
+    if area:
+        out["area"] = area
     out.update((key, value) for key, value in extra.items() if value is not None)
     return out
+
+
+def area_of(name):
+    """The area a check's name starts with (``bench`` of ``bench: raid1 seq_read: iops``), or
+    None: said once, here, where the record is made, so that no reader parses a name."""
+    if not isinstance(name, str) or ":" not in name:
+        return None
+    return name.split(":", 1)[0].strip() or None
+
+
+def named_subject(name, low=None, high=None):
+    """What a record without keys (made by an older version, or by hand) says in its name: its
+    area, and for a benchmark threshold (``bench: <job>: <metric>`` with a bound) the job and the
+    metric. For the report's door (fleet/report_inputs.normalize_check) alone: records made now
+    carry these keys (check, subject)."""
+    out = {"area": area_of(name)}
+    parts = name.split(": ") if isinstance(name, str) else []
+    if out["area"] == "bench" and len(parts) >= 3 and (low is not None or high is not None):
+        out.update(job=": ".join(parts[1:-1]), metric=parts[-1])
+    return out
+
+
+# what a check is about, as data (docs/reports.md, the check record): a reader finds a job's,
+# GPU's, NIC's or port's checks by these keys, never by the name
+SUBJECT_KEYS = ("job", "metric", "gpu", "nic", "port", "bdf", "array")
+
+
+def subject(checks, **keys):
+    """``checks`` with each of ``keys`` (SUBJECT_KEYS) set where a check does not carry it
+    already; a None value sets nothing. Returns the same list."""
+    unknown = set(keys) - set(SUBJECT_KEYS)
+    if unknown:
+        raise ValueError("subject keys %s are not among %s" % (sorted(unknown), ", ".join(SUBJECT_KEYS)))
+    for item in checks:
+        if isinstance(item, dict):
+            for key, value in keys.items():
+                if value is not None:
+                    item.setdefault(key, value)
+    return checks
 
 
 def fold_skips(checks, least=3):

@@ -398,3 +398,60 @@ def remove_managed(path):
         return True, None
     finally:
         os.close(dir_fd)
+
+
+def _current(path):
+    """(text or None, mode or None, uid, gid) of what is at ``path``: None text when there is no
+    regular file there (nothing, or a link, which write_atomic replaces as the template module
+    does; a directory is left to os.replace to refuse)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None, None, None, None
+    if not stat.S_ISREG(st.st_mode):
+        return None, None, None, None
+    with open(path, "rb") as handle:
+        return decode(handle.read(), path), stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid
+
+
+def sync_managed(entries, check_mode):
+    """Put each of a role's files in the state its entry asks, in order: ``state`` ``present``
+    writes ``content`` (atomically, its directories made) and sets ``mode`` and, given, ``uid``
+    and ``gid`` when they differ; ``absent`` removes it only while it is the product's
+    (``remove_managed``; someone else's file is left, said in ``left``). Nothing is touched in
+    check mode. One dict per entry: path, state, present (before), changed, left, before and
+    after (the text, None when there is no file)."""
+    out = []
+    for entry in entries:
+        path, state = entry["path"], entry.get("state") or "present"
+        row = {"path": path, "state": state, "present": os.path.lexists(path), "changed": False, "left": None,
+               "before": None, "after": None}
+        if state == "absent":
+            present, left = managed_file(path)
+            row["left"] = left
+            if present and not left:
+                row["before"] = _current(path)[0]
+                row["changed"] = True
+                if not check_mode:
+                    removed, row["left"] = remove_managed(path)
+                    row["changed"] = removed
+            out.append(row)
+            continue
+        text, mode, uid, gid = _current(path)
+        want_mode = entry.get("mode", 0o644)
+        row.update(before=text, after=entry["content"])
+        owner = [entry.get("uid"), entry.get("gid")]
+        rewrite = text != entry["content"]
+        fix_owner = not rewrite and any(want is not None and want != have for want, have in zip(owner, (uid, gid)))
+        fix_mode = not rewrite and mode != want_mode
+        row["changed"] = rewrite or fix_owner or fix_mode
+        if row["changed"] and not check_mode:
+            if rewrite:
+                write_atomic(path, entry["content"], want_mode)
+            elif fix_mode:
+                os.chmod(path, want_mode)
+            if any(want is not None for want in owner):
+                os.lchown(path, -1 if owner[0] is None else owner[0], -1 if owner[1] is None else owner[1])
+        row.update(mode_before=mode, mode_after=want_mode)
+        out.append(row)
+    return out

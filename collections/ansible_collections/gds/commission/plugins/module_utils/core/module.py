@@ -13,6 +13,11 @@ given ``check_area``, adds the WARN check ``<area>: node data is valid UTF-8`` t
 A module imports it as ``AnsibleModule`` (``from ...module_utils.core.module import GdsModule as
 AnsibleModule``): the one line that puts it at the module's boundary.
 
+Its ``invocation`` (the arguments Ansible echoes in every result, and so in every registered
+variable, callback event and worker-to-controller transfer) leaves out what is large: an argument
+longer than ECHO_LIMIT characters as JSON (the topology a role passes, a file's content) is echoed
+as a one-line summary of its size, as ``no_log`` arguments are echoed as a placeholder.
+
 Its ``run_command`` is bounded: every tool a module runs (mdadm, modprobe, ip, scontrol ...) goes
 through core/proc.py in its own process group and is killed after ``timeout`` seconds
 (COMMAND_TIMEOUT unless the caller gives one), so a stuck device or daemon never stalls a node's
@@ -20,6 +25,7 @@ run; a command that ran out returns rc TIMED_OUT_RC with the reason in stderr.
 """
 from __future__ import annotations
 
+import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
@@ -30,6 +36,22 @@ from ansible_collections.gds.commission.plugins.module_utils.core.files import e
 
 COMMAND_TIMEOUT = 300  # seconds; a tool that can take longer (mkfs of a large array) says so
 TIMED_OUT_RC = 124     # what timeout(1) returns
+ECHO_LIMIT = 1024      # characters of JSON an argument may have to be echoed as it is
+
+
+def echoed(params):
+    """The arguments as ``invocation`` echoes them: each one longer than ECHO_LIMIT characters as
+    JSON replaced by what it was (``dict of 7 keys, 57134 characters as JSON: not echoed``)."""
+    out = {}
+    for name, value in params.items():
+        if isinstance(value, (dict, list, str)):
+            size = len(value) if isinstance(value, str) else len(json.dumps(value, default=str))
+            if size > ECHO_LIMIT:
+                what = "str" if isinstance(value, str) else "%s of %d %s" % (
+                    type(value).__name__, len(value), "keys" if isinstance(value, dict) else "items")
+                value = "%s, %d characters%s: not echoed" % (what, size, "" if isinstance(value, str) else " as JSON")
+        out[name] = value
+    return out
 
 
 def utf8_result(result, check_area=None):
@@ -60,7 +82,7 @@ class GdsModule(AnsibleModule):
 
     def _utf8(self, result):
         # the echo of the arguments too: a host name or path given to the module may hold them
-        result.setdefault("invocation", {"module_args": self.params})
+        result.setdefault("invocation", {"module_args": echoed(self.params)})
         result, message = utf8_result(result, getattr(self, "gds_check_area", None))
         if message:
             AnsibleModule.warn(self, message)

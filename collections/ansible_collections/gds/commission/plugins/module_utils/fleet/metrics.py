@@ -117,10 +117,11 @@ class Exposition(object):
         return "\n".join(out) + "\n" if out else ""
 
 
-def area_of(name):
-    """A check's area: the part of its name before the colon (``raid: md0`` -> ``raid``)."""
-    name = str(name)
-    return name.split(":", 1)[0].strip() if ":" in name else "check"
+def area_of(check):
+    """A check's area, as the record carries it (core/checks.check sets it, the report's door
+    fleet/report_inputs.normalize_check for older records); ``check`` without one."""
+    area = check.get("area") if isinstance(check, dict) else None
+    return area if isinstance(area, str) and area else "check"
 
 
 def area_verdicts(checks):
@@ -128,7 +129,7 @@ def area_verdicts(checks):
     measured)."""
     out = {}
     for check in checks:
-        area, verdict = area_of(check.get("name", "")), check.get("verdict", "ERROR")
+        area, verdict = area_of(check), check.get("verdict", "ERROR")
         if area not in out or rank(verdict) > rank(out[area]):
             out[area] = verdict
     return out
@@ -141,13 +142,12 @@ def bench_series(doc):
     gpus, arrays = _job_places(doc)
     out = []
     for check in doc.get("checks") or []:
-        name = str(check.get("name", ""))
-        if not name.startswith("bench: ") or name.count(": ") < 2:
+        job, metric = check.get("job"), check.get("metric")  # a threshold check of a benchmark job
+        if check.get("area") != "bench" or not isinstance(job, str) or not isinstance(metric, str):
             continue
         actual = check.get("actual")
         if not isinstance(actual, (int, float)) or isinstance(actual, bool):
             continue
-        job, metric = name[len("bench: "):].rsplit(": ", 1)
         out.append(({"bench_job": job, "metric": metric, "unit": check.get("unit") or "",
                      "gpu": gpus.get(job, ""), "array": arrays.get(job, "")}, check))
     return out
@@ -208,7 +208,7 @@ def commission_metrics(doc, timestamp, version=VERSION):
     exp.family(PREFIX + "checks", "Checks of the last run by area and verdict")
     tally = {}
     for check in doc.get("checks") or []:
-        key = (area_of(check.get("name", "")), check.get("verdict", "ERROR"))
+        key = (area_of(check), check.get("verdict", "ERROR"))
         tally[key] = tally.get(key, 0) + 1
     for (area, verdict), count in sorted(tally.items()):
         exp.add(PREFIX + "checks", {"area": area, "verdict": verdict}, count)

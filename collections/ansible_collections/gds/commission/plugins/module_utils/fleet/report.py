@@ -81,7 +81,7 @@ def host_document(name, data, state, required_areas=()):
     checks = [normalize_check(c) for c in flatten(data.get("checks") or [])]
     if not _stopped(state):
         for area in required_areas:
-            mine = [c for c in checks if c["name"].startswith(area + ":")]
+            mine = [c for c in checks if c.get("area") == area]
             if not [c for c in mine if c["verdict"] != "SKIP"]:
                 checks.append(make_check("%s: measured" % area, "FAIL", "at least one %s result" % area,
                                          "%d checks, all SKIP" % len(mine) if mine else "none",
@@ -137,7 +137,7 @@ def junit_suite(host, checks):
                        errors=str(sum(c["verdict"] in ("ERROR", "UNREACHABLE") for c in checks)),
                        skipped=str(sum(c["verdict"] == "SKIP" for c in checks)))
     for check in checks:
-        area = area_of(check["name"])
+        area = area_of(check)
         case = ET.SubElement(suite, "testcase", classname=x("%s.%s" % (host, area.replace(" ", "_"))),
                              name=x(check["name"]))
         text = x("expected %s, actual %s%s" % (check.get("expected"), check.get("actual"),

@@ -36,14 +36,14 @@ def measured(checks):
     with a number and a bound (a lower bound: more is better; only an upper one: less is)."""
     out = {}
     for check in checks:
-        name = check["name"]
-        if not name.startswith("bench: ") or name.count(": ") < 2:
+        job, metric = check.get("job"), check.get("metric")
+        if check.get("area") != "bench" or not isinstance(job, str) or not isinstance(metric, str):
             continue
         if not is_figure(check.get("actual")):
             continue
         if check.get("low") is None and check.get("high") is None:
             continue
-        out[name[len("bench: "):]] = check
+        out["%s: %s" % (job, metric)] = check  # the key the history files have always used
     return out
 
 
@@ -134,7 +134,7 @@ def history_update(runs, run_id, finished, doc, keep=HISTORY_KEEP):
     ``keep`` of them, oldest first."""
     entry = {"run_id": run_id, "finished": finished, "verdict": doc["verdict"],
              "values": {metric: check["actual"] for metric, check in
-                        measured([c for c in doc["checks"] if c["name"].startswith("bench: ")]).items()}}
+                        measured(doc["checks"]).items()}}
     runs = [run for run in runs if isinstance(run, dict) and run.get("run_id") != run_id] + [entry]
     return runs[-max(1, int(keep)):]
 

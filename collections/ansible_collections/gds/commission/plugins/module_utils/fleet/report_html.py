@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 
-from ansible_collections.gds.commission.plugins.module_utils.core.checks import FAILING, SEVERITY, gb_text
+from ansible_collections.gds.commission.plugins.module_utils.core.checks import FAILING, SEVERITY, gb_text, worst
 from ansible_collections.gds.commission.plugins.module_utils.core.files import natural_key, printable
 from ansible_collections.gds.commission.plugins.module_utils.core.numbers import is_figure
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_baselines import UNKNOWN_PLATFORM
@@ -77,7 +77,8 @@ def bar_chart(checks, width=640):
             return label_w + bar_w * max(0.0, min(1.0, float(v) / scale_max))
 
         color = COLORS.get(check["verdict"], "#000")
-        label = check["name"][len("bench: "):] if check["name"].startswith("bench: ") else check["name"]
+        label = ("%s: %s" % (check["job"], check["metric"]) if check.get("job") and check.get("metric")
+                 else check["name"])
         label = label if len(label) <= 46 else "\u2026" + label[-45:]
         parts.append('<text x="%d" y="%d" class="lbl">%s</text>' % (label_w - 8, y + 14, _e(label)))
         parts.append('<rect x="%d" y="%d" width="%d" height="16" fill="#eceff1"/>' % (label_w, y + 2, bar_w))
@@ -236,8 +237,8 @@ def host_html(name, doc):
         out.append("</table>")
     out.append(links_html(doc))
     out.append(network_html(doc))
-    bench = [c for c in doc["checks"] if c["name"].startswith("bench:")]
-    health = [c for c in doc["checks"] if c["name"].startswith(HEALTH_AREAS)]
+    bench = [c for c in doc["checks"] if c.get("area") == "bench"]
+    health = [c for c in doc["checks"] if c.get("area") in HEALTH_AREAS]
     settings = [c for c in doc["checks"] if c not in bench and c not in health]
     if settings:
         out.append("<h3>Settings and topology</h3>" + _check_table(settings))
@@ -449,7 +450,7 @@ FLEET_JS = """
 """
 
 
-HEALTH_AREAS = ("pcie:", "nvme:", "gpu:")
+HEALTH_AREAS = ("pcie", "nvme", "gpu")
 
 
 def links_html(doc):
@@ -504,8 +505,11 @@ def _check_table(checks):
 # --------------------------------------------------------------------------------------------
 # Network (GPUDirect RDMA): NICs, ports, GPU pairing, RDMA benchmark results
 # --------------------------------------------------------------------------------------------
-def _rdma_checks(checks):
-    return {c["name"]: c for c in checks or [] if str(c.get("name", "")).startswith("rdma: ")}
+def _rdma_checks(checks, **about):
+    """The rdma: checks of the node's settings (no ``metric``: not a benchmark row) that are about
+    ``about`` (gpu=0, nic="mlx5_0", port=1: their keys)."""
+    return [c for c in checks or [] if c.get("area") == "rdma" and c.get("metric") is None
+            and all(c.get(k) == v for k, v in about.items())]
 
 
 def _paired_gpus(topology):
@@ -526,7 +530,7 @@ def network_rows(doc):
     topo = doc.get("topology") or {}
     links = {link.get("bdf"): link for link in doc.get("pcie_links") or topo.get("pcie_links") or []
              if isinstance(link, dict)}
-    checks = _rdma_checks(doc.get("checks"))
+    checks = doc.get("checks")
     paired = _paired_gpus(topo)
     rows = []
     for nic in topo.get("nics") or []:
@@ -534,7 +538,6 @@ def network_rows(doc):
         pcie = "%s (%s)" % (nic.get("bdf"), link_state(link.get("current_width"), link.get("current_speed_gts"))) \
             if link else nic.get("bdf")
         for port in nic.get("ports") or [{}]:
-            name = "rdma: port %s/%s" % (nic.get("name"), port.get("port"))
             rows.append({
                 "nic": nic.get("name") + (" (software)" if nic.get("software") else ""),
                 "port": port.get("port", "-"), "netdev": port.get("netdev") or nic.get("netdev") or "-",
@@ -543,7 +546,8 @@ def network_rows(doc):
                 "rate": "%s Gb/s" % figure_text(port["rate_gbps"], "%g") if port.get("rate_gbps") is not None else "-",
                 "pcie": pcie, "numa": nic.get("numa_node"), "fw": nic.get("fw_ver") or "-",
                 "gpus": ", ".join("GPU%s" % i for i in paired.get(nic.get("name"), [])) or "-",
-                "verdict": (checks.get(name) or {}).get("verdict"),
+                "verdict": worst([c["verdict"] for c in _rdma_checks(checks, nic=nic.get("name"), port=port.get("port"))],
+                                 default=None),
             })
     return rows
 
@@ -551,14 +555,15 @@ def network_rows(doc):
 def pairing_rows(doc):
     """One row per GPU: its best NIC, the link class and the verdict of its pairing check."""
     topo = doc.get("topology") or {}
-    checks = _rdma_checks(doc.get("checks"))
+    checks = doc.get("checks")
     nics = {n.get("name"): n for n in topo.get("nics") or []}
     rows = []
     for gpu in topo.get("gpus") or []:
         best = (gpu.get("nics") or [None])[0]
         rows.append({"gpu": "GPU%s" % gpu.get("index"), "gpu_bdf": gpu.get("bdf"), "nic": best or "-",
                      "nic_bdf": (nics.get(best) or {}).get("bdf") or "-", "link": gpu.get("nic_link") or "-",
-                     "verdict": (checks.get("rdma: GPU%s NIC pairing" % gpu.get("index")) or {}).get("verdict")})
+                     "verdict": worst([c["verdict"] for c in _rdma_checks(checks, gpu=gpu.get("index"))],
+                                      default=None)})
     return rows
 
 

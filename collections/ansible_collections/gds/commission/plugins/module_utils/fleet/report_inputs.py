@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gds.commission.plugins.module_utils.core.checks import VERDICTS, refuse_unknown
+from ansible_collections.gds.commission.plugins.module_utils.core.checks import SUBJECT_KEYS, VERDICTS, named_subject, refuse_unknown
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check as make_check
 from ansible_collections.gds.commission.plugins.module_utils.hw.facts_schema import PLATFORM, TOPOLOGY
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_text import as_text, check_value, short_text
@@ -78,7 +78,9 @@ def host_inputs(variables, facts, check_vars=CHECK_VARS):
 # The check record
 # --------------------------------------------------------------------------------------------
 # optional keys of a check record kept as they are (docs/reports.md#the-check-record)
-CHECK_KEYS = ("low", "high", "unit", "reference", "bdf", "under_load")
+# the record's optional keys (docs/reports.md, the check record): what a check is about
+# (SUBJECT_KEYS), its bounds, the family a folded SKIP covers
+CHECK_KEYS = ("low", "high", "unit", "reference", "under_load", "previous_run", "covers") + SUBJECT_KEYS
 
 
 def normalize_check(item):
@@ -94,12 +96,22 @@ def normalize_check(item):
     verdict, why = refuse_unknown(verdict if verdict in VERDICTS else "ERROR", item.get("actual"))
     out = {"name": as_text(item.get("name", "unnamed check")), "verdict": verdict,
            "expected": check_value(item.get("expected")), "actual": check_value(item.get("actual"))}
+    # a record made before checks carried their subject (a node of an older version in a fleet
+    # being upgraded, or by hand): its area, and a benchmark threshold's job and metric, from its
+    # name, here at the report's door and nowhere else
+    legacy = {} if isinstance(item.get("area"), str) else named_subject(out["name"], item.get("low"), item.get("high"))
+    area = item.get("area") if isinstance(item.get("area"), str) else legacy.get("area")
+    if area:
+        out["area"] = area
+    for key in ("job", "metric"):
+        if legacy.get(key) is not None and item.get(key) is None:
+            out[key] = legacy[key]
     detail = "; ".join(as_text(part) for part in (item.get("detail"), why) if part)
     if detail:
         out["detail"] = detail
     for key in CHECK_KEYS:
         if item.get(key) is not None:
-            out[key] = as_text(item[key]) if key == "unit" else check_value(item[key])
+            out[key] = as_text(item[key]) if key in ("unit", "metric", "job", "nic", "array", "bdf") else check_value(item[key])
     return out
 
 

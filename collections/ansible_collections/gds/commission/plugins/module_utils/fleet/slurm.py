@@ -20,7 +20,7 @@ import errno
 import json
 import os
 
-from ansible_collections.gds.commission.plugins.module_utils.core.checks import FAILING, VERDICTS
+from ansible_collections.gds.commission.plugins.module_utils.core.checks import FAILING, VERDICTS, area_of
 from ansible_collections.gds.commission.plugins.module_utils.core.variables import errors, given_int, given_number, path_error
 from ansible_collections.gds.commission.plugins.module_utils.fleet.output import OutDir, RefusedPath
 from ansible_collections.gds.commission.plugins.module_utils.fleet.slurm_rules import (
@@ -158,8 +158,9 @@ def first_failing_check(entry):
                 name = str(check.get("name") or "unnamed check")
                 actual = check.get("actual")
                 # host: checks (play completed, reachable) and the report's about a host (its host
-                # file missing, its input unreadable) say little without what happened
-                if name.startswith(("host:", "report: host ")) and actual not in (None, ""):
+                # file missing, its input unreadable) say little without what happened (a summary of
+                # an older version carries no area: its name's, core/checks.area_of)
+                if (check.get("area") or area_of(name)) in ("host", "report") and actual not in (None, ""):
                     return "%s: %s" % (name, actual if isinstance(actual, str) else json.dumps(actual, default=str))
                 return name
     return "verdict %s" % verdict

@@ -659,7 +659,7 @@ def discover(sysfs_root="/sys", procfs_root="/proc", nvml_bus_ids=None):
         "groups": affinity_groups(matrix, gpus, nvme, nics),
         "bridges": path_bridges(tree, gpus, nvme, nics),
         "disks": disks,
-        "pcie_links": pcie_links(tree, gpus, nvme, nics, [d for d in disks if d["bdf"] and not d["system"]]),
+        "pcie_links": pcie_links(tree, gpus, nvme, nics, [d for d in disks if d["bdf"]]),
         "numa_nodes": sorted({d.numa_node for d in tree.devices.values()}),
     }
     return facts, tree.warnings

@@ -111,8 +111,8 @@ def job_drives(sysfs_root="/sys", md=None, members=(), target=None):
     """(disks, source): the whole disks whose diskstats lines carry the job's I/O.
 
     The md array's members from sysfs (``block/<md>/slaves``, a partition standing for its
-    disk), else the members the facts name, else (only when ``target`` is given, on a live root:
-    a simulated node's files live on the controller's disks) the disk under the target."""
+    disk), else the members the facts name, else (``target`` given) the disk under the target,
+    looked up in ``sysfs_root``: the caller passes the sysfs of the machine that holds the target."""
     md = str(md or "").rsplit("/", 1)[-1]
     if md and os.path.isdir(os.path.join(sysfs_root, "block", md)):
         found = source_disks("/dev/" + md, sysfs_root, {})
@@ -120,7 +120,7 @@ def job_drives(sysfs_root="/sys", md=None, members=(), target=None):
             return sorted(found), "%s/block/%s/slaves" % (sysfs_root.rstrip("/"), md)
     if members:
         return sorted({base_disk(str(m)) for m in members}), "the array's members (facts)"
-    if target and is_live_root(sysfs_root, "/sys"):
+    if target:
         probe = target
         while probe and not os.path.exists(probe):
             probe = os.path.dirname(probe)
@@ -139,14 +139,21 @@ class DriveWatch(object):
 
     def __init__(self, procfs_root="/proc", sysfs_root="/sys"):
         self.procfs_root, self.sysfs_root = procfs_root, sysfs_root
+        self.procfs, self.sysfs = procfs_root, sysfs_root  # where the current job's drives are read
 
     def begin(self, job):
-        # the target's own disk only where the plan asks (a target directory, no array)
+        # the target's own disk only where the plan asks (a target directory, no array). That disk
+        # is this machine's, whatever roots the node's facts come from: a simulated node's jobs run
+        # here, on the controller, and its tree holds no diskstats of theirs
         target = (job.get("file") or job.get("target")) if job.get("drives_from_target") else None
-        self.drives, self.source = job_drives(self.sysfs_root, job.get("md"), job.get("members") or (), target)
+        live = is_live_root(self.sysfs_root, "/sys")
+        self.sysfs, self.procfs = ("/sys", "/proc") if target and not live else (self.sysfs_root, self.procfs_root)
+        self.drives, self.source = job_drives(self.sysfs, job.get("md"), job.get("members") or (), target)
+        if target and self.drives and not live:
+            self.source += " on the machine that ran the job (a simulated node's jobs run there)"
         self.md = str(job.get("md") or "").rsplit("/", 1)[-1] or None
         self.garbled = {}
-        self.before, self.garbled, self.problem = read_diskstats(self.procfs_root) if self.drives else (None, {}, None)
+        self.before, self.garbled, self.problem = read_diskstats(self.procfs) if self.drives else (None, {}, None)
         if not self.drives:
             self.problem = "no drive known for this job: no md array or members in the facts%s" % (
                 ", and no block device under %s" % target if target else "")
@@ -157,7 +164,7 @@ class DriveWatch(object):
         seconds = time.monotonic() - self.started
         if self.before is None:
             return {"unknown": self.problem}
-        after, garbled, problem = read_diskstats(self.procfs_root)
+        after, garbled, problem = read_diskstats(self.procfs)
         if after is None:
             return {"unknown": problem}
         drives = [self._load(name, after, garbled, seconds) for name in self.drives]
@@ -170,7 +177,7 @@ class DriveWatch(object):
 
     def _load(self, name, after, garbled, seconds):
         """{name, ...figures} of one device, or {name, missing: why it is unknown}."""
-        where = "%s/diskstats" % self.procfs_root
+        where = "%s/diskstats" % self.procfs
         for when, stats, bad in (("before", self.before, self.garbled or {}), ("after", after, garbled)):
             if name in bad:
                 return {"name": name, "missing": "%s the job: %s" % (when, bad[name])}

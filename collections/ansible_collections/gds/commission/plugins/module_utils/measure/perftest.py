@@ -849,7 +849,8 @@ def row_check(row):
         expected = "<= %s us" % _number_text(row["lat_us_max"]) if row.get("lat_us_max") else None
         actual = None if row.get("lat_us") is None else "%s us" % _number_text(row["lat_us"])
         inputs = {"lat_us": row.get("lat_us")}
-    return check(row_name(row), row["verdict"], expected, actual, row.get("reason") or None, inputs=inputs)
+    return check(row_name(row), row["verdict"], expected, actual, row.get("reason") or None, inputs=inputs,
+                 nic=row.get("nic"), port=row.get("port"), gpu=row.get("gpu"), metric=row.get("test"))
 
 
 def _number_text(value):

@@ -86,7 +86,8 @@ def evaluate(metric, spec, value, prefix=""):
     expected = " and ".join(part for part in (
         ">= %g %s" % (_fmt(low), unit) if low is not None else "",
         "<= %g %s" % (_fmt(high), unit) if high is not None else "") if part).replace("  ", " ").strip()
-    limits = dict(unit=unit, reference=ref, low=low, high=high)
+    # the metric as data: readers (the fleet and history checks, the metrics) find it by this key
+    limits = dict(unit=unit, reference=ref, low=low, high=high, metric=metric)
     if value is None:
         return _check(prefix + metric, "ERROR", expected, None, "the benchmark record has no %s" % metric, **limits)
     if figure(value) is None:

@@ -195,7 +195,10 @@ class JobWatch(object):
     def _drives_part(self, prefix, job, record, watch, checks):
         load = {"unknown": self.broken["drives"]} if self.broken.get("drives") else self.drives.end()
         names = [d["name"] for d in load.get("drives") or []]
-        bdf_of = drive_bdfs(self.topology, self.sysfs_root, names)
+        # the disks of another machine than the node's facts (a simulated node's jobs) are found
+        # in that machine's sysfs, never by name in the node's topology
+        here = getattr(self.drives, "sysfs", self.sysfs_root)
+        bdf_of = drive_bdfs(self.topology if here == self.sysfs_root else {}, here, names)
         for drive in load.get("drives") or []:
             drive["bdf"] = bdf_of.get(drive["name"])
         watch.update({"drives": load.get("drives") or [], "drives_source": load.get("source"),
@@ -249,6 +252,10 @@ class JobWatch(object):
     def limit(self, job, record, drives):
         """(the path's limit, measured / limit) of the job; the fraction None when unknown."""
         load = self.health.gpu_load() if self.health is not None else {}
+        if getattr(self.drives, "sysfs", self.sysfs_root) != self.sysfs_root:
+            # the job's disk is another machine's than the node's facts (DriveWatch.begin)
+            return {"unknown": "a simulated node: the job ran on this machine's disk, not on the node's "
+                               "PCIe path (the report draws the node's links from its fixture)"}, None
         if job.get("jobs"):  # every GPU at once: the links their paths share (measure/concurrency.py)
             limit = concurrent_limit(self.topology, parts_of(job, drives), load)
         else:

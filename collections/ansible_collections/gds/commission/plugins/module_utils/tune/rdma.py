@@ -86,7 +86,7 @@ def pairing_checks(topology, link_max=None):
             detail += ", farther than %s: GPUDirect RDMA crosses %s" % (
                 link_max, "the CPU" if class_rank(row["link"]) >= class_rank("PHB") else "several PCIe switches")
         out.append(check("rdma: GPU%d NIC pairing" % row["gpu"], verdict, expected, actual, detail,
-                         inputs={"best NIC": row["nic"], "link class": row["link"]}))
+                         inputs={"best NIC": row["nic"], "link class": row["link"]}, gpu=row["gpu"], nic=row["nic"]))
     return out
 
 
@@ -125,14 +125,14 @@ def port_checks(topology, rate_gbps=None):
     out = []
     for nic in nics:
         if not nic.get("ports") or not isinstance(nic["ports"], list):
-            out.append(check("rdma: port %s" % nic["name"], "WARN", expected, None,
-                             "%s (%s) shows no ports/<n>/ directory" % (nic["name"], nic["bdf"])
-                             if not nic.get("ports") else "%s: ports unreadable: %r" % (nic["name"], nic["ports"])))
+            why = ("%s (%s) shows no ports/<n>/ directory" % (nic["name"], nic["bdf"]) if not nic.get("ports")
+                   else "%s: ports unreadable: %r" % (nic["name"], nic["ports"]))
+            out.append(check("rdma: port %s" % nic["name"], "WARN", expected, None, why, nic=nic["name"]))
             continue
         for number, port in enumerate(nic["ports"], 1):
             if not isinstance(port, dict):
                 out.append(check("rdma: port %s/%d" % (nic["name"], number), "WARN", expected, None,
-                                 "%s: port entry unreadable: %r" % (nic["name"], port)))
+                                 "%s: port entry unreadable: %r" % (nic["name"], port), nic=nic["name"], port=number))
                 continue
             problems = port_problems(port, rate_gbps)
             actual = "%s, %s, %s" % (port.get("state"), port.get("phys_state"), _rate_text(port.get("rate_gbps")))
@@ -141,7 +141,8 @@ def port_checks(topology, rate_gbps=None):
                                                "software on " + nic["bdf"] if nic.get("software") else nic["bdf"])
             out.append(check("rdma: port %s" % port_label(nic, port), "FAIL" if problems else "PASS", expected, actual,
                              "%s: %s" % (where, "; ".join(problems)) if problems else where,
-                             inputs={"rate": port.get("rate_gbps")} if rate_gbps is not None else None))
+                             inputs={"rate": port.get("rate_gbps")} if rate_gbps is not None else None,
+                             nic=nic["name"], port=port.get("port")))
     return out
 
 
