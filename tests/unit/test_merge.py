@@ -205,7 +205,7 @@ def test_a_host_file_it_cannot_use_is_that_hosts_error(tmp_path, how):
     bad = summ["hosts"]["a1"]
     assert bad["verdict"] == "ERROR" and bad["checks"] == [{
         "name": HOST_FILE_CHECK, "verdict": "ERROR", "expected": "the host's inputs file of this run",
-        "actual": problem, "detail": result["problems"]["a1"]}]
+        "actual": problem, "detail": result["problems"]["a1"], "area": "report"}]
     assert {h: summ["hosts"][h]["verdict"] for h in ("a0", "a2", "a3")} == {"a0": "PASS", "a2": "PASS", "a3": "PASS"}
     assert "a1" not in os.listdir(str(tmp_path / "history")) and not (tmp_path / "history" / "a1.json").exists()
     if how == "a link":  # read through nothing: the file it points at is left alone
@@ -267,3 +267,16 @@ def test_the_module_merges_and_fails_naming_the_run(tmp_path):
     assert result["run_dir"] == str(tmp_path / "r1") and result["changed"] is False
     rc, result = run_module("gds_merge", {"reports_dir": str(tmp_path), "run_id": "nothing-here"})
     assert rc != 0 and "cannot merge run nothing-here: no run directory" in result["msg"]
+
+
+def test_merging_a_run_again_writes_the_same_report(tmp_path):
+    """A merge run twice (a retried job step) writes the same files, and the history holds the run once."""
+    host_scope(tmp_path, "r1", ["a0", "a1", "a2", "a3"])
+    gds_merge.merge_run(str(tmp_path), "r1")
+    first = dict((name, (tmp_path / "r1" / name).read_bytes()) for name in sorted(os.listdir(str(tmp_path / "r1"))))
+    history = (tmp_path / "history" / "a0.json").read_bytes()
+    gds_merge.merge_run(str(tmp_path), "r1")
+    again = dict((name, (tmp_path / "r1" / name).read_bytes()) for name in sorted(os.listdir(str(tmp_path / "r1"))))
+    assert sorted(again) == sorted(first)
+    assert [name for name in first if again[name] != first[name]] == []
+    assert (tmp_path / "history" / "a0.json").read_bytes() == history

@@ -109,3 +109,16 @@ def test_the_merge_playbook_fails_naming_the_hosts_not_pass(runs):
     tmp, out = runs
     rc, proc = out["merge"]
     assert rc != 0 and "not PASS: bad, lonely" in proc.stdout, proc.stdout[-3000:]
+
+
+@pytest.mark.parametrize("extra, expected", [(["-e", "awx_workflow_job_id=42"], "awx-42"),
+                                             (["-e", "awx_workflow_job_id=42", "-e", "gds_report_run_id=nightly-3"], "nightly-3")])
+def test_the_run_id_playbook_gives_one_id_to_the_workflows_later_jobs(tmp_path, extra, expected):
+    """gds.commission.run_id, an AWX workflow's first node: its artifact (set_stats) is the run id
+    of every slice and of the merge."""
+    (tmp_path / "hosts.yml").write_text("all:\n  hosts: {}\n")
+    rc, data, proc = run_playbook_json(tmp_path / "hosts.yml", os.path.join(ROOT, "playbooks", "run_id.yml"),
+                                       extra_args=extra, env={"GDS_REPORTS_DIR": str(tmp_path / "r"),
+                                                              "ANSIBLE_SHOW_CUSTOM_STATS": "true"})
+    assert rc == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert data["global_custom_stats"] == {"gds_report_run_id": expected, "gds_merge_run_id": expected}

@@ -9,11 +9,11 @@ DOCUMENTATION = r"""
 module: gds_merge
 short_description: Write a run's report from the host files of its run directory
 description:
-  - Runs on the controller after runs in host scope (C(gds_report_scope=host)) wrote each host's
+  - "Runs on the controller after runs in host scope (C(gds_report_scope=host)) wrote each host's
     C(HOST.inputs.json) into one run directory (nodes commissioning themselves under Slurm, the
     slices of an AWX job, push runs). Writes what a push run's C(gds_report) writes: C(summary.json),
     C(HOST.json), C(junit.xml), C(report.html) (or C(drift.json)), the Prometheus files, the
-    C(fleet:) and C(history:) checks, the history, and points C(reports/latest) at the run.
+    C(fleet:) and C(history:) checks, the history, and points C(reports/latest) at the run."
   - "A host of C(hosts) whose file is missing, partial (not whole JSON, another format version, a
     key of the wrong kind), from another run or mode, or unreadable is C(ERROR) with the check
     C(report: host file) and the reason; the other hosts are reported."

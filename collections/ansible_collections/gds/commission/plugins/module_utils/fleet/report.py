@@ -223,7 +223,9 @@ def build_report(run_id, started, finished, mode, hosts, all_hosts, states, drif
     if history is not None:
         runs = history.get("runs") or {}
         for host, doc in docs.items():
-            added.setdefault(host, []).extend(history_checks(host, doc, runs.get(host) or [],
+            # this run's own entry (a report or a merge made again) is never its own baseline
+            earlier = [run for run in runs.get(host) or [] if not (isinstance(run, dict) and run.get("run_id") == run_id)]
+            added.setdefault(host, []).extend(history_checks(host, doc, earlier,
                                                              per_host(history.get("tolerance"), host, HISTORY_TOLERANCE),
                                                              (history.get("problems") or {}).get(host)))
     for host, extra in added.items():
