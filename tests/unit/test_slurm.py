@@ -123,7 +123,8 @@ class Cluster:
         return False
 
     def _wait_pid(self, path):
-        self._wait(lambda: os.path.exists(path), timeout=15)
+        # a loaded machine (the rest of the suite beside it) may take its time to start a daemon
+        self._wait(lambda: os.path.exists(path), timeout=45)
         try:
             with open(path) as handle:
                 return int(handle.read().strip())

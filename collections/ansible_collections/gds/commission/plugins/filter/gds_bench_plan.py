@@ -186,7 +186,7 @@ def gds_bench_plan(arrays, profile):
         run = gpus if per_gpu else [gpus[0] if gpus else (all_gpus[0] if all_gpus else None)]
         for gpu in run:
             for template in templates:
-                name = "%s gpu%d %s" % (label, gpu, template["name"]) if per_gpu else "%s %s" % (label, template["name"])
+                name = "%s gpu%s %s" % (label, gpu, template["name"]) if per_gpu else "%s %s" % (label, template["name"])
                 jobs.append(single(array, gpu, template, name))
                 singles[(gpu, id(array), template["name"])] = name
                 if per_gpu:

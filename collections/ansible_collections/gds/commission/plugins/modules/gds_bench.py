@@ -486,7 +486,7 @@ class Workspace(object):
     def clean(self):
         """Remove what this run created: new gdsbench.N files, new -f files, new directories."""
         removed = []
-        for path, (fd, _, new) in self.targets.items():
+        for path, (fd, dummy, new) in self.targets.items():
             removed += [os.path.join(path, name) for name, ident in sorted(new.items()) if remove_file(fd, name, ident)]
         removed += [path for path, (fd, name, ident) in self.files.items() if ident and remove_file(fd, name, ident)]
         # only when empty: something else put there stays

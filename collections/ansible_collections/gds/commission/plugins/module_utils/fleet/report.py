@@ -244,8 +244,8 @@ def build_report(run_id, started, finished, mode, hosts, all_hosts, states, drif
     result = dict(summary=summ, not_pass=[h for h, d in sorted(docs.items()) if d["verdict"] != "PASS"],
                   metrics={host: part["prom"] for host, part in parts.items()}, metrics_file=COMMISSION_FILE)
     if history is not None:
-        result["history"] = {host: history_update((history.get("runs") or {}).get(host) or [], run_id, finished, doc,
-                                                   history.get("keep", HISTORY_KEEP))
+        runs, keep = history.get("runs") or {}, history.get("keep", HISTORY_KEEP)
+        result["history"] = {host: history_update(runs.get(host) or [], run_id, finished, doc, keep)
                              for host, doc in docs.items() if not _stopped(states.get(host) or {})}
     return files, result
 

@@ -251,9 +251,9 @@ def _fabrics_disk(tree, name, real):
     elif disk["nic"]:
         disk["unknown"] = "NVMe over %s through %s, which has no PCI function in sysfs" % (transport, disk["nic"])
     else:
+        where = pairs.get("traddr") or address or "an unknown address"
         disk["unknown"] = ("NVMe over %s to %s: the controller names no local interface (host_iface), "
-                           "so the NIC its data crosses is not known" % (transport, pairs.get("traddr") or address
-                                                                          or "an unknown address"))
+                           "so the NIC its data crosses is not known" % (transport, where))
     return disk
 
 
@@ -726,8 +726,8 @@ def expect_error(expect):
 def validate_vars(values, host=None, hosts=()):
     """The gds_facts role's variables (gds_facts_*): [message naming the variable and the value]."""
     baseline = values.get("gds_facts_link_baseline", "")
-    baseline_ok = isinstance(baseline, str) and (baseline == "" or baseline.startswith("/") and not baseline.endswith("/")
-                                                  and "/../" not in baseline + "/")
+    baseline_ok = isinstance(baseline, str) and (
+        baseline == "" or (baseline.startswith("/") and not baseline.endswith("/") and "/../" not in baseline + "/"))
     return [message for message in (
         expect_error(values.get("gds_facts_expect")),
         None if baseline_ok else "gds_facts_link_baseline must be an absolute file path without '..' (or empty for "

@@ -289,4 +289,5 @@ def schema_json():
 
 
 if __name__ == "__main__":
-    print(schema_json(), end="")
+    import sys
+    sys.stdout.write(schema_json())

@@ -226,8 +226,8 @@ def _members(drives, key, await_key, bdf_of):
             continue
         moved, wait = figure(drive.get(key)), figure(drive.get(await_key))
         if moved is None or (moved and wait is None):
-            unknown.append("%s unknown: %s %r, %s %r" % (_label(drive, bdf_of), key, drive.get(key), await_key,
-                                                          drive.get(await_key)))
+            unknown.append("%s unknown: %s %r, %s %r"
+                           % (_label(drive, bdf_of), key, drive.get(key), await_key, drive.get(await_key)))
             continue
         read.append(dict(drive, bytes=moved, wait=wait if moved else None))
     return read, unknown

@@ -148,9 +148,9 @@ def _route(model, topology, gpu, drives):
         bdf = entry.get("bdf")
         chains[name] = model.chain(bdf)
         if not chains[name]:
-            raise PathUnknown("drive %s is not on the PCIe links of the topology (%s)" % (
-                name, entry.get("unknown") or ("not a disk of the facts" if not entry else
-                                              "no PCI function known" if bdf is None else bdf)))
+            why = entry.get("unknown") or (
+                "not a disk of the facts" if not entry else "no PCI function known" if bdf is None else bdf)
+            raise PathUnknown("drive %s is not on the PCIe links of the topology (%s)" % (name, why))
     gpu_chain = []
     if gpu is not None:
         gpu_entry = next((g for g in topology.get("gpus") or [] if isinstance(g, dict) and g.get("index") == gpu), None)

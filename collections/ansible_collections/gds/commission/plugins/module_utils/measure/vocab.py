@@ -16,7 +16,7 @@ from ansible_collections.gds.commission.plugins.module_utils.measure.gdsbench_vo
 _TYPES = {t["number"]: t for t in VOCABULARY["xfer_types"]}
 _IO = {t["key"]: t for t in VOCABULARY["io_types"]}
 _KEYS = {k["key"]: k for k in VOCABULARY["job_keys"]}
-_UNITS = {letter: mult for letter, mult in VOCABULARY["sizes"]["units"].items()}
+_UNITS = dict(VOCABULARY["sizes"]["units"])
 SIZE_MAX = VOCABULARY["sizes"]["max"]
 
 
