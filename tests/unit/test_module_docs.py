@@ -43,11 +43,24 @@ def argument_spec(module, monkeypatch):
     return mod, seen
 
 
+def fragment_options(fragments):
+    """The options the collection's doc fragments named (``gds.commission.gds.sysfs``) add, as
+    ansible-doc merges them."""
+    from ansible_collections.gds.commission.plugins.doc_fragments.gds import ModuleDocFragment
+    options = {}
+    for name in fragments:
+        if name.startswith("gds.commission.gds"):
+            part = name[len("gds.commission.gds"):].lstrip(".") or "documentation"
+            options.update(yaml.safe_load(getattr(ModuleDocFragment, part.upper())).get("options") or {})
+    return options
+
+
 @pytest.mark.parametrize("module", MODULES)
 def test_documentation_matches_argument_spec(module, monkeypatch):
     mod, spec = argument_spec(module, monkeypatch)
     doc = yaml.safe_load(mod.DOCUMENTATION)
-    options = doc.get("options") or {}
+    options = dict(doc.get("options") or {})
+    options.update(fragment_options(doc.get("extends_documentation_fragment") or []))
     assert set(options) == set(spec), module
     for name, want in spec.items():
         for field in ("type", "default", "choices", "elements"):

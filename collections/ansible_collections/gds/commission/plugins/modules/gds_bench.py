@@ -106,10 +106,6 @@ options:
     type: list
     elements: dict
     default: []
-  sysfs_root:
-    description: Where sysfs is mounted (AER counters, NVMe hwmon temperatures).
-    type: path
-    default: /sys
   nvme_devices:
     description: "NVMe controllers (C(nvme0)) whose SMART health is read before and after the jobs (C(nvme: health <dev>))."
     type: list
@@ -155,10 +151,6 @@ options:
         C(profile.cufile_stats) must be 3): the GPU whose bounce buffers cuFile used. Empty: not run."
     type: str
     default: gds_stats
-  procfs_root:
-    description: Where procfs is mounted (C(diskstats), read before and after each job).
-    type: path
-    default: /proc
   topology:
     description:
       - "The node's C(gds_topology) facts: the drives' PCI addresses, the link matrix and the PCIe
@@ -182,12 +174,15 @@ options:
     type: dict
     default: {}
 notes:
+  - "Below I(sysfs_root) it reads the AER counters and the NVMe hwmon temperatures; below I(procfs_root), C(diskstats) before and after each job."
   - In check mode nothing is run and every job's checks are SKIP.
   - NVML (pynvml) is sampled only when it can be imported and GPU-direct jobs run; what a GPU does
     not support (retired pages on Hopper) is unknown, never a failure.
 extends_documentation_fragment:
   - gds.commission.gds
   - gds.commission.gds.no_diff
+  - gds.commission.gds.sysfs
+  - gds.commission.gds.procfs
 """
 
 EXAMPLES = r"""
@@ -284,7 +279,7 @@ import shutil
 import tempfile
 import time
 
-from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule  # results valid UTF-8
+from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule, SYSFS_ROOT, PROCFS_ROOT  # results valid UTF-8
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check, subject
 from ansible_collections.gds.commission.plugins.module_utils.tune.driver import udev_record_check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import (
@@ -649,13 +644,13 @@ def main():
             keep_files=dict(type="bool", default=False),
             gpu_skip_reason=dict(type="str"),
             pcie_links=dict(type="list", elements="dict", default=[]),
-            sysfs_root=dict(type="path", default="/sys"),
+            sysfs_root=SYSFS_ROOT,
             nvme_devices=dict(type="list", elements="str", default=[]),
             nvme_cli=dict(type="str", default="nvme"),
             health_thresholds=dict(type="dict", default={}),
             nvml_interval=dict(type="float", default=0.5),
             nvml_timeout=dict(type="float", default=5.0),
-            procfs_root=dict(type="path", default="/proc"),
+            procfs_root=PROCFS_ROOT,
             topology=dict(type="dict", default={}),
             expect_gpus=dict(type="list", elements="int", default=[]),
             watch_thresholds=dict(type="dict", default={}),

@@ -32,14 +32,6 @@ options:
       shape fails naming the key, e.g. C(topology.gpus[0].index)).
     type: dict
     required: true
-  procfs_root:
-    description: Where procfs is mounted (C(self/mountinfo), C(net/route), C(net/ipv6_route)).
-    type: path
-    default: /proc
-  sysfs_root:
-    description: Where sysfs is mounted (C(class/net/DEV/lower_*) of bonds and VLANs).
-    type: path
-    default: /sys
   use_ip:
     description:
       - Ask C(ip -j route get) for the route (policy routing, source address). Only on the
@@ -86,6 +78,7 @@ options:
     elements: str
     default: [PIX, PXB]
 notes:
+  - "Below I(procfs_root) it reads C(self/mountinfo), C(net/route) and C(net/ipv6_route); below I(sysfs_root), C(class/net/DEV/lower_*) of bonds and VLANs."
   - The procfs route tables hold the main table only; with policy routing on a node the live
     C(ip route get) answer is the one that counts.
   - A mount of the node's own address (a loopback mount) is routed through C(lo) by the kernel;
@@ -94,6 +87,8 @@ extends_documentation_fragment:
   - gds.commission.gds
   - gds.commission.gds.no_diff
   - gds.commission.gds.facts
+  - gds.commission.gds.sysfs
+  - gds.commission.gds.procfs
 """
 
 EXAMPLES = r"""
@@ -139,7 +134,7 @@ checks:
 import os
 import socket
 
-from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule  # results valid UTF-8
+from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule, SYSFS_ROOT, PROCFS_ROOT  # results valid UTF-8
 from ansible_collections.gds.commission.plugins.module_utils.tune.mounts import NetfsError, audit, mount_checks
 
 
@@ -160,8 +155,8 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             topology=dict(type="dict", required=True),
-            procfs_root=dict(type="path", default="/proc"),
-            sysfs_root=dict(type="path", default="/sys"),
+            procfs_root=PROCFS_ROOT,
+            sysfs_root=SYSFS_ROOT,
             use_ip=dict(type="bool", default=True),
             interface_addresses=dict(type="dict", default={}),
             gpu_map=dict(type="dict", default={}),

@@ -24,14 +24,6 @@ description:
 version_added: "1.0.0"
 author: gds-commission contributors (!UNKNOWN)
 options:
-  sysfs_root:
-    description: Where sysfs is mounted.
-    type: path
-    default: /sys
-  procfs_root:
-    description: Where procfs is mounted.
-    type: path
-    default: /proc
   root:
     description:
       - The root file system the node's C(/run/udev), C(/etc/dgx-release), C(/var/lib/dpkg/status)
@@ -54,12 +46,15 @@ options:
     choices: [auto, nvml, none]
     default: auto
 notes:
+  - "Below I(sysfs_root) and I(procfs_root) it reads the platform as the kernel runs it (the release and command line, the IOMMU units and groups, the NVIDIA and nvidia-fs modules and their statistics, vfio devices, lockdown)."
   - Supports check mode; it only reads.
   - A missing file is a fact (null or false), never a failure.
 extends_documentation_fragment:
   - gds.commission.gds
   - gds.commission.gds.no_diff
   - gds.commission.gds.facts
+  - gds.commission.gds.sysfs
+  - gds.commission.gds.procfs
 seealso:
   - module: gds.commission.gds_topology
   - module: gds.commission.pcie_acs
@@ -172,7 +167,7 @@ ansible_facts:
 
 import os
 
-from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule  # results valid UTF-8
+from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule, SYSFS_ROOT, PROCFS_ROOT  # results valid UTF-8
 from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
 from ansible_collections.gds.commission.plugins.module_utils.core.files import is_live_root
 from ansible_collections.gds.commission.plugins.module_utils.hw.nvml import NvmlUnavailable
@@ -190,8 +185,8 @@ def default_block_devices(sysfs_root, procfs_root):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            sysfs_root=dict(type="path", default="/sys"),
-            procfs_root=dict(type="path", default="/proc"),
+            sysfs_root=SYSFS_ROOT,
+            procfs_root=PROCFS_ROOT,
             root=dict(type="path", default="/"),
             block_devices=dict(type="list", elements="str"),
             gpu_source=dict(type="str", default="auto", choices=["auto", "nvml", "none"]),

@@ -95,14 +95,6 @@ options:
       - Required when O(procfs_root) is not the running system's C(/proc), unless in check mode.
     type: bool
     default: false
-  procfs_root:
-    description: Where procfs is mounted (mdstat, mounts, swaps).
-    type: path
-    default: /proc
-  sysfs_root:
-    description: Where sysfs is mounted (block device holders and slaves).
-    type: path
-    default: /sys
   mdadm_conf:
     description: mdadm.conf to persist the arrays in; default C(/etc/mdadm/mdadm.conf) when
       C(/etc/mdadm) exists (Debian, Ubuntu), else C(/etc/mdadm.conf).
@@ -121,6 +113,7 @@ options:
     elements: str
     default: []
 notes:
+  - "Below I(procfs_root) it reads C(mdstat), C(mounts) and C(swaps); below I(sysfs_root), the block devices' holders and slaves."
   - Check mode returns the full plan (what would be unmounted, stopped, wiped, created, formatted
     and mounted, with the commands) and changes nothing; it runs read-only probes (mdadm --detail,
     wipefs without --all, blkid) on a live node.
@@ -128,6 +121,8 @@ notes:
 extends_documentation_fragment:
   - gds.commission.gds
   - gds.commission.gds.no_diff
+  - gds.commission.gds.sysfs
+  - gds.commission.gds.procfs
 """
 
 EXAMPLES = r"""
@@ -216,7 +211,7 @@ drift:
   elements: dict
 """
 
-from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule  # results valid UTF-8
+from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule, SYSFS_ROOT, PROCFS_ROOT  # results valid UTF-8
 from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import ProcfsError
 from ansible_collections.gds.commission.plugins.module_utils.tune.raid import RaidError
 from ansible_collections.gds.commission.plugins.module_utils.tune.raid_host import RaidHost
@@ -233,8 +228,8 @@ ARGUMENT_SPEC = dict(
     plan_only=dict(type="bool", default=False),
     p2pdma=dict(type="bool", default=False),
     refused_verdict=dict(type="str", default="WARN", choices=["WARN", "FAIL"]),
-    procfs_root=dict(type="path", default="/proc"),
-    sysfs_root=dict(type="path", default="/sys"),
+    procfs_root=PROCFS_ROOT,
+    sysfs_root=SYSFS_ROOT,
     mdadm_conf=dict(type="path"),
     update_initramfs=dict(type="bool", default=True),
     mkfs_options=dict(type="list", elements="str", default=[]),

@@ -32,10 +32,6 @@ options:
     description: The C(gds_platform) facts (kernel, nvidia_driver, modules); empty when unknown.
     type: dict
     default: {}
-  sysfs_root:
-    description: Where sysfs is mounted; C(module/<name>) there tells whether a module is loaded.
-    type: path
-    default: /sys
   modules_load_dir:
     description: The node's modules-load.d directory (below a simulated node's root there).
     type: path
@@ -60,10 +56,12 @@ options:
     type: bool
     default: true
 notes:
+  - "Below I(sysfs_root), C(module/NAME) tells whether a kernel module is loaded."
   - Supports check mode; it then changes nothing and returns C(drift).
 extends_documentation_fragment:
   - gds.commission.gds
   - gds.commission.gds.no_diff
+  - gds.commission.gds.sysfs
 """
 
 EXAMPLES = r"""
@@ -113,7 +111,7 @@ drift:
   sample: [{setting: "rdma port mlx5_0/1", expected: "ACTIVE LinkUp 400 Gb/s", actual: "ACTIVE LinkUp 200 Gb/s"}]
 """
 
-from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule  # results valid UTF-8
+from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule, SYSFS_ROOT  # results valid UTF-8
 from ansible_collections.gds.commission.plugins.module_utils.tune.rdma import (
     PEERMEM_CHOICES, RdmaError, apply_peermem, pairing, peermem_state, port_drift, rdma_checks,
 )
@@ -124,7 +122,7 @@ def main():
         argument_spec=dict(
             topology=dict(type="dict", required=True),
             platform=dict(type="dict", default={}),
-            sysfs_root=dict(type="path", default="/sys"),
+            sysfs_root=SYSFS_ROOT,
             modules_load_dir=dict(type="path", default="/etc/modules-load.d"),
             peermem=dict(type="str", default="auto", choices=list(PEERMEM_CHOICES)),
             nic_link_max=dict(type="str", choices=["PIX", "PXB", "PHB", "NODE", "SYS"]),

@@ -144,15 +144,13 @@ options:
     description: numactl (name or path) used for NUMA pinning; empty or absent runs unpinned.
     type: str
     default: numactl
-  procfs_root:
-    description: Where procfs is mounted; a server is ready once C(net/tcp) or C(net/tcp6) there lists its port.
-    type: path
-    default: /proc
 notes:
+  - "Below I(procfs_root), a server is ready once C(net/tcp) or C(net/tcp6) lists its port."
   - In check mode nothing runs and every row SKIPs.
 extends_documentation_fragment:
   - gds.commission.gds
   - gds.commission.gds.no_diff
+  - gds.commission.gds.procfs
 """
 
 EXAMPLES = r"""
@@ -205,7 +203,7 @@ tools:
   type: dict
 """
 
-from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule  # results valid UTF-8
+from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule, PROCFS_ROOT  # results valid UTF-8
 from ansible_collections.gds.commission.plugins.module_utils.measure.perftest import (
     DEFAULTS, BenchError, checks_for, pair_with_peer, plan, probe, public_rows, run_all, run_servers,
     settings_from,
@@ -242,7 +240,7 @@ def main():
             peer_address=dict(type="str", default=""),
             extra_args=dict(type="list", elements="str", default=[]),
             numactl=dict(type="str", default="numactl"),
-            procfs_root=dict(type="path", default="/proc"),
+            procfs_root=PROCFS_ROOT,
         ),
         supports_check_mode=True,
     )

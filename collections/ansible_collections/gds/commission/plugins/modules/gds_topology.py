@@ -33,14 +33,6 @@ description:
 version_added: "1.0.0"
 author: gds-commission contributors (!UNKNOWN)
 options:
-  sysfs_root:
-    description: Where sysfs is mounted; a fixture tree or a simulated node's C(sys/) also works.
-    type: path
-    default: /sys
-  procfs_root:
-    description: Where procfs is mounted; its mounts, swaps and mdstat decide the system drives.
-    type: path
-    default: /proc
   gpu_index_source:
     description:
       - How GPU indices are numbered. C(nvml) uses NVML's order (what nvidia-smi shows) and fails
@@ -59,6 +51,7 @@ options:
       - Unset, no baseline is read or written.
     type: path
 notes:
+  - "Below I(sysfs_root) it walks the PCI tree (a fixture tree or a simulated node's C(sys/) also works); below I(procfs_root), C(mounts), C(swaps) and C(mdstat) decide the system drives."
   - Supports check mode; it only reads sysfs, and writes only I(link_baseline), never in check mode.
   - Reading the ACS capability needs the full 4096-byte config space, which the kernel returns to
     root only; for other users the bridges' ACS fields are null, C(acs_unknown) says why and a
@@ -67,6 +60,8 @@ extends_documentation_fragment:
   - gds.commission.gds
   - gds.commission.gds.no_diff
   - gds.commission.gds.facts
+  - gds.commission.gds.sysfs
+  - gds.commission.gds.procfs
 """
 
 EXAMPLES = r"""
@@ -233,7 +228,7 @@ table:
   elements: str
 """
 
-from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule  # results valid UTF-8
+from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule, SYSFS_ROOT, PROCFS_ROOT  # results valid UTF-8
 from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import affinity_table, discover, visibility_checks
 from ansible_collections.gds.commission.plugins.module_utils.core.files import is_live_root
 from ansible_collections.gds.commission.plugins.module_utils.hw.health import BaselineError, link_baseline, link_checks
@@ -245,8 +240,8 @@ from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import Pr
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            sysfs_root=dict(type="path", default="/sys"),
-            procfs_root=dict(type="path", default="/proc"),
+            sysfs_root=SYSFS_ROOT,
+            procfs_root=PROCFS_ROOT,
             gpu_index_source=dict(type="str", default="auto", choices=["auto", "nvml", "pci"]),
             link_baseline=dict(type="path"),
         ),

@@ -24,16 +24,6 @@ description:
 version_added: "1.0.0"
 author: gds-commission contributors (!UNKNOWN)
 options:
-  sysfs_root:
-    description: Where sysfs is mounted; a simulated node's C(sys/) also works (its config files are written).
-    type: path
-    default: /sys
-  procfs_root:
-    description:
-      - Where procfs is mounted. Only read when I(bridges) is empty and I(topology_bridges) not
-        given, to tell the system drives (whose bridges are left alone) from the data drives.
-    type: path
-    default: /proc
   state:
     description:
       - C(disabled) clears ACS Control (0x0000) on every bridge in scope.
@@ -68,6 +58,7 @@ options:
     type: bool
     default: false
 notes:
+  - "Below I(sysfs_root) it reads and writes the bridges' config space (a simulated node's config files are written); I(procfs_root) is read only when I(bridges) is empty and I(topology_bridges) not given, to tell the system drives (whose bridges are left alone) from the data drives."
   - Supports check mode and diff mode; check mode reads only and reports what would change.
   - Reading the ACS capability needs the full 4096-byte config space, which the kernel returns
     only to root.
@@ -77,6 +68,8 @@ notes:
 extends_documentation_fragment:
   - gds.commission.gds
   - gds.commission.gds.diff
+  - gds.commission.gds.sysfs
+  - gds.commission.gds.procfs
 seealso:
   - module: gds.commission.gds_topology
 """
@@ -162,7 +155,7 @@ written:
   elements: str
 """
 
-from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule  # results valid UTF-8
+from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule, SYSFS_ROOT, PROCFS_ROOT  # results valid UTF-8
 from ansible_collections.gds.commission.plugins.module_utils.tune.acs import (
     LOCKED_DOWN, AcsError, AcsPlan, bridges_in_scope,
 )
@@ -181,8 +174,8 @@ def _failed(result, **changes):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            sysfs_root=dict(type="path", default="/sys"),
-            procfs_root=dict(type="path", default="/proc"),
+            sysfs_root=SYSFS_ROOT,
+            procfs_root=PROCFS_ROOT,
             state=dict(type="str", default="disabled", choices=["disabled", "enabled", "query"]),
             bridges=dict(type="list", elements="str", default=[]),
             topology_bridges=dict(type="list", elements="dict"),

@@ -37,6 +37,9 @@ from ansible_collections.gds.commission.plugins.module_utils.core.files import e
 COMMAND_TIMEOUT = 300  # seconds; a tool that can take longer (mkfs of a large array) says so
 TIMED_OUT_RC = 124     # what timeout(1) returns
 ECHO_LIMIT = 1024      # characters of JSON an argument may have to be echoed as it is
+# the argument specs of the node's kernel roots (doc fragments gds.sysfs and gds.procfs)
+SYSFS_ROOT = dict(type="path", default="/sys")
+PROCFS_ROOT = dict(type="path", default="/proc")
 
 
 def echoed(params):
