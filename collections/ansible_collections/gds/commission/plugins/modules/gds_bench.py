@@ -174,7 +174,8 @@ options:
     type: dict
     default: {}
 notes:
-  - "Below I(sysfs_root) it reads the AER counters and the NVMe hwmon temperatures; below I(procfs_root), C(diskstats) before and after each job."
+  - "Below I(sysfs_root) it reads the AER counters and the NVMe hwmon temperatures; below
+    I(procfs_root), C(diskstats) before and after each job."
   - In check mode nothing is run and every job's checks are SKIP.
   - NVML (pynvml) is sampled only when it can be imported and GPU-direct jobs run; what a GPU does
     not support (retired pages on Hopper) is unknown, never a failure.

@@ -78,7 +78,8 @@ options:
     elements: str
     default: [PIX, PXB]
 notes:
-  - "Below I(procfs_root) it reads C(self/mountinfo), C(net/route) and C(net/ipv6_route); below I(sysfs_root), C(class/net/DEV/lower_*) of bonds and VLANs."
+  - "Below I(procfs_root) it reads C(self/mountinfo), C(net/route) and C(net/ipv6_route); below
+    I(sysfs_root), C(class/net/DEV/lower_*) of bonds and VLANs."
   - The procfs route tables hold the main table only; with policy routing on a node the live
     C(ip route get) answer is the one that counts.
   - A mount of the node's own address (a loopback mount) is routed through C(lo) by the kernel;

@@ -46,7 +46,9 @@ options:
     choices: [auto, nvml, none]
     default: auto
 notes:
-  - "Below I(sysfs_root) and I(procfs_root) it reads the platform as the kernel runs it (the release and command line, the IOMMU units and groups, the NVIDIA and nvidia-fs modules and their statistics, vfio devices, lockdown)."
+  - "Below I(sysfs_root) and I(procfs_root) it reads the platform as the kernel runs it (the release
+    and command line, the IOMMU units and groups, the NVIDIA and nvidia-fs modules and their
+    statistics, vfio devices, lockdown)."
   - Supports check mode; it only reads.
   - A missing file is a fact (null or false), never a failure.
 extends_documentation_fragment:

@@ -113,7 +113,8 @@ options:
     elements: str
     default: []
 notes:
-  - "Below I(procfs_root) it reads C(mdstat), C(mounts) and C(swaps); below I(sysfs_root), the block devices' holders and slaves."
+  - "Below I(procfs_root) it reads C(mdstat), C(mounts) and C(swaps); below I(sysfs_root), the block
+    devices' holders and slaves."
   - Check mode returns the full plan (what would be unmounted, stopped, wiped, created, formatted
     and mounted, with the commands) and changes nothing; it runs read-only probes (mdadm --detail,
     wipefs without --all, blkid) on a live node.

@@ -51,7 +51,8 @@ options:
       - Unset, no baseline is read or written.
     type: path
 notes:
-  - "Below I(sysfs_root) it walks the PCI tree (a fixture tree or a simulated node's C(sys/) also works); below I(procfs_root), C(mounts), C(swaps) and C(mdstat) decide the system drives."
+  - "Below I(sysfs_root) it walks the PCI tree (a fixture tree or a simulated node's C(sys/) also
+    works); below I(procfs_root), C(mounts), C(swaps) and C(mdstat) decide the system drives."
   - Supports check mode; it only reads sysfs, and writes only I(link_baseline), never in check mode.
   - Reading the ACS capability needs the full 4096-byte config space, which the kernel returns to
     root only; for other users the bridges' ACS fields are null, C(acs_unknown) says why and a

@@ -58,7 +58,9 @@ options:
     type: bool
     default: false
 notes:
-  - "Below I(sysfs_root) it reads and writes the bridges' config space (a simulated node's config files are written); I(procfs_root) is read only when I(bridges) is empty and I(topology_bridges) not given, to tell the system drives (whose bridges are left alone) from the data drives."
+  - "Below I(sysfs_root) it reads and writes the bridges' config space (a simulated node's config
+    files are written); I(procfs_root) is read only when I(bridges) is empty and I(topology_bridges)
+    not given, to tell the system drives (whose bridges are left alone) from the data drives."
   - Supports check mode and diff mode; check mode reads only and reports what would change.
   - Reading the ACS capability needs the full 4096-byte config space, which the kernel returns
     only to root.
