@@ -133,3 +133,42 @@ def test_gds_linear_skips_a_false_condition_without_a_worker_and_with_linears_re
     assert ours_results == linear_results
     shown = sorted(res["msg"] for name, _, res in ours_results if name == "show")
     assert len(shown) == 3 and sum("True" in msg.split()[-1:] for msg in shown) == 1
+
+
+# --------------------------------------------------------------------------------------------
+# the controller's task variables take the host's facts without copying them for every task
+# --------------------------------------------------------------------------------------------
+def test_gds_linear_builds_task_variables_without_copying_the_facts_and_a_template_cannot_change_them():
+    import ansible.vars.clean
+    import ansible.vars.manager
+    from ansible._internal._templating._engine import TemplateEngine
+    from ansible.template import trust_as_template
+    from ansible.inventory.manager import InventoryManager
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.vars.manager import VariableManager
+    from ansible_collections.gds.commission.plugins.strategy import gds_linear
+
+    loader = DataLoader()
+    manager = VariableManager(loader=loader, inventory=InventoryManager(loader=loader, sources="node,"))
+    host = manager._inventory.get_host("node")
+    topology = {"bridges": [{"bdf": "0000:17:00.0"}], "gpus": []}
+    manager.set_host_facts("node", {"gds_topology": topology, "ansible_local": {"x": [1]}})
+    stock = ansible.vars.manager.namespace_facts
+    try:
+        assert manager.get_vars(host=host)["ansible_facts"]["gds_topology"] is not topology  # Ansible copies
+        gds_linear.share_facts_in_controller()
+        facts = manager.get_vars(host=host)["ansible_facts"]
+        assert facts["gds_topology"] is topology and facts["ansible_local"] == {"x": [1]}
+        assert gds_linear.namespace_facts_shared({"ansible_os": 1, "a": 2}) == ansible.vars.clean.namespace_facts(
+            {"ansible_os": 1, "a": 2})
+        # a template that changes what it reads changes its own copy, never the facts
+        engine = TemplateEngine(loader=loader, variables=manager.get_vars(host=host))
+        for text in ("{{ ansible_facts['gds_topology']['bridges'].append(1) }}",
+                     "{{ ansible_facts['gds_topology'].update({'gpus': [2]}) }}"):
+            try:
+                engine.template(trust_as_template(text))
+            except Exception:  # a sandbox that refuses the call leaves the facts as they are too
+                pass
+        assert topology == {"bridges": [{"bdf": "0000:17:00.0"}], "gpus": []}
+    finally:
+        ansible.vars.manager.namespace_facts = stock
