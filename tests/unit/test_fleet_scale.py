@@ -320,14 +320,12 @@ def test_a_drift_run_checks_each_role_once_and_runs_each_roles_files_in_one_step
     specs = [n for n in names if " : Validating arguments against arg spec " in n]
     with open(os.path.join(COLLECTION, "roles", "gds_tune", "vars", "main.yml")) as handle:
         tune_roles = yaml.safe_load(handle)["__gds_tune_roles"]
-    # every tuning role's specs and variables in one task (validate.yml's play), the report role's
-    # argument spec once
-    checked = [n for n in names if n.endswith(" : Check the variables of each role")]
-    assert checked == ["gds.commission.gds_tune : Check the variables of each role"], checked
-    assert len(tune_roles) > 1 and [n.split(" : ")[0] for n in specs] == ["gds.commission.gds_report"], specs
+    # each tuning role once (validate.yml's play), the report role once
+    assert len(specs) == len(tune_roles) + 1, specs
+    assert not [n for n in specs if n.startswith("gds.commission.gds_common")], specs
     assert not [n for n in names if " : Check the facts were read" in n or n.startswith("Check the role variables of ")]
     files = [n for n in names if n.startswith(("gds.commission.pcie_acs", "gds.commission.iommu", "gds.commission.gds_driver"))
              and any(word in n for word in (" : Write ", " : Remove ", " : Create ", " : Load nvidia-fs at boot", " : Set the nvidia-fs"))]
     assert len(files) == 3, files
-    # 151 tasks a node two rounds ago, 84 before this one (docs/fleet.md)
-    assert len(names) <= 72, len(names)
+    # 151 tasks a node two rounds ago, 84 before the last (docs/fleet.md)
+    assert len(names) <= 82, len(names)
