@@ -58,3 +58,20 @@ def test_every_module_runs_its_tools_through_the_bounded_runner():
                         or "subprocess.Popen(" in text or "check_output(" in text:
                     offenders.append(os.path.relpath(path, COLLECTION))
     assert offenders == []
+
+
+def test_ansibles_own_callers_pass_bytes_file_names(module, tmp_path):
+    """AnsibleModule itself runs lsattr and chattr through run_command with a bytes path (a backup
+    made by backup_local, a file's attributes): the path reaches the tool as the file name, never as
+    "b'...'"."""
+    path = tmp_path / "f"
+    path.write_text("x")
+    rc, out, err = module.run_command(["ls", os.fsencode(str(path))])
+    assert (rc, out.strip()) == (0, str(path)), err
+    backup = module.backup_local(str(path))  # copies attributes: lsattr on the file, chattr on the copy
+    assert open(backup).read() == "x"
+
+
+def test_an_option_it_does_not_implement_is_refused_naming_it(module):
+    with pytest.raises(SystemExit):
+        module.run_command(["true"], cwd="/")

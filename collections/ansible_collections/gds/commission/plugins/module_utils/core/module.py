@@ -98,14 +98,22 @@ class GdsModule(AnsibleModule):
         kwargs = self._utf8(dict(kwargs, msg=str(msg)))
         AnsibleModule.fail_json(self, **kwargs)
 
-    def run_command(self, args, check_rc=False, timeout=None, environ_update=None, handle_exceptions=True):
+    def run_command(self, args, check_rc=False, timeout=None, environ_update=None, handle_exceptions=True, **options):
         """(rc, stdout, stderr) of ``args`` (an argument list, never a shell), at most ``timeout``
         seconds (COMMAND_TIMEOUT), in the C locale as AnsibleModule runs it. A command that cannot
         start: rc 127 (raised as OSError with handle_exceptions=False); one that ran out:
-        rc TIMED_OUT_RC, its process group killed."""
-        if isinstance(args, str) or not args:
+        rc TIMED_OUT_RC, its process group killed.
+
+        AnsibleModule's own code calls it too (lsattr and chattr when it copies a file's
+        attributes, with the path as bytes): a bytes argument is a file name. An option of
+        Ansible's own runner that this one does not implement (cwd, data, a shell) fails,
+        naming it, rather than running unbounded."""
+        if isinstance(args, (str, bytes)) or not args:
             self.fail_json(msg="run_command: an argument list is needed, got %r" % (args,))
-        argv = [str(a) for a in args]
+        if options:
+            self.fail_json(msg="run_command: %s not supported by the bounded runner (core/module.py)"
+                           % ", ".join(sorted(options)), cmd=[os.fsdecode(a) if isinstance(a, bytes) else str(a) for a in args])
+        argv = [os.fsdecode(a) if isinstance(a, bytes) else str(a) for a in args]
         env = dict(os.environ, LANG="C", LC_ALL="C", LC_MESSAGES="C")
         env.update(environ_update or {})
         limit = COMMAND_TIMEOUT if timeout is None else timeout
