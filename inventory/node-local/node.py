@@ -10,13 +10,21 @@
 - GDS_NODE_GROUPS: more groups, comma separated (`simulated`: a simulated node of the tests).
 group_vars/all.yml beside this file: connection local, the report in host scope.
 """
+import importlib.util
 import json
 import os
 import re
 import socket
 import sys
 
-NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")  # fleet/slurm_rules.NODE_NAME
+# a node name as gds_slurm reads one: the rule's one home, fleet/slurm_rules.py of this checkout
+# (standard library only, so it loads without Ansible)
+_RULES = importlib.util.spec_from_file_location("gds_slurm_rules", os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "collections", "ansible_collections",
+    "gds", "commission", "plugins", "module_utils", "fleet", "slurm_rules.py"))
+slurm_rules = importlib.util.module_from_spec(_RULES)
+_RULES.loader.exec_module(slurm_rules)
+NODE = slurm_rules.NODE_NAME
 GROUP = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
