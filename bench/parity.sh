@@ -26,7 +26,7 @@
 # unknown) in a round. Time: about 90 s of builds and data, then about 75 s per round at
 # PARITY_T=3 (13 runs): 5 rounds fit one 10-minute device call; a round that would end past
 # PARITY_BUDGET (540 s) is not started.
-# Environment: OUT (bench/obj/parity), PARITY_ROUNDS (5), PARITY_T (3), PARITY_SIZE (1G),
+# Environment: OUT (bench/obj/parity), PARITY_MEDIUM (disk, or ram: see step 2), PARITY_ROUNDS (5), PARITY_T (3), PARITY_SIZE (1G),
 # PARITY_GPU (0), PARITY_THREADS (1), PARITY_BUDGET (540), PARITY_REQUIRE (0), CUDA_HOME
 # (/usr/local/cuda); PARITY_GDSBENCH / PARITY_FIO: binaries to use instead of building them.
 #
@@ -103,6 +103,37 @@ echo "fio: ${FIO:-none}${FIO:+ ($("$FIO" --version 2>&1))}"
 [ "${#STEPS_FAILED[@]}" -eq 0 ] || finish
 
 # ---- 2. data ----
+# PARITY_MEDIUM=ram: an ext4 file system on a loop device over a file in /dev/shm, made here and
+# removed at exit (only what this script made): the drive's own spread (1.2-3.2 GiB/s between
+# rounds on the rented machines' virtio disk) leaves the software paths alone in the comparison.
+RAM_IMG="" RAM_LOOP="" RAM_MNT=""
+ram_medium_remove() {
+	[ -n "$RAM_MNT" ] && umount "$RAM_MNT" && rmdir "$RAM_MNT"
+	[ -n "$RAM_LOOP" ] && losetup -d "$RAM_LOOP"
+	[ -n "$RAM_IMG" ] && rm -f "$RAM_IMG"
+	RAM_IMG="" RAM_LOOP="" RAM_MNT=""
+}
+ram_medium() {
+	local img=/dev/shm/gds-parity-$$.img mnt=/mnt/gds-parity-$$
+	if [ -e "$img" ] || [ -e "$mnt" ]; then
+		echo "ram medium: $img or $mnt exists (not made here): not used"
+		return 1
+	fi
+	truncate -s 10G "$img" && RAM_IMG=$img || return 1
+	RAM_LOOP=$(losetup -f --show "$img") || { RAM_LOOP=""; return 1; }
+	mkfs.ext4 -q -F "$RAM_LOOP" >/dev/null && mkdir "$mnt" && mount "$RAM_LOOP" "$mnt" && RAM_MNT=$mnt || return 1
+	echo "ram medium: ext4 on $RAM_LOOP over $img, mounted at $mnt"
+}
+trap ram_medium_remove EXIT
+if [ "${PARITY_MEDIUM:-disk}" = ram ]; then
+	if ram_medium; then
+		set -- "$RAM_MNT/data"
+	else
+		ram_medium_remove
+		step_failed "ram medium: could not make a loop device over /dev/shm (PARITY_MEDIUM=ram)"
+		finish
+	fi
+fi
 gdsv_data_dir "${1:-}"
 gdsv_udev
 say "data set: 8 x $BIG files (sequential O_DIRECT write, 8 threads)"

@@ -18,8 +18,9 @@ NQNs become fixed placeholders of the same shape; host names do not appear in wh
 writes OUT_DIR/NAME.tgz and OUT_DIR/NAME.json; with --expect also OUT_DIR/NAME.expected.json, the
 vendor's view of the same machine for the tests to hold discovery against: from NVML (pynvml),
 each GPU's index, PCI address, name and NUMA node, each GPU pair's common ancestor as
-nvidia-smi topo -mp names it (PIX PXB PHB NODE SYS) and its active NVLinks; `nvidia-smi topo -m`
-and `-mp` as printed, for the record.
+nvidia-smi topo -mp names it (PIX PXB PHB NODE SYS), the NVLinks between GPUs as topo -m counts
+them (hw/nvml.nvlink_peers); `nvidia-smi topo -m` and `-mp` as printed (the tests read them with
+hw/smi_topo.py).
 Run as root (config space past 64 bytes needs it). Every read is bounded (64 KiB a file)."""
 from __future__ import annotations
 
@@ -360,7 +361,9 @@ NVML_LEVELS = {"NVML_TOPOLOGY_INTERNAL": "X", "NVML_TOPOLOGY_SINGLE": "PIX", "NV
 def vendor_view():
     """What NVML and nvidia-smi say of the machine's GPUs (every problem named, never raised)."""
     import subprocess
-    out = {"gpus": [], "gpu_pairs": {}, "problems": []}
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "collections"))
+    from ansible_collections.gds.commission.plugins.module_utils.hw.nvml import nvlink_peers
+    out = {"gpus": [], "gpu_pairs": {}, "nvlink": {}, "problems": []}
     for args in (["topo", "-m"], ["topo", "-mp"]):
         try:
             proc = subprocess.run(["nvidia-smi"] + args, capture_output=True, text=True, timeout=60)
@@ -384,15 +387,10 @@ def vendor_view():
                 entry["numa_node"] = pynvml.nvmlDeviceGetNumaNodeId(handle)
             except Exception as exc:
                 entry["numa_node_problem"] = str(exc)
-            links = []
-            for link in range(18):
-                try:
-                    if pynvml.nvmlDeviceGetNvLinkState(handle, link):
-                        links.append(link)
-                except Exception:
-                    break
-            entry["nvlinks_active"] = len(links)
             out["gpus"].append(entry)
+        bdfs = [gpu["bdf"] for gpu in out["gpus"]]
+        for gpu, peers in zip(out["gpus"], nvlink_peers(pynvml, handles, bdfs)):
+            out["nvlink"]["GPU%d" % gpu["index"]] = {"GPU%d" % bdfs.index(bdf): n for bdf, n in peers.items()}
         for a, first in enumerate(handles):
             for b, second in enumerate(handles):
                 if a < b:

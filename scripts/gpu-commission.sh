@@ -2,7 +2,8 @@
 # Commission the GPU machine this runs on, against itself (connection local, inventory/gpu-local):
 #   0. a capture of the machine's sysfs/procfs and NVML's view of its GPUs (scripts/capture-node.py),
 #      a fixture for the tests;
-#   1. GPU facts: gds_topology and gds_platform against nvidia-smi;
+#   1. GPU facts: gds_topology and gds_platform against nvidia-smi (each GPU's index and address,
+#      every cell of `topo -mp` and `topo -m`, NVLinks included, hw/smi_topo.py);
 #   2. commission with the udev record of the data file system missing (the preflight finding),
 #      only when the record is absent on this machine: an existing record (udevd's) is never
 #      deleted or overwritten, and the step says it was skipped;
@@ -66,15 +67,18 @@ if want 1; then
 say "1. GPU facts"
 nvidia-smi --query-gpu=index,pci.bus_id,name,driver_version --format=csv | tee "$OUT/nvidia-smi.csv" || failed "nvidia-smi"
 nvidia-smi topo -m > "$OUT/nvidia-smi-topo-m.txt" 2>&1 && cat "$OUT/nvidia-smi-topo-m.txt"
+nvidia-smi topo -mp > "$OUT/nvidia-smi-topo-mp.txt" 2>&1 || failed "1. nvidia-smi topo -mp"
 for module in gds_topology gds_platform; do
 	ANSIBLE_LOAD_CALLBACK_PLUGINS=1 ANSIBLE_STDOUT_CALLBACK=ansible.builtin.json \
 		ansible all -i localhost, -c local -m "gds.commission.$module" > "$OUT/${module#gds_}.json" \
 		|| failed "1. the $module module (see $OUT/${module#gds_}.json)"
 done
 # every GPU of nvidia-smi is a GPU of the facts at the same index and PCI address, and no other
-python3 - "$OUT" <<'PY' || failed "1. GPU facts against nvidia-smi"
+python3 - "$OUT" "$ROOT/collections" <<'PY' || failed "1. GPU facts against nvidia-smi"
 import csv, json, sys
 out = sys.argv[1]
+sys.path.insert(0, sys.argv[2])
+from ansible_collections.gds.commission.plugins.module_utils.hw.smi_topo import compare
 def facts(name, key):
     doc = json.load(open("%s/%s.json" % (out, name)))
     result = doc["plays"][0]["tasks"][0]["hosts"]["localhost"]
@@ -94,8 +98,15 @@ print("groups:", topo["groups"])
 print("nvme:", [(d["name"], d["bdf"], d["system"]) for d in topo["nvme"]])
 print("disks:", [(d["name"], d["kind"], d["bdf"], d["system"], d.get("unknown")) for d in topo.get("disks", [])])
 print("platform:", json.dumps({k: plat.get(k) for k in ("kernel", "arch", "iommu", "nvidia", "gpus", "nvidia_fs", "p2pdma", "udev", "lockdown")}, default=str)[:3000])
-if smi != ours:
-    sys.exit("the facts' GPUs differ from nvidia-smi's")
+print("nvlink:", topo.get("nvlink"))
+# every cell of topo -mp (PCIe classes) and topo -m (NV# against NVML's links), NUMA affinity
+compared, differences = compare(topo, topo_mp=open(out + "/nvidia-smi-topo-mp.txt").read(),
+                                topo_m=open(out + "/nvidia-smi-topo-m.txt").read())
+print("topo -m/-mp cells compared: %d, differences: %d" % (compared, len(differences)))
+for line in differences:
+    print("  " + line)
+if smi != ours or differences:
+    sys.exit("the facts differ from nvidia-smi's")
 PY
 
 fi

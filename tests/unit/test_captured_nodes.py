@@ -45,6 +45,19 @@ def test_gpu_pairs_as_nvidia_smi_topo_mp(machine):
         assert topology["matrix"][a][b] == level, (pair, topology["matrix"][a][b], level)
 
 
+def test_the_matrix_and_nvlinks_as_nvidia_smi_printed_them(machine):
+    """Every cell of the captured `nvidia-smi topo -mp` (GPUs and NICs) is the facts' class, and
+    every NV# cell of `topo -m` the NVLinks NVML gave at the capture (what gds_topology reports on
+    the live machine; captures before it lack them, and only -mp is held)."""
+    from ansible_collections.gds.commission.plugins.module_utils.hw.smi_topo import compare
+    topology, expected = machine
+    topology = dict(topology, nvlink=expected.get("nvlink"))
+    compared, differences = compare(topology, topo_mp=expected["nvidia-smi topo -mp"],
+                                    topo_m=expected["nvidia-smi topo -m"] if "nvlink" in expected else None)
+    assert differences == []
+    assert compared >= len(topology["gpus"]) ** 2
+
+
 def test_every_disk_has_its_pci_function_and_the_root_disk_is_a_system_drive(machine):
     """The data disks of a rented machine (virtio) are found with the PCI function their data
     crosses, and the disk under / is never a data drive."""

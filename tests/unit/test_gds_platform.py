@@ -282,7 +282,7 @@ def test_gpu_facts_from_nvml(sim_node):
     assert gpu == {"index": 2, "bdf": "0000:3a:00.0", "name": "NVIDIA H100 80GB HBM3",
                    "uuid": "GPU-00000002-0000-0000-0000-000000000000", "memory_total_bytes": 85520809984,
                    "bar1_total_bytes": 137438953472, "driver_version": "550.54.15",
-                   "cuda_driver_version": "12.4", "open_kernel_module": True}
+                   "cuda_driver_version": "12.4", "open_kernel_module": True, "nvlinks": {}}
 
 
 def test_nvml_failure_is_a_fact_in_auto_and_an_error_with_nvml(sim_node):

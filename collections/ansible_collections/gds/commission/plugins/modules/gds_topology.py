@@ -171,6 +171,14 @@ ansible_facts:
           description: Where the GPU indices come from, C(nvml) (NVML's order) or C(pci) (ascending PCI bus id).
           type: str
           sample: pci
+        nvlink:
+          description:
+            - NVLinks between GPUs from NVML, as C(nvidia-smi topo -m) counts them (its NV# cells), C(GPU<i>)
+              to C(GPU<j>) to the number of links. Behind NVSwitches every active link of a GPU
+              counts for each peer NVML says it reaches over NVLink. A GPU without NVLink has an empty map.
+            - Null when NVML was not used (a simulated tree, or NVML unusable): unknown, not "no NVLink".
+          type: dict
+          sample: {GPU0: {GPU1: 18}, GPU1: {GPU0: 18}}
         pcie_links:
           description:
             - One entry per GPU, NVMe controller (every path of a drive), RDMA NIC, the PCI function
@@ -233,7 +241,8 @@ from ansible_collections.gds.commission.plugins.module_utils.core.module import 
 from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import affinity_table, discover, visibility_checks
 from ansible_collections.gds.commission.plugins.module_utils.core.files import is_live_root
 from ansible_collections.gds.commission.plugins.module_utils.hw.health import BaselineError, link_baseline, link_checks
-from ansible_collections.gds.commission.plugins.module_utils.hw.nvml import NvmlUnavailable, nvml_gpus
+from ansible_collections.gds.commission.plugins.module_utils.hw.nvml import NvmlUnavailable, nvlink_matrix, nvml_gpus
+
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import TopologyError
 from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import ProcfsError
 
@@ -267,6 +276,7 @@ def main():
         for gpu in facts["gpus"]:
             if gpu["bdf"] in names:
                 gpu["name"] = names[gpu["bdf"]]["name"]
+    facts["nvlink"] = nvlink_matrix(facts["gpus"], nvml)
     facts["index_source"] = "nvml" if nvml else "pci"
     for warning in warnings:
         module.warn(warning)

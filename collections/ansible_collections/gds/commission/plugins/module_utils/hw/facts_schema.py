@@ -161,7 +161,11 @@ TOPOLOGY = _object("The PCI model of the node (module gds_topology).", {
                             "problem": _kind("string", "the files that could not be read; null when none", null=True),
                         })),
     "index_source": {"enum": ["nvml", "pci"], "description": "where the GPU indices come from"},
-})
+    "nvlink": {"anyOf": [_map("NVLinks of GPU<i> to GPU<j> from NVML (nvidia-smi topo -m's NV#).",
+                              _map("links to each peer", {"type": "integer", "minimum": 1})),
+                         {"type": "null"}],
+               "description": "null when NVML was not used: unknown"},
+}, optional=("nvlink",))  # reports written before it have none
 
 _DRIVER = _object("The NVIDIA kernel driver.", {
     "loaded": _kind("boolean", "the nvidia module is loaded"),
@@ -209,6 +213,8 @@ PLATFORM = _object("The platform of the node (module gds_platform).", {
         "bar1_total_bytes": _kind("integer", "BAR1 size; null when NVML does not say", null=True, minimum=0),
         "driver_version": _kind("string", "driver version", null=True),
         "cuda_driver_version": _kind("string", "CUDA driver API version; null when NVML does not say", null=True),
+        "nvlinks": _map("NVLinks to each other GPU by its PCI address (nvidia-smi topo -m's NV#)",
+                        {"type": "integer", "minimum": 1}),
         "open_kernel_module": _kind("boolean", "the open kernel module; null when unknown", null=True),
     })),
     "nvml": _object("Whether NVML was used.", {

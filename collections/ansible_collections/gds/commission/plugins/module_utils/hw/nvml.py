@@ -174,9 +174,79 @@ def _text(value):
     return decode(value) if isinstance(value, bytes) else str(value)
 
 
+NVLINK_MAX_LINKS = 18  # NVML_NVLINK_MAX_LINKS of NVML 12 (Hopper); pynvml's own constant first
+NVLINK_DEVICE_SWITCH = 2  # NVML_NVLINK_DEVICE_TYPE_SWITCH
+P2P_CAPS_INDEX_NVLINK = 2  # NVML_P2P_CAPS_INDEX_NVLINK
+P2P_STATUS_OK = 0
+
+
+def _active_links(pynvml, handle, bdfs):
+    """(far ends, links to a switch or an end outside this node) of a GPU's active NVLinks.
+
+    A link past the GPU's last answers InvalidArgument or NotSupported: the count ends there."""
+    ends, switched = [], 0
+    for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", NVLINK_MAX_LINKS)):
+        try:
+            if not pynvml.nvmlDeviceGetNvLinkState(handle, link):
+                continue
+        except Exception:
+            break
+        end = kind = None
+        try:
+            end = normalize_bdf(_text(pynvml.nvmlDeviceGetNvLinkRemotePciInfo(handle, link).busId))
+        except Exception:
+            pass  # a switch the VM does not show has no PCI address here
+        try:
+            kind = pynvml.nvmlDeviceGetNvLinkRemoteDeviceType(handle, link)
+        except Exception:
+            pass
+        if end in bdfs and kind != NVLINK_DEVICE_SWITCH:
+            ends.append(end)
+        else:
+            switched += 1
+    return ends, switched
+
+
+def nvlink_peers(pynvml, handles, bdfs):
+    """[{peer bdf: links}] per GPU: the NVLinks to every other GPU as ``nvidia-smi topo -m``
+    counts them (NV#). A link whose far end is the peer counts for that peer; behind NVSwitches
+    (the far end a switch, or not a GPU of this node) every such link of the GPU counts for each
+    peer NVML says it reaches over NVLink (nvmlDeviceGetP2PStatus), as NV18 between every pair of
+    an HGX H100 shows. A GPU without NVLink has {}."""
+    links = [_active_links(pynvml, handle, set(bdfs)) for handle in handles]
+    out = []
+    for i, (ends, switched) in enumerate(links):
+        peers = {}
+        for j, bdf in enumerate(bdfs):
+            if i == j:
+                continue
+            count = ends.count(bdf)
+            if not count and switched:
+                try:
+                    reach = pynvml.nvmlDeviceGetP2PStatus(handles[i], handles[j], getattr(
+                        pynvml, "NVML_P2P_CAPS_INDEX_NVLINK", P2P_CAPS_INDEX_NVLINK))
+                except Exception:
+                    reach = None
+                count = switched if reach == getattr(pynvml, "NVML_P2P_STATUS_OK", P2P_STATUS_OK) else 0
+            if count:
+                peers[bdf] = count
+        out.append(peers)
+    return out
+
+
+def nvlink_matrix(gpus, nvml):
+    """{GPU<i>: {GPU<j>: links}} from NVML, nvidia-smi topo -m's NV# cells; None without NVML."""
+    if not nvml:
+        return None
+    index = {gpu["bdf"]: "GPU%d" % gpu["index"] for gpu in gpus}
+    return {index[g["bdf"]]: {index[peer]: n for peer, n in (g.get("nvlinks") or {}).items() if peer in index}
+            for g in nvml if g["bdf"] in index}
+
+
 def nvml_gpus(pynvml=None):
-    """[{index, bdf, name, uuid, memory_total_bytes, bar1_total_bytes}] in NVML's index order,
-    plus ``driver_version`` and ``cuda_driver_version`` on every entry."""
+    """[{index, bdf, name, uuid, memory_total_bytes, bar1_total_bytes, nvlinks}] in NVML's index
+    order, plus ``driver_version`` and ``cuda_driver_version`` on every entry (``nvlinks``: see
+    nvlink_peers)."""
     if pynvml is None:
         try:
             import pynvml  # noqa: F811  (imported lazily: nodes without GPUs lack it)
@@ -193,7 +263,7 @@ def nvml_gpus(pynvml=None):
             cuda = "%d.%d" % (cuda // 1000, (cuda % 1000) // 10)
         except Exception:
             cuda = None
-        gpus = []
+        gpus, handles = [], []
         for index in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
             pci = pynvml.nvmlDeviceGetPciInfo(handle)
@@ -211,6 +281,10 @@ def nvml_gpus(pynvml=None):
             except Exception:
                 entry["bar1_total_bytes"] = None
             gpus.append(entry)
+            handles.append(handle)
+        links = nvlink_peers(pynvml, handles, [g["bdf"] for g in gpus])
+        for entry, peers in zip(gpus, links):
+            entry["nvlinks"] = peers
         return gpus
     except Exception as exc:
         raise NvmlUnavailable("NVML query failed: %s" % exc)
