@@ -16,6 +16,8 @@
 #                leaves them out); fio libcufile in 8 processes and --thread; fio psync O_DIRECT
 #      randread  4 KiB, 32 workers over gdsbench.0: gdsbench default, -x 6, -x 5; fio libcufile
 #                --thread; fio psync O_DIRECT
+#      PARITY_SEQ_TOOLS / PARITY_RAND_TOOLS choose others; a gdsbench tool named NAME-s0 runs
+#      with cuFile's statistics off (--cufile-stats 0)
 # 4. the table (bench/parity.py): per mode and round the figure, its ratio to the best
 #    GPU-landing peer of the round (fio libcufile, processes or --thread) and to plain O_DIRECT,
 #    the mean ratio with a bootstrap 95 % interval, the lowest round; $OUT/parity.md,
@@ -156,7 +158,12 @@ tool_run() {	# tool_run ROUND WORKLOAD TOOL
 		g=(-f "$F0" -w 32 -s "$BIG" -k "$r" -d "$GPU" -i 4K -I 2 -T "$T")
 		f=(--filename="$F0" --numjobs=32 --randrepeat=0 --size="$BIG" --bs=4k --rw=randread)
 	fi
+	# NAME-s0: the same gdsbench mode with cuFile's statistics off (--cufile-stats 0; level 3,
+	# the default, gives the path evidence)
 	case $tool in
+	gdsbench-*-s0) g+=(--cufile-stats 0) ;;
+	esac
+	case ${tool%-s0} in
 	gdsbench-default) round_gds "$r" "$wl" "$tool" "${g[@]}" -x 0 ;;
 	gdsbench-x6) round_gds "$r" "$wl" "$tool" "${g[@]}" -x 6 ;;
 	gdsbench-x5) round_gds "$r" "$wl" "$tool" "${g[@]}" -x 5 ;;

@@ -78,7 +78,7 @@ python3 - "$OUT" "$ROOT/collections" <<'PY' || failed "1. GPU facts against nvid
 import csv, json, sys
 out = sys.argv[1]
 sys.path.insert(0, sys.argv[2])
-from ansible_collections.gds.commission.plugins.module_utils.hw.smi_topo import compare
+from ansible_collections.gds.commission.plugins.module_utils.hw.smi_topo import TopoTextError, compare
 def facts(name, key):
     doc = json.load(open("%s/%s.json" % (out, name)))
     result = doc["plays"][0]["tasks"][0]["hosts"]["localhost"]
@@ -100,8 +100,11 @@ print("disks:", [(d["name"], d["kind"], d["bdf"], d["system"], d.get("unknown"))
 print("platform:", json.dumps({k: plat.get(k) for k in ("kernel", "arch", "iommu", "nvidia", "gpus", "nvidia_fs", "p2pdma", "udev", "lockdown")}, default=str)[:3000])
 print("nvlink:", topo.get("nvlink"))
 # every cell of topo -mp (PCIe classes) and topo -m (NV# against NVML's links), NUMA affinity
-compared, differences = compare(topo, topo_mp=open(out + "/nvidia-smi-topo-mp.txt").read(),
-                                topo_m=open(out + "/nvidia-smi-topo-m.txt").read())
+try:
+    compared, differences = compare(topo, topo_mp=open(out + "/nvidia-smi-topo-mp.txt").read(),
+                                    topo_m=open(out + "/nvidia-smi-topo-m.txt").read())
+except (OSError, TopoTextError) as exc:
+    sys.exit("nvidia-smi topo: %s" % exc)
 print("topo -m/-mp cells compared: %d, differences: %d" % (compared, len(differences)))
 for line in differences:
     print("  " + line)

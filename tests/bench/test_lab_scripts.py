@@ -60,9 +60,22 @@ def commission_env(tmp_path):
         #!/bin/sh
         case "$2" in MAJ:MIN) echo " 254:0" ;; FSTYPE) echo ext4 ;; SOURCE) echo /dev/vda ;; esac
         """))
-    executable(bin_dir / "nvidia-smi", "#!/bin/sh\necho 'index, pci.bus_id, name, driver_version'\n"
-                                         "echo '0, 00000000:00:06.0, NVIDIA H100 80GB HBM3, 580.159.04'\n")
-    facts = {"gds_topology": {"gpus": [{"index": 0, "bdf": "0000:00:06.0"}], "groups": [], "nvme": []},
+    # the driver's topo layout for two GPUs (FAKE_TOPO_CELL: what it prints between them)
+    executable(bin_dir / "nvidia-smi", textwrap.dedent("""\
+        #!/bin/sh
+        if [ "$1" = topo ]; then
+          printf '\\tGPU0\\tGPU1\\tCPU Affinity\\tNUMA Affinity\\tGPU NUMA ID\\n'
+          printf 'GPU0\\t X \\t%s\\t0-31\\t0\\t\\tN/A\\n' "${FAKE_TOPO_CELL:-PHB}"
+          printf 'GPU1\\t%s\\t X \\t0-31\\t0\\t\\tN/A\\n\\nLegend:\\n' "${FAKE_TOPO_CELL:-PHB}"
+          exit 0
+        fi
+        echo 'index, pci.bus_id, name, driver_version'
+        echo '0, 00000000:00:06.0, NVIDIA H100 80GB HBM3, 580.159.04'
+        echo '1, 00000000:00:07.0, NVIDIA H100 80GB HBM3, 580.159.04'
+        """))
+    gpus = [{"index": 0, "bdf": "0000:00:06.0", "numa_node": -1}, {"index": 1, "bdf": "0000:00:07.0", "numa_node": -1}]
+    facts = {"gds_topology": {"gpus": gpus, "groups": [], "nvme": [], "nvlink": {"GPU0": {}, "GPU1": {}},
+                              "matrix": {"GPU0": {"GPU0": "X", "GPU1": "PHB"}, "GPU1": {"GPU0": "PHB", "GPU1": "X"}}},
              "gds_platform": {}}
     doc = {"plays": [{"tasks": [{"hosts": {"localhost": {"ansible_facts": facts}}}]}]}
     unresolved = {"plays": [{"tasks": [{"hosts": {"localhost": {"msg": "Cannot resolve module"}}}]}]}
@@ -122,6 +135,9 @@ def test_gpu_commission_passes_when_every_step_comes_out_as_expected(commission_
     ({"FAKE_ANSIBLE_FAILS": "1"}, "1. the gds_topology module"),
     ({"PLAYBOOK_RC": "2"}, "3. the compat commissioning did not PASS"),
     ({"TUNE_CHANGED": "3"}, "5. a second tune run changed something"),
+    # nvidia-smi says PIX where the facts say PHB, or NVLinks the facts do not have
+    ({"FAKE_TOPO_CELL": "PIX"}, "1. GPU facts against nvidia-smi"),
+    ({"FAKE_TOPO_CELL": "NV18"}, "1. GPU facts against nvidia-smi"),
 ])
 def test_gpu_commission_fails_naming_the_step(commission_env, env, step):
     udev, run = commission_env

@@ -58,6 +58,14 @@ def test_the_matrix_and_nvlinks_as_nvidia_smi_printed_them(machine):
     assert compared >= len(topology["gpus"]) ** 2
 
 
+def test_every_gpu_is_in_one_affinity_group_and_no_group_claims_a_system_drive(machine):
+    topology, _ = machine
+    grouped = sorted(i for group in topology["groups"] for i in group["gpus"])
+    assert grouped == sorted(g["index"] for g in topology["gpus"])
+    system = {d["name"] for d in (topology.get("disks") or []) + (topology.get("nvme") or []) if d.get("system")}
+    assert not system & {d for group in topology["groups"] for d in group["nvme"]}
+
+
 def test_every_disk_has_its_pci_function_and_the_root_disk_is_a_system_drive(machine):
     """The data disks of a rented machine (virtio) are found with the PCI function their data
     crosses, and the disk under / is never a data drive."""
