@@ -176,7 +176,7 @@ ansible_facts:
             - NVLinks between GPUs from NVML, as C(nvidia-smi topo -m) counts them (its NV# cells), C(GPU<i>)
               to C(GPU<j>) to the number of links. Behind NVSwitches every active link of a GPU
               counts for each peer NVML says it reaches over NVLink. A GPU without NVLink has an empty map.
-            - Null when NVML was not used (a simulated tree, or NVML unusable): unknown, not "no NVLink".
+            - Null when NVML was not used (a simulated tree, or NVML unusable), meaning unknown, not "no NVLink".
           type: dict
           sample: {GPU0: {GPU1: 18}, GPU1: {GPU0: 18}}
         pcie_links:
