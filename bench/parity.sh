@@ -17,7 +17,8 @@
 #      randread  4 KiB, 32 workers over gdsbench.0: gdsbench default, -x 6, -x 5; fio libcufile
 #                --thread; fio psync O_DIRECT
 #      PARITY_SEQ_TOOLS / PARITY_RAND_TOOLS choose others; a gdsbench tool named NAME-s0 runs
-#      with cuFile's statistics off (--cufile-stats 0)
+#      with cuFile's statistics off (--cufile-stats 0); PARITY_VARIANTS="b2=-x 6 -B 2;..." makes
+#      tools gdsbench-b2 ... of those arguments (a sweep)
 # 4. the table (bench/parity.py): per mode and round the figure, its ratio to the best
 #    GPU-landing peer of the round (fio libcufile, processes or --thread) and to plain O_DIRECT,
 #    the mean ratio with a bootstrap 95 % interval, the lowest round; $OUT/parity.md,
@@ -148,6 +149,13 @@ F0=$D/gdsbench.0
 
 # ---- 3. the rounds ----
 FIO_MUST_PASS=1	# the peers are the point: a failed fio run fails the script
+variant_args() {	# variant_args NAME: the ARGS of NAME=ARGS in PARITY_VARIANTS (';' between variants)
+	local v
+	IFS=';' read -r -a v <<<"${PARITY_VARIANTS:-}"
+	for v in "${v[@]}"; do
+		[ "${v%%=*}" = "$1" ] && { printf '%s\n' "${v#*=}"; return; }
+	done
+}
 tool_run() {	# tool_run ROUND WORKLOAD TOOL
 	local r=$1 wl=$2 tool=$3
 	local -a g f cuf=(--ioengine=libcufile --cuda_io=cufile --gpu_dev_ids="$GPU")
@@ -163,6 +171,15 @@ tool_run() {	# tool_run ROUND WORKLOAD TOOL
 	case $tool in
 	gdsbench-*-s0) g+=(--cufile-stats 0) ;;
 	esac
+	# gdsbench-NAME where PARITY_VARIANTS has NAME=ARGS: gdsbench with those arguments
+	local variant
+	variant=$(variant_args "${tool#gdsbench-}")
+	if [ -n "$variant" ]; then
+		local -a extra
+		read -r -a extra <<<"$variant"
+		round_gds "$r" "$wl" "$tool" "${g[@]}" "${extra[@]}"
+		return
+	fi
 	case ${tool%-s0} in
 	gdsbench-default) round_gds "$r" "$wl" "$tool" "${g[@]}" -x 0 ;;
 	gdsbench-x6) round_gds "$r" "$wl" "$tool" "${g[@]}" -x 6 ;;
