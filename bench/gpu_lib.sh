@@ -11,6 +11,7 @@
 #   gdsv_build            gdsbench in $GDSBENCH_SRC against $CUDA_HOME -> $GDS
 #   gdsv_data_dir [DIR]   a directory on ext4/xfs on a /dev block device -> $DATA
 #   gdsv_udev             the udev record cuFile needs for $DATA's block device
+#   ram_medium / ram_medium_remove  ext4 on a loop device over /dev/shm (made, then removed)
 #   gdsv_setup [DIR]      the four above in order: environment, build, data dir, udev record
 #   udev_record MM FST    create that record only when it is missing
 #   gdsv_find_fio         fio with the libcufile engine (.peers/carry) -> $FIO
@@ -135,6 +136,28 @@ gdsv_data_dir() {
 	df -h "$DATA" | tail -1
 }
 
+# ---- a RAM-backed drive: ext4 on a loop device over a file in /dev/shm ----
+# ram_medium makes it ($RAM_MNT, $RAM_LOOP); ram_medium_remove removes only what ram_medium made
+# (the callers trap it on EXIT). A drive whose own spread (1.2-3.2 GiB/s between rounds on the
+# rented machines' virtio disk) is wider than the gap being measured leaves the software alone.
+RAM_IMG="" RAM_LOOP="" RAM_MNT=""
+ram_medium_remove() {
+	[ -n "$RAM_MNT" ] && umount "$RAM_MNT" && rmdir "$RAM_MNT"
+	[ -n "$RAM_LOOP" ] && losetup -d "$RAM_LOOP"
+	[ -n "$RAM_IMG" ] && rm -f "$RAM_IMG"
+	RAM_IMG="" RAM_LOOP="" RAM_MNT=""
+}
+ram_medium() {
+	local img=/dev/shm/gds-parity-$$.img mnt=/mnt/gds-parity-$$
+	if [ -e "$img" ] || [ -e "$mnt" ]; then
+		echo "ram medium: $img or $mnt exists (not made here): not used"
+		return 1
+	fi
+	truncate -s 10G "$img" && RAM_IMG=$img || return 1
+	RAM_LOOP=$(losetup -f --show "$img") || { RAM_LOOP=""; return 1; }
+	mkfs.ext4 -q -F "$RAM_LOOP" >/dev/null && mkdir "$mnt" && mount "$RAM_LOOP" "$mnt" && RAM_MNT=$mnt || return 1
+	echo "ram medium: ext4 on $RAM_LOOP over $img, mounted at $mnt"
+}
 # ---- the udev record cuFile needs ----
 # cuFile registers a file only when the udev database has a record of its block
 # device (/run/udev/data/b<major>:<minor>); a node without udevd has none.

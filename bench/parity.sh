@@ -106,27 +106,9 @@ echo "fio: ${FIO:-none}${FIO:+ ($("$FIO" --version 2>&1))}"
 [ "${#STEPS_FAILED[@]}" -eq 0 ] || finish
 
 # ---- 2. data ----
-# PARITY_MEDIUM=ram: an ext4 file system on a loop device over a file in /dev/shm, made here and
+# PARITY_MEDIUM=ram: an ext4 file system on a loop device over a file in /dev/shm (gpu_lib.sh's ram_medium), made here and
 # removed at exit (only what this script made): the drive's own spread (1.2-3.2 GiB/s between
 # rounds on the rented machines' virtio disk) leaves the software paths alone in the comparison.
-RAM_IMG="" RAM_LOOP="" RAM_MNT=""
-ram_medium_remove() {
-	[ -n "$RAM_MNT" ] && umount "$RAM_MNT" && rmdir "$RAM_MNT"
-	[ -n "$RAM_LOOP" ] && losetup -d "$RAM_LOOP"
-	[ -n "$RAM_IMG" ] && rm -f "$RAM_IMG"
-	RAM_IMG="" RAM_LOOP="" RAM_MNT=""
-}
-ram_medium() {
-	local img=/dev/shm/gds-parity-$$.img mnt=/mnt/gds-parity-$$
-	if [ -e "$img" ] || [ -e "$mnt" ]; then
-		echo "ram medium: $img or $mnt exists (not made here): not used"
-		return 1
-	fi
-	truncate -s 10G "$img" && RAM_IMG=$img || return 1
-	RAM_LOOP=$(losetup -f --show "$img") || { RAM_LOOP=""; return 1; }
-	mkfs.ext4 -q -F "$RAM_LOOP" >/dev/null && mkdir "$mnt" && mount "$RAM_LOOP" "$mnt" && RAM_MNT=$mnt || return 1
-	echo "ram medium: ext4 on $RAM_LOOP over $img, mounted at $mnt"
-}
 trap ram_medium_remove EXIT
 if [ "${PARITY_MEDIUM:-disk}" = ram ]; then
 	if ram_medium; then
@@ -156,8 +138,17 @@ variant_args() {	# variant_args NAME: the ARGS of NAME=ARGS in PARITY_VARIANTS (
 		[ "${v%%=*}" = "$1" ] && { printf '%s\n' "${v#*=}"; return; }
 	done
 }
+# Every run starts with the page cache dropped (PARITY_DROP_CACHES=0 leaves it): cuFile's compat
+# batch path reads through the page cache (bench/served_from.sh: 2-4 GB of the file cached after
+# one -x 6 run), and a later run served from memory would measure memory, not the drive.
+drop_page_cache() {
+	[ "${PARITY_DROP_CACHES:-1}" = 1 ] || return 0
+	sync
+	echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || step_failed "cannot drop the page cache (PARITY_DROP_CACHES=0 to run without)"
+}
 tool_run() {	# tool_run ROUND WORKLOAD TOOL
 	local r=$1 wl=$2 tool=$3
+	drop_page_cache
 	local -a g f cuf=(--ioengine=libcufile --cuda_io=cufile --gpu_dev_ids="$GPU")
 	if [ "$wl" = seqread ]; then
 		g=(-D "$D" -w 8 -s "$BIG" -d "$GPU" -i 1M -I 0 -T "$T")
