@@ -312,3 +312,54 @@ def test_a_simulated_nodes_job_is_watched_on_the_disk_that_ran_it(tmp_path, sim_
     assert "on the machine that ran the job" in entry["drives_source"]
     assert "drives_unknown" not in entry
     assert entry["limit"]["unknown"].startswith("a simulated node: the job ran on this machine's disk")
+
+
+def test_a_direct_read_the_drives_did_not_serve_measured_memory():
+    """cuFile's compat batch path reads through the page cache (bench/RESULTS.md 14.4: 2-4 GB of
+    the file cached after one -x 6 run, a later run served from memory): a direct read whose
+    reported bytes the drives did not read is FAIL, naming both figures."""
+    from ansible_collections.gds.commission.plugins.module_utils.measure.diskload import drive_load_check
+    th = thresholds()
+    read = 2 * (4 << 30)  # both members, 4 GiB each
+    for job_bytes in (read, int(read / 0.9), None):  # as much as they read, at the share, not judged
+        check = drive_load_check("bench: j: ", _load(), "read", {}, th, job_bytes=job_bytes)
+        assert check["verdict"] == "PASS", (job_bytes, check)
+    check = drive_load_check("bench: j: ", _load(), "read", {}, th, job_bytes=3 * read)
+    assert check["verdict"] == "FAIL"
+    assert check["actual"] == ("the drives read 8589.9 MB of the 25769.8 MB the job reported (33%): the rest came "
+                               "from memory (the page cache), so the figure is not the drives'"), check
+    assert "at least 90% of the bytes the job read come from them" in check["expected"]
+    # a buffered job may be served from memory, and a write's bytes are not judged so
+    assert drive_load_check("bench: j: ", _load(), "read", {}, th, buffered=True, job_bytes=3 * read)["verdict"] == "PASS"
+    write = dict(_load(), drives=[dict(d, write_bytes=d["read_bytes"], w_await_ms=0.2) for d in _load()["drives"]])
+    assert drive_load_check("bench: j: ", write, "write", {}, th, job_bytes=3 * read)["verdict"] == "PASS"
+
+
+@pytest.mark.parametrize("job_bytes", [float("nan"), -1, "9458155520"])
+def test_reported_bytes_that_are_no_figure_are_never_pass(job_bytes):
+    from ansible_collections.gds.commission.plugins.module_utils.measure.diskload import drive_load_check
+    check = drive_load_check("bench: j: ", _load(), "read", {}, thresholds(), job_bytes=job_bytes)
+    assert check["verdict"] in ("SKIP", "WARN") and "the bytes the job reported" in str(check), check
+
+
+def test_the_watch_judges_the_bytes_the_benchmark_reported(tmp_path):
+    """JobWatch hands the record's bytes to the check: the guide's sequential read against a job
+    that claims three times what its drives read."""
+    before, after = pair(GUIDE_SEQREAD)
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    (proc / "diskstats").write_text(before)
+    watch = JobWatch({}, str(proc), str(tmp_path / "nosys"), {"nvme": [
+        {"name": "nvme2n1", "bdf": "0000:2e:00.0"}, {"name": "nvme3n1", "bdf": "0000:2f:00.0"}]})
+    job = {"name": "j", "io_type": "read", "members": ["nvme2n1", "nvme3n1"], "md": "md127", "xfer_type": 6}
+    watch.begin(job)
+    (proc / "diskstats").write_text(after)
+    entry, checks = watch.end(job, {"bytes": 1})
+    assert {c["name"]: c for c in checks}["bench: j: drive load"]["verdict"] == "PASS"
+    drives_read = sum(d["read_bytes"] for d in entry["drives"])
+    (proc / "diskstats").write_text(before)
+    watch.begin(job)
+    (proc / "diskstats").write_text(after)
+    _, checks = watch.end(job, {"bytes": 3 * drives_read})
+    check = {c["name"]: c for c in checks}["bench: j: drive load"]
+    assert check["verdict"] == "FAIL" and "the rest came from memory (the page cache)" in check["actual"]

@@ -233,14 +233,32 @@ def _members(drives, key, await_key, bdf_of):
     return read, unknown
 
 
-def drive_load_check(prefix, load, io_type, bdf_of, thresholds, buffered=False):
+# A direct read's bytes come from its drives: with less than this share read from them, the rest
+# came from memory (cuFile's compat batch path reads through the page cache: bench/RESULTS.md 14.4)
+DRIVES_SERVED_MIN = 0.9
+
+
+def _served_short(busy, missing, job_bytes):
+    """Why a direct read's figure is not its drives' (their reads under DRIVES_SERVED_MIN of the
+    bytes the job reported), or None. Only a shortfall of the drives that were read is judged: with
+    a member unread, a sum that already reaches the share is enough, a short one is not judged."""
+    read = sum(d["bytes"] for d in busy)
+    if not job_bytes or read >= DRIVES_SERVED_MIN * job_bytes or missing:
+        return None
+    return ("the drives read %.1f MB of the %.1f MB the job reported (%s): the rest came from memory (the page "
+            "cache), so the figure is not the drives'" % (read / 1e6, job_bytes / 1e6, _percent(read / job_bytes)))
+
+
+def drive_load_check(prefix, load, io_type, bdf_of, thresholds, buffered=False, job_bytes=None):
     """``bench: <job>: drive load``: every member took I/O of the job's direction (FAIL when one
     took none), and none is skewed from its peers by more than the profile's tolerances on bytes
     (a mis-grouped member) or mean service time (a slow member): WARN or FAIL per profile. A
     ``buffered`` job (through the page cache) may be served without the drives: an idle member is
-    no failure there, and the members that did take I/O are compared. A member that could not be
-    read (garbled, vanished, counters restarted, a figure that is no number) is named and keeps
-    the check from PASS (WARN); with no member read it is SKIP."""
+    no failure there, and the members that did take I/O are compared. A direct read whose
+    ``job_bytes`` (what the benchmark reported) the members did not read, DRIVES_SERVED_MIN of them
+    at least, measured memory: FAIL. A member that could not be read (garbled, vanished, counters
+    restarted, a figure that is no number) is named and keeps the check from PASS (WARN); with no
+    member read it is SKIP."""
     name = prefix + "drive load"
     tol_bytes, tol_await = thresholds["drive_skew_tolerance"], thresholds["drive_await_tolerance"]
     expected = "every member moves data, within %d%% of its peers' bytes and %d%% of their service time" % (
@@ -248,6 +266,9 @@ def drive_load_check(prefix, load, io_type, bdf_of, thresholds, buffered=False):
     if buffered:
         expected = "a buffered job: the members that move data are within %d%% of their peers' bytes and %d%% " \
                    "of their service time" % (round(tol_bytes * 100), round(tol_await * 100))
+    judge_served = job_bytes is not None and not buffered and not io_is_write(io_type)
+    if judge_served:
+        expected += ", and at least %d%% of the bytes the job read come from them" % round(DRIVES_SERVED_MIN * 100)
     load = load if isinstance(load, dict) else {"unknown": "no load record: %r" % (load,)}
     if "unknown" in load:
         return check(name, "SKIP", expected, "unknown", load["unknown"])
@@ -274,6 +295,9 @@ def drive_load_check(prefix, load, io_type, bdf_of, thresholds, buffered=False):
         if slow is not None and slow > tol_await:
             skewed.append("%s took %s longer per request (%s ms against %s ms)" % (
                 _label(drive, bdf_of), _percent(slow), drive["wait"], "/".join(str(d["wait"]) for d in others)))
+    short = _served_short(busy, missing, figure(job_bytes)) if judge_served and measured else None
+    if short:
+        fails.append(short)
     figures = "; ".join("%s: %.1f MB %s, %s %s, await %s ms, util %s%%" % (
         _label(d, bdf_of), d["bytes"] / 1e6, "written" if write else "read", d.get("w_s" if write else "r_s"),
         "w/s" if write else "r/s", d.get(await_key), d.get("util_pct")) for d in measured)
@@ -303,4 +327,6 @@ def drive_load_check(prefix, load, io_type, bdf_of, thresholds, buffered=False):
     # judged: every member's bytes, and the service time of each that moved data
     inputs = {"bytes": [d["bytes"] for d in measured] + [None] * len(missing),
               "service times": [d["wait"] for d in busy]}
+    if judge_served:
+        inputs["the bytes the job reported"] = figure(job_bytes)
     return check(name, verdict, expected, actual, "; ".join(n for n in notes if n) or None, inputs=inputs)

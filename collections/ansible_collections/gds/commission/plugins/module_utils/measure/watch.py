@@ -210,7 +210,8 @@ class JobWatch(object):
         buffered = int(job.get("xfer_type", 0)) in BUFFERED_XFER_TYPES
         groups = job.get("drive_groups") if isinstance(job.get("drive_groups"), dict) and "unknown" not in load else None
         if not groups:
-            checks.append(drive_load_check(prefix, load, job.get("io_type", "read"), bdf_of, self.th, buffered))
+            checks.append(drive_load_check(prefix, load, job.get("io_type", "read"), bdf_of, self.th, buffered,
+                                           job_bytes=(record or {}).get("bytes")))
             return
         # every GPU at once over several arrays: arrays serve different numbers of GPUs, so the
         # members are compared with their own array's only
