@@ -172,3 +172,75 @@ def test_gds_linear_builds_task_variables_without_copying_the_facts_and_a_templa
         assert topology == {"bridges": [{"bdf": "0000:17:00.0"}], "gpus": []}
     finally:
         ansible.vars.manager.namespace_facts = stock
+
+
+# --------------------------------------------------------------------------------------------
+# the vars plugins are asked once per path, stage and entities in a run
+# --------------------------------------------------------------------------------------------
+class _Entity(object):
+    def __init__(self, kind, name):
+        self.base_type, self.name = kind, name
+
+
+def test_vars_plugins_once_keeps_the_first_answer_for_the_same_question_only():
+    from ansible_collections.gds.commission.plugins.strategy.gds_linear import VarsPluginsOnce
+    calls = []
+
+    def original(loader, path, entities, stage):
+        calls.append((path, stage, [e.name for e in entities]))
+        return {"n": len(calls)}
+
+    once = VarsPluginsOnce(original, ["ansible.builtin.host_group_vars", "gds.commission.gds_profiles"])
+    group, host = _Entity("group", "dgx_a100"), _Entity("host", "node1")
+    assert once(None, "/inv", [group], "task") == once(None, "/inv", [_Entity("group", "dgx_a100")], "task") == {"n": 1}
+    assert once(None, "/inv", [host], "task") == {"n": 2}  # another entity
+    assert once(None, "/play", [group], "task") == {"n": 3}  # another path
+    assert once(None, "/inv", [group], "inventory") == {"n": 4}  # another stage
+    assert len(calls) == 4
+    # a site's own vars plugin may answer differently each time: every call goes through
+    site = VarsPluginsOnce(original, ["ansible.builtin.host_group_vars", "site.vault.dynamic_vars"])
+    assert site(None, "/inv", [group], "task") != site(None, "/inv", [group], "task")
+
+
+def test_task_variables_are_the_same_with_the_vars_plugins_asked_once(tmp_path):
+    """group_vars/ and host_vars/ beside the inventory and beside the playbook, a host in two
+    groups: VariableManager.get_vars gives the same variables for every task, with the plugins
+    asked once."""
+    import ansible.vars.manager
+    import ansible.vars.plugins
+    from ansible.inventory.manager import InventoryManager
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.vars.manager import VariableManager
+    from ansible_collections.gds.commission.plugins.strategy import gds_linear
+
+    inv = tmp_path / "inv"
+    (inv / "group_vars").mkdir(parents=True)
+    (inv / "host_vars").mkdir()
+    (inv / "hosts.ini").write_text("[dgx]\nnode1\nnode2\n[rack7]\nnode1\n")
+    (inv / "group_vars" / "all.yml").write_text("site: all\nlevel: all\n")
+    (inv / "group_vars" / "dgx.yml").write_text("level: dgx\nrack: none\n")
+    (inv / "group_vars" / "rack7.yml").write_text("rack: 7\n")
+    (inv / "host_vars" / "node2.yml").write_text("level: node2\n")
+    loader = DataLoader()
+    manager = VariableManager(loader=loader, inventory=InventoryManager(loader=loader, sources=str(inv / "hosts.ini")))
+    hosts = [manager._inventory.get_host(name) for name in ("node1", "node2")]
+    keys = ("site", "level", "rack")
+
+    def seen():
+        return [{k: manager.get_vars(host=host).get(k) for k in keys} for host in hosts]
+
+    stock = (ansible.vars.manager.get_vars_from_path, ansible.vars.plugins.get_vars_from_path)
+    try:
+        before = seen()
+        assert before == [{"site": "all", "level": "dgx", "rack": 7}, {"site": "all", "level": "node2", "rack": "none"}]
+        gds_linear.vars_plugins_once_in_controller()
+        once = ansible.vars.plugins.get_vars_from_path
+        assert once.enabled and ansible.vars.manager.get_vars_from_path is once
+        assert seen() == seen() == before
+        asked = len(once.answers)
+        seen()
+        assert len(once.answers) == asked  # nothing asked again
+        gds_linear.vars_plugins_once_in_controller()  # the next play: a fresh memory, the same function below
+        assert ansible.vars.plugins.get_vars_from_path.original is stock[1]
+    finally:
+        ansible.vars.manager.get_vars_from_path, ansible.vars.plugins.get_vars_from_path = stock

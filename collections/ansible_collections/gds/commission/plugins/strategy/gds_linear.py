@@ -101,6 +101,46 @@ def share_facts_in_controller():
     ansible.vars.manager.namespace_facts = namespace_facts_shared
 
 
+# vars plugins whose answer depends only on the path, the stage and the entities' names and kinds
+# (host_group_vars caches what it finds and loads itself; gds_profiles reads the collection's files)
+DETERMINISTIC_VARS_PLUGINS = frozenset(("ansible.builtin.host_group_vars", "host_group_vars",
+                                        "gds.commission.gds_profiles"))
+
+
+class VarsPluginsOnce(object):
+    """ansible.vars.plugins.get_vars_from_path, asked once per path, stage and entities for a run.
+
+    VariableManager.get_vars asks the vars plugins again for every task and host (six calls, each
+    resolving every plugin through the loader by name): 12 % of the controller's time in a drift
+    run (docs/fleet.md). When every enabled vars plugin is one whose answer cannot change within a
+    run (DETERMINISTIC_VARS_PLUGINS), the first answer is kept; with any other plugin enabled (a
+    site's own, which may be stateful) every call goes through as before."""
+
+    def __init__(self, original, plugin_names):
+        self.original = original
+        self.enabled = all(name in DETERMINISTIC_VARS_PLUGINS for name in plugin_names)
+        self.answers = {}
+
+    def __call__(self, loader, path, entities, stage):
+        if not self.enabled:
+            return self.original(loader, path, entities, stage)
+        key = (path, stage, tuple((entity.base_type, entity.name) for entity in entities))
+        if key not in self.answers:
+            self.answers[key] = self.original(loader, path, entities, stage)
+        return self.answers[key]
+
+
+def vars_plugins_once_in_controller():
+    """Route VariableManager's vars plugin calls (ansible.vars.manager's names, and the inventory
+    sources' through ansible.vars.plugins) through one VarsPluginsOnce for this run."""
+    import ansible.vars.plugins as vars_plugins
+    original = getattr(vars_plugins.get_vars_from_path, "original", vars_plugins.get_vars_from_path)
+    vars_plugins._prime_vars_loader()
+    once = VarsPluginsOnce(original, list(vars_plugins.vars_loader._plugin_instance_cache))
+    vars_plugins.get_vars_from_path = once
+    ansible.vars.manager.get_vars_from_path = once
+
+
 def keep_check_mode(play, task, task_vars):
     """Keep ``task`` in check mode when ``play`` is, and set its ``ansible_check_mode`` to the mode
     it runs under. A task delegated to the controller may leave check mode: it writes the run's
@@ -141,6 +181,7 @@ class StrategyModule(LinearStrategyModule):
     def run(self, iterator, play_context):
         load_jinja_plugins()
         share_facts_in_controller()
+        vars_plugins_once_in_controller()
         self._gds_play = iterator._play
         return super().run(iterator, play_context)
 
