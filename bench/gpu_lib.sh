@@ -12,6 +12,7 @@
 #   gdsv_data_dir [DIR]   a directory on ext4/xfs on a /dev block device -> $DATA
 #   gdsv_udev             the udev record cuFile needs for $DATA's block device
 #   ram_medium / ram_medium_remove  ext4 on a loop device over /dev/shm (made, then removed)
+#   drop_page_cache       sync and drop the page cache (DROP_CACHES_FILE); status 1 when it cannot
 #   gdsv_setup [DIR]      the four above in order: environment, build, data dir, udev record
 #   udev_record MM FST    create that record only when it is missing
 #   gdsv_find_fio         fio with the libcufile engine (.peers/carry) -> $FIO
@@ -158,6 +159,13 @@ ram_medium() {
 	mkfs.ext4 -q -F "$RAM_LOOP" >/dev/null && mkdir "$mnt" && mount "$RAM_LOOP" "$mnt" && RAM_MNT=$mnt || return 1
 	echo "ram medium: ext4 on $RAM_LOOP over $img, mounted at $mnt"
 }
+# drop_page_cache: write back and drop the page cache (DROP_CACHES_FILE, default the kernel's
+# /proc/sys/vm/drop_caches; root only), so that the next run reads its drive, not memory
+drop_page_cache() {
+	sync
+	echo 3 >"${DROP_CACHES_FILE:-/proc/sys/vm/drop_caches}" 2>/dev/null
+}
+
 # ---- the udev record cuFile needs ----
 # cuFile registers a file only when the udev database has a record of its block
 # device (/run/udev/data/b<major>:<minor>); a node without udevd has none.

@@ -141,14 +141,11 @@ variant_args() {	# variant_args NAME: the ARGS of NAME=ARGS in PARITY_VARIANTS (
 # Every run starts with the page cache dropped (PARITY_DROP_CACHES=0 leaves it): cuFile's compat
 # batch path reads through the page cache (bench/served_from.sh: 2-4 GB of the file cached after
 # one -x 6 run), and a later run served from memory would measure memory, not the drive.
-drop_page_cache() {
-	[ "${PARITY_DROP_CACHES:-1}" = 1 ] || return 0
-	sync
-	echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || step_failed "cannot drop the page cache (PARITY_DROP_CACHES=0 to run without)"
-}
 tool_run() {	# tool_run ROUND WORKLOAD TOOL
 	local r=$1 wl=$2 tool=$3
-	drop_page_cache
+	if [ "${PARITY_DROP_CACHES:-1}" = 1 ] && ! drop_page_cache; then
+		step_failed "cannot drop the page cache (PARITY_DROP_CACHES=0 to run without)"
+	fi
 	local -a g f cuf=(--ioengine=libcufile --cuda_io=cufile --gpu_dev_ids="$GPU")
 	if [ "$wl" = seqread ]; then
 		g=(-D "$D" -w 8 -s "$BIG" -d "$GPU" -i 1M -I 0 -T "$T")

@@ -38,7 +38,11 @@ finish() {
 trap ram_medium_remove EXIT
 
 gdsv_environment
-gdsv_build
+if [ -n "${SERVED_GDSBENCH:-}" ]; then	# a gdsbench to use instead of building one (tests)
+	GDS=$SERVED_GDSBENCH
+else
+	gdsv_build
+fi
 if [ -z "${1:-}" ]; then
 	ram_medium || { ram_medium_remove; failed "ram medium: no loop device over /dev/shm"; finish; }
 	set -- "$RAM_MNT/data"
@@ -46,7 +50,7 @@ fi
 gdsv_data_dir "$1"
 gdsv_udev
 MM=$(findmnt -no MAJ:MIN -T "$DATA" | tr -d ' ')
-STAT=/sys/dev/block/$MM/stat
+STAT=${SERVED_STAT:-/sys/dev/block/$MM/stat}	# SERVED_STAT: another file of that layout (tests)
 [ -r "$STAT" ] || { failed "cannot read $STAT (the data drive's counters)"; finish; }
 D=$DATA/served
 mkdir -p "$D"
@@ -62,8 +66,7 @@ IFS=';' read -r -a LIST <<<"$VARIANTS"
 for v in "${LIST[@]}"; do
 	name=${v%%=*}
 	read -r -a args <<<"${v#*=}"
-	sync
-	if ! echo 3 >/proc/sys/vm/drop_caches; then
+	if ! drop_page_cache; then
 		failed "$name: cannot drop the page cache"
 		continue
 	fi

@@ -681,6 +681,7 @@ def parity_env(tmp_path, gds):
     data.mkdir()
     env = dict(env, PATH="%s:%s" % (bin_dir, os.environ["PATH"]), UDEV_DATA=str(tmp_path / "udev"),
                OUT=str(tmp_path / "out"), PARITY_GDSBENCH=binary, PARITY_SIZE="1M", PARITY_T="0.1",
+               DROP_CACHES_FILE=str(tmp_path / "drop_caches"),
                PARITY_SEQ_TOOLS="gdsbench-x6 fio-cufile-procs fio-cufile-threads fio-psync",
                PARITY_RAND_TOOLS="gdsbench-x5 fio-cufile-threads")
 
@@ -716,3 +717,54 @@ def test_parity_script_fails_on_a_missing_step(parity_env):
     rc, out, recs, _ = parity_env(MOCK_NO_GPU="1")    # every gdsbench run fails: round 1 is the last
     assert rc == 1 and "round 1: 2 run(s) failed" in out and {r["round"] for r in recs} == {1}
     assert "seqread-gdsbench-x6-r1 (rc=1" in out
+
+
+def test_parity_drops_the_page_cache_before_every_run_and_runs_named_variants(parity_env, tmp_path):
+    """Every run starts with the page cache dropped (cuFile's compat batch path reads through it);
+    NAME-s0 is a mode with cuFile's statistics off; PARITY_VARIANTS names argument sets as tools."""
+    rc, out, recs, _ = parity_env(PARITY_SEQ_TOOLS="gdsbench-default-s0 gdsbench-b2 fio-cufile-procs",
+                                  PARITY_RAND_TOOLS="gdsbench-x6-s0 fio-cufile-threads",
+                                  PARITY_VARIANTS="b2=-x 6 -B 2 --cufile-stats 0;other=-x 5")
+    assert rc == 0, out
+    assert (tmp_path / "drop_caches").read_text() == "3\n"
+    cmds = {r["tool"]: r["cmd"] for r in recs if r["kind"] == "gdsbench"}
+    assert cmds["gdsbench-default-s0"].endswith("--cufile-stats 0 -x 0"), cmds
+    assert cmds["gdsbench-b2"].endswith("-x 6 -B 2 --cufile-stats 0"), cmds
+    assert cmds["gdsbench-x6-s0"].endswith("--cufile-stats 0 -x 6"), cmds
+    # where the page cache cannot be dropped, the step fails (named), unless told to run without
+    rc, out, _, _ = parity_env(DROP_CACHES_FILE=str(tmp_path / "no" / "such" / "file"))
+    assert rc == 1 and "cannot drop the page cache" in out
+    rc, out, _, _ = parity_env(DROP_CACHES_FILE=str(tmp_path / "no" / "such" / "file"), PARITY_DROP_CACHES="0")
+    assert rc == 0, out
+
+
+def test_served_from_compares_the_reported_bytes_with_the_drives(gds, tmp_path):
+    """bench/served_from.sh on the CPU (gdsbench on the mock CUDA libraries): every mode run after
+    a drop of the page cache, its bytes against the drive's sectors (a stand-in stat file that
+    does not move: the drive read nothing, ratio 0.00), a verified pass of each; a mode that fails
+    is named and the script exits 1."""
+    binary, env = gds
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    executable(bin_dir / "findmnt", textwrap.dedent("""\
+        #!/bin/sh
+        case "$2" in MAJ:MIN) echo " 254:0" ;; FSTYPE) echo ext4 ;; SOURCE) echo /dev/vda ;; esac
+        """))
+    stat = tmp_path / "stat"
+    stat.write_text("    100 0 2048 10 0 0 0 0 0 10 10 0 0 0 0 0 0\n")
+    data = tmp_path / "data"
+    data.mkdir()
+    env = dict(env, PATH="%s:%s" % (bin_dir, os.environ["PATH"]), UDEV_DATA=str(tmp_path / "udev"),
+               OUT=str(tmp_path / "out"), SERVED_GDSBENCH=binary, SERVED_STAT=str(stat), SERVED_T="0.2",
+               DROP_CACHES_FILE=str(tmp_path / "drop_caches"), SERVED_VARIANTS="host=-x 1;gpu=-x 0")
+    proc = subprocess.run([os.path.join(ROOT, "bench", "served_from.sh"), str(data)], capture_output=True,
+                          text=True, env=env, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    table = (tmp_path / "out" / "served.txt").read_text().splitlines()
+    rows = {line.split()[0]: line.split() for line in table[1:] if not line.startswith("verify")}
+    assert set(rows) == {"host", "gpu"} and all(row[4] == "0.00" for row in rows.values()), table
+    assert "verify host: the data read is the data written" in table and (tmp_path / "drop_caches").exists()
+    proc = subprocess.run([os.path.join(ROOT, "bench", "served_from.sh"), str(data)], capture_output=True,
+                          text=True, env=dict(env, MOCK_NO_GPU="1"), timeout=300)
+    assert proc.returncode == 1 and "STEP FAILED: gpu: gdsbench exited" in proc.stdout + proc.stderr
