@@ -48,6 +48,14 @@ def test_udev_record_is_created_only_when_missing(tmp_path):
     assert (data / "b259:1").read_text() == UDEVD_RECORD
 
 
+def fake_findmnt(bin_dir):
+    """findmnt on PATH saying: an ext4 file system on /dev/vda (254:0), whatever the target."""
+    executable(bin_dir / "findmnt", textwrap.dedent("""\
+        #!/bin/sh
+        case "$2" in MAJ:MIN) echo " 254:0" ;; FSTYPE) echo ext4 ;; SOURCE) echo /dev/vda ;; esac
+        """))
+
+
 @pytest.fixture
 def commission_env(tmp_path):
     """Stand-ins on PATH for what scripts/gpu-commission.sh calls; each ansible-playbook call
@@ -56,10 +64,7 @@ def commission_env(tmp_path):
     bin_dir.mkdir()
     udev = tmp_path / "udev"
     calls = tmp_path / "playbook-calls.txt"
-    executable(bin_dir / "findmnt", textwrap.dedent("""\
-        #!/bin/sh
-        case "$2" in MAJ:MIN) echo " 254:0" ;; FSTYPE) echo ext4 ;; SOURCE) echo /dev/vda ;; esac
-        """))
+    fake_findmnt(bin_dir)
     # the driver's topo layout for two GPUs (FAKE_TOPO_CELL: what it prints between them)
     executable(bin_dir / "nvidia-smi", textwrap.dedent("""\
         #!/bin/sh
@@ -672,10 +677,7 @@ def parity_env(tmp_path, gds):
     binary, env = gds
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    executable(bin_dir / "findmnt", textwrap.dedent("""\
-        #!/bin/sh
-        case "$2" in MAJ:MIN) echo " 254:0" ;; FSTYPE) echo ext4 ;; SOURCE) echo /dev/vda ;; esac
-        """))
+    fake_findmnt(bin_dir)
     log = tmp_path / "fio-calls.txt"
     data = tmp_path / "data"
     data.mkdir()
@@ -746,10 +748,7 @@ def test_served_from_compares_the_reported_bytes_with_the_drives(gds, tmp_path):
     binary, env = gds
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    executable(bin_dir / "findmnt", textwrap.dedent("""\
-        #!/bin/sh
-        case "$2" in MAJ:MIN) echo " 254:0" ;; FSTYPE) echo ext4 ;; SOURCE) echo /dev/vda ;; esac
-        """))
+    fake_findmnt(bin_dir)
     stat = tmp_path / "stat"
     stat.write_text("    100 0 2048 10 0 0 0 0 0 10 10 0 0 0 0 0 0\n")
     data = tmp_path / "data"
