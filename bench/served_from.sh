@@ -55,7 +55,8 @@ STAT=${SERVED_STAT:-/sys/dev/block/$MM/stat}	# SERVED_STAT: another file of that
 D=$DATA/served
 mkdir -p "$D"
 say "data set: 8 x $BIG (O_DIRECT writes, the pattern by offset)"
-"$GDS" -D "$D" -w 8 -s "$BIG" -i 1M -x 1 -I 1 || { failed "data: gdsbench could not write 8 x $BIG in $D"; finish; }
+# every gdsbench run through gpu_lib.sh's gds_run: bounded by timeout, its JSON record in $JSONDIR
+gds_run must-pass served-data -D "$D" -w 8 -s "$BIG" -i 1M -x 1 -I 1 || { failed "data: gdsbench could not write 8 x $BIG in $D"; finish; }
 sync
 
 sectors_read() { awk '{print $3}' "$STAT"; }
@@ -71,27 +72,32 @@ for v in "${LIST[@]}"; do
 		continue
 	fi
 	s0=$(sectors_read) c0=$(cached_kb)
-	out=$("$GDS" -D "$D" -w 8 -s "$BIG" -d "$GPU" -i 1M -I 0 -T "$T" "${args[@]}" 2>&1)
+	gds_run must-pass "served-$name" -D "$D" -w 8 -s "$BIG" -d "$GPU" -i 1M -I 0 -T "$T" "${args[@]}"
 	rc=$?
 	s1=$(sectors_read) c1=$(cached_kb)
-	echo "$out" | tail -3
-	# DataSetSize: MOVED/SIZE(KiB)
-	kib=$(sed -n 's/.*DataSetSize: \([0-9]*\)\/.*/\1/p' <<<"$out" | head -1)
-	gib=$(sed -n 's/.*Throughput: \([0-9.]*\) GiB\/sec.*/\1/p' <<<"$out" | head -1)
-	if [ "$rc" -ne 0 ] || [ -z "$kib" ]; then
-		failed "$name: gdsbench exited $rc or printed no DataSetSize"
-		continue
+	# the row from gdsbench's own record: the bytes it reported against the drive's sectors read
+	if [ "$rc" -ne 0 ] || ! python3 - "$JSONDIR/served-$name.json" "$name" "$((s1 - s0))" "$((c1 - c0))" "${args[*]}" <<'PY' | tee -a "$TABLE"
+import json, sys
+path, name, sectors, cached_kb, args = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+try:
+    record = json.load(open(path))
+    reported, gib = record["bytes"] / 1e6, record["throughput_gib_s"]
+except (OSError, ValueError, KeyError, TypeError):
+    sys.exit(1)
+drive = sectors * 512 / 1e6
+print("%-12s %10.6f %12.0f %12.0f %7.2f %14.0f  %s" % (name, gib, reported, drive, drive / reported if reported else 0,
+                                                     cached_kb / 1024, args))
+PY
+	then
+		failed "$name: gdsbench exited $rc or wrote no record"
 	fi
-	awk -v n="$name" -v g="$gib" -v k="$kib" -v s="$((s1 - s0))" -v c="$((c1 - c0))" -v a="${args[*]}" 'BEGIN {
-		rep = k * 1024 / 1e6; drv = s * 512 / 1e6
-		printf "%-12s %10s %12.0f %12.0f %7.2f %14.0f  %s\n", n, g, rep, drv, rep ? drv / rep : 0, c / 1024, a }' | tee -a "$TABLE"
 done
 
 say "each mode once with -V (the data read is the data written)"
 for v in "${LIST[@]}"; do
 	name=${v%%=*}
 	read -r -a args <<<"${v#*=}"
-	if "$GDS" -D "$D" -w 8 -s 256M -d "$GPU" -i 1M -I 0 -V "${args[@]}" >"$OUT/verify-$name.txt" 2>&1; then
+	if gds_run must-pass "verify-$name" -D "$D" -w 8 -s 256M -d "$GPU" -i 1M -I 0 -V "${args[@]}" >"$OUT/verify-$name.txt" 2>&1; then
 		echo "verify $name: the data read is the data written" | tee -a "$TABLE"
 	else
 		tail -3 "$OUT/verify-$name.txt"
