@@ -110,10 +110,10 @@ class GdsModule(AnsibleModule):
         naming it, rather than running unbounded."""
         if isinstance(args, (str, bytes)) or not args:
             self.fail_json(msg="run_command: an argument list is needed, got %r" % (args,))
+        argv = [os.fsdecode(a) if isinstance(a, bytes) else str(a) for a in args]
         if options:
             self.fail_json(msg="run_command: %s not supported by the bounded runner (core/module.py)"
-                           % ", ".join(sorted(options)), cmd=[os.fsdecode(a) if isinstance(a, bytes) else str(a) for a in args])
-        argv = [os.fsdecode(a) if isinstance(a, bytes) else str(a) for a in args]
+                           % ", ".join(sorted(options)), cmd=argv)
         env = dict(os.environ, LANG="C", LC_ALL="C", LC_MESSAGES="C")
         env.update(environ_update or {})
         limit = COMMAND_TIMEOUT if timeout is None else timeout
