@@ -66,14 +66,14 @@ def test_each_validate_entry_point_is_one_task(role):
         assert len(tasks) == 1
         assert tasks[0]["ansible.builtin.import_role"] == {"name": "gds.commission.gds_common", "tasks_from": "validate_vars",
                                                            "rolespec_validate": False}
-        assert tasks[0]["vars"]["gds_common_role"] == role
+        assert tasks[0]["vars"] == {"gds_common_role": role}  # its variables' pattern: ROLE_VARIABLES
     else:  # nothing a spec cannot say: no task (its argument specs are checked when it is included)
         assert tasks == []
 
 
 def test_every_validator_is_called_by_its_role():
-    from ansible_collections.gds.commission.plugins.filter.gds_validate import VALIDATORS
-    assert set(VALIDATORS) == VALIDATE_VARS
+    from ansible_collections.gds.commission.plugins.filter.gds_validate import ROLE_VARIABLES
+    assert set(ROLE_VARIABLES) == VALIDATE_VARS
 
 
 PLAY = """
@@ -149,7 +149,6 @@ ALONE = """
         tasks_from: validate_vars
       vars:
         gds_common_role: gds_netfs
-        gds_common_vars: ^gds_netfs_
       when: inventory_hostname == 'common-vars'
     - name: Run a tuning role
       ansible.builtin.include_role:

@@ -4,7 +4,7 @@ validate entry point): one rule where the Jinja copy and the module's disagreed.
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gds.commission.plugins.filter.gds_validate import VALIDATORS, gds_validate
+from ansible_collections.gds.commission.plugins.filter.gds_validate import ROLE_VARIABLES, gds_validate
 from ansible_collections.gds.commission.plugins.module_utils.hw import pci
 from ansible_collections.gds.commission.plugins.module_utils.measure import perftest
 from ansible_collections.gds.commission.plugins.module_utils.tune import acs, mounts, raid
@@ -114,7 +114,7 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("role", sorted(VALIDATORS))
+@pytest.mark.parametrize("role", sorted(ROLE_VARIABLES))
 def test_good_values_pass(role):
     assert gds_validate(GOOD[role], role, "a", ["a", "b"]) == []
 

@@ -18,28 +18,41 @@ from ansible_collections.gds.commission.plugins.module_utils.hw import affinity
 from ansible_collections.gds.commission.plugins.module_utils.measure import perftest
 from ansible_collections.gds.commission.plugins.module_utils.tune import acs, cufile, mounts, raid, rdma
 
-# each role's validator: the file of its area, beside the rules its module applies
-VALIDATORS = {
-    "gds_facts": affinity.validate_vars,
-    "pcie_acs": acs.validate_vars,
-    "gds_rdma": rdma.validate_vars,
-    "gds_netfs": mounts.validate_vars,
-    "nvme_raid": raid.validate_vars,
-    "cufile": cufile.validate_vars,
-    "gds_rdma_bench": perftest.validate_vars,
-    "gds_slurm": slurm.validate_vars,
+# each role's variables (the names its pattern matches) and their validator, the file of its area
+# beside the rules its module applies: the one table the role's validate entry point
+# (roles/gds_common/tasks/validate_vars.yml) and the tune playbook's first play
+# (plugins/action/gds_validate_roles.py) both read
+ROLE_VARIABLES = {
+    "gds_facts": ("^gds_facts_", affinity.validate_vars),
+    "pcie_acs": ("^gds_pcie_acs_", acs.validate_vars),
+    "gds_rdma": ("^gds_rdma_(?!bench_)", rdma.validate_vars),
+    "gds_netfs": ("^gds_netfs_", mounts.validate_vars),
+    "nvme_raid": ("^gds_raid_", raid.validate_vars),
+    "cufile": ("^gds_cufile_", cufile.validate_vars),
+    "gds_rdma_bench": ("^gds_rdma_bench_", perftest.validate_vars),
+    "gds_slurm": ("^gds_slurm_", slurm.validate_vars),
 }
+
+
+def _known(role, caller):
+    if role not in ROLE_VARIABLES:
+        raise AnsibleFilterError("%s: no validator for role %r (known: %s)" % (caller, role, ", ".join(sorted(ROLE_VARIABLES))))
+    return ROLE_VARIABLES[role]
+
+
+def gds_validate_pattern(role):
+    """The regular expression of ``role``'s variable names (for ``query('ansible.builtin.varnames')``)."""
+    return _known(role, "gds_validate_pattern")[0]
 
 
 def gds_validate(values, role, host=None, hosts=None):
     """[problem] of ``values`` ({variable: value}) for ``role``; ``host`` and ``hosts`` are this
     host's inventory name and every host's (a peer must be one of them)."""
-    if role not in VALIDATORS:
-        raise AnsibleFilterError("gds_validate: no validator for role %r (known: %s)" % (role, ", ".join(sorted(VALIDATORS))))
+    validator = _known(role, "gds_validate")[1]
     if not isinstance(values, Mapping):
         raise AnsibleFilterError("gds_validate(%s): the variables must be a mapping, got %r" % (role, values))
     try:
-        return VALIDATORS[role](dict(values), host=host, hosts=list(hosts or []))
+        return validator(dict(values), host=host, hosts=list(hosts or []))
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise AnsibleFilterError("gds_validate(%s): a variable the checks could not read: %s: %s"
                                  % (role, exc.__class__.__name__, exc))
@@ -47,4 +60,4 @@ def gds_validate(values, role, host=None, hosts=None):
 
 class FilterModule(object):
     def filters(self):
-        return {"gds_validate": gds_validate}
+        return {"gds_validate": gds_validate, "gds_validate_pattern": gds_validate_pattern}
