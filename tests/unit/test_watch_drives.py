@@ -213,6 +213,42 @@ def test_every_gpu_at_once_over_two_arrays_compares_each_array_with_itself(tmp_p
     assert checks["bench: all: nvme23 drive load"]["verdict"] == "PASS"
 
 
+def test_every_gpu_at_once_over_two_arrays_judges_the_bytes_all_its_drives_read(tmp_path):
+    """The record's bytes are the whole job's (every GPU at once over two arrays): each array's
+    drive load cannot judge them, so the drives of all its arrays together are held against them,
+    as one array's are (bench/RESULTS.md 14.4: a batch-mode read served from the page cache)."""
+    three = from_iostat(27173 * 3, 3478144 * 3, 1.0, util=100.0)
+    one = from_iostat(27173, 3478144, 1.0, util=100.0)
+    read = (3478144 * 3 * 2 + 3478144 * 2) * 1024  # every member's kB/s over one second
+
+    def run(record, io_type="read", xfer_type=0, deltas=None):
+        before, after = pair(deltas or {"nvme2n1": three, "nvme3n1": three, "nvme8n1": one, "nvme9n1": one})
+        (tmp_path / "diskstats").write_text(before)
+        watch = JobWatch({}, str(tmp_path), str(tmp_path / "nosys"))
+        job = {"name": "all", "io_type": io_type, "xfer_type": xfer_type, "members": ["nvme2n1", "nvme3n1", "nvme8n1", "nvme9n1"],
+               "drive_groups": {"nvme23": ["nvme2n1", "nvme3n1"], "nvme89": ["nvme8n1", "nvme9n1"]}}
+        watch.begin(job)
+        (tmp_path / "diskstats").write_text(after)
+        return {c["name"]: c for c in watch.end(job, record)[1]}
+    checks = run({"bytes": read})
+    assert checks["bench: all: drives served"]["verdict"] == "PASS", checks
+    assert checks["bench: all: drives served"]["actual"] == "the drives read %.1f MB of the %.1f MB the job reported (100%%)" % (
+        read / 1e6, read / 1e6)
+    served = run({"bytes": 3 * read})["bench: all: drives served"]
+    assert served["verdict"] == "FAIL" and "the rest came from memory (the page cache)" in served["actual"], served
+    # each array's own check still passes: only the job's bytes show that memory served it
+    assert run({"bytes": 3 * read})["bench: all: nvme23 drive load"]["verdict"] == "PASS"
+    # a member whose counters are gone: the others' short sum is not judged, and never PASS
+    unread = run({"bytes": 3 * read}, deltas={"nvme2n1": three, "nvme3n1": three, "nvme8n1": one})
+    assert unread["bench: all: drives served"]["verdict"] == "WARN", unread
+    assert unread["bench: all: drives served"]["actual"].startswith("1 of 4 drives unknown: nvme9n1")
+    # a reported figure that is no number is no PASS
+    assert run({"bytes": "9458155520"})["bench: all: drives served"]["verdict"] in ("WARN", "SKIP")
+    # not judged: no bytes in the record, a write, a buffered read (the page cache may serve it)
+    for record, io_type, xfer_type in (({}, "read", 0), ({"bytes": 3 * read}, "write", 0), ({"bytes": 3 * read}, "read", 4)):
+        assert "bench: all: drives served" not in run(record, io_type, xfer_type), (record, io_type, xfer_type)
+
+
 def test_unknown_is_a_skip_with_the_reason(tmp_path):
     watch = JobWatch({}, str(tmp_path / "noproc"), str(tmp_path / "nosys"))
     job = {"name": "j", "io_type": "read", "members": ["nvme2n1"]}

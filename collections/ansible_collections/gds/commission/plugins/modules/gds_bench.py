@@ -59,7 +59,9 @@ options:
       - "Every GPU at once: C(jobs) lists the sub-jobs (C(name), C(gpu), C(numa), C(target),
         C(threads), C(array), C(members), C(single): the single job of that GPU to compare with)
         and C(jobfile) the gdsio job file that runs them, one C([jobN]) per sub-job in the same
-        order; C(drive_groups) ({array: members}) compares each array's drives with their own;
+        order; C(drive_groups) ({array: members}) compares each array's drives with their own
+        (C(bench: <job>: <array> drive load)) and, for a direct read, all of them together with the
+        job's reported bytes (C(bench: <job>: drives served));
         C(scaling) ([reference, lower, upper, unit]) judges the aggregate over the sum of the
         singles (C(bench: <job>: scaling))."
     type: list

@@ -249,6 +249,41 @@ def _served_short(busy, missing, job_bytes):
             "cache), so the figure is not the drives'" % (read / 1e6, job_bytes / 1e6, _percent(read / job_bytes)))
 
 
+def drives_served_check(prefix, load, io_type, bdf_of, buffered=False, job_bytes=None):
+    """``bench: <job>: drives served``: a direct read over several arrays at once (every GPU at once;
+    each array's balance is its own ``<array> drive load``, without the job's bytes, which the record
+    holds only for the whole job): the bytes all its drives read against the bytes the job reported,
+    judged as drive_load_check judges one array's (under DRIVES_SERVED_MIN: FAIL, memory served the
+    rest). None where nothing is judged: a write, a buffered job, a record without bytes."""
+    if job_bytes is None or buffered or io_is_write(io_type):
+        return None
+    name = prefix + "drives served"
+    expected = "at least %d%% of the bytes the job read come from its drives" % round(DRIVES_SERVED_MIN * 100)
+    load = load if isinstance(load, dict) else {"unknown": "no load record: %r" % (load,)}
+    if "unknown" in load:
+        return check(name, "SKIP", expected, "unknown", load["unknown"])
+    drives = load.get("drives")
+    if not isinstance(drives, list):
+        return check(name, "SKIP", expected, "unknown", "the load record holds no list of drives: %r" % (drives,))
+    measured, missing = _members(drives, "read_bytes", "r_await_ms", bdf_of)
+    if not measured:
+        return check(name, "SKIP", expected, "unknown", "; ".join(missing) or "the job has no drive")
+    reported = figure(job_bytes)
+    read = sum(d["bytes"] for d in measured)
+    short = _served_short(measured, missing, reported)
+    if short:
+        verdict, actual = "FAIL", short
+    else:
+        verdict = "WARN" if missing else "PASS"  # an unread drive might hold the rest
+        actual = "the drives read %.1f MB of the %s the job reported%s" % (
+            read / 1e6, "%.1f MB" % (reported / 1e6) if reported else "unknown bytes",
+            " (%s)" % _percent(read / reported) if reported else "")
+    if missing:
+        actual = "%d of %d drives unknown: %s; %s" % (len(missing), len(drives), "; ".join(missing), actual)
+    return check(name, verdict, expected, actual, inputs={
+        "bytes": [d["bytes"] for d in measured] + [None] * len(missing), "the bytes the job reported": reported})
+
+
 def drive_load_check(prefix, load, io_type, bdf_of, thresholds, buffered=False, job_bytes=None):
     """``bench: <job>: drive load``: every member took I/O of the job's direction (FAIL when one
     took none), and none is skewed from its peers by more than the profile's tolerances on bytes

@@ -21,7 +21,7 @@ from ansible_collections.gds.commission.plugins.module_utils.core.numbers import
 from ansible_collections.gds.commission.plugins.module_utils.measure.cufile_stats import GdsStatsWatcher, stats_level_note
 from ansible_collections.gds.commission.plugins.module_utils.measure.devhealth import find_cli
 from ansible_collections.gds.commission.plugins.module_utils.measure.concurrency import concurrent_limit, parts_of
-from ansible_collections.gds.commission.plugins.module_utils.measure.diskload import DriveWatch, drive_load_check
+from ansible_collections.gds.commission.plugins.module_utils.measure.diskload import DriveWatch, drive_load_check, drives_served_check
 from ansible_collections.gds.commission.plugins.module_utils.measure.pathlimit import GIB, path_limit, spec_bytes
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import pci_function_in_path
 from ansible_collections.gds.commission.plugins.module_utils.measure.pcie_traffic import bounce_check, job_traffic
@@ -219,6 +219,10 @@ class JobWatch(object):
             part = dict(load, drives=[d for d in load.get("drives") or [] if d.get("name") in (names or [])])
             checks.append(drive_load_check("%s%s " % (prefix, label), part, job.get("io_type", "read"), bdf_of,
                                            self.th, buffered))
+        # the record's bytes are the whole job's: what every array's drives read, together, against them
+        served = drives_served_check(prefix, load, job.get("io_type", "read"), bdf_of, buffered, (record or {}).get("bytes"))
+        if served:
+            checks.append(served)
 
     def _job_drives(self, job, watch):
         return [d["name"] for d in watch.get("drives") or []] or list(job.get("members") or [])
