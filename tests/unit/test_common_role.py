@@ -98,7 +98,7 @@ PLAY = """
         name: gds.commission.gds_reboot
       when: inventory_hostname is search('reboot')
 """
-CHECKED = {"gds_checked_roles": ["gds_netfs", "cufile", "gds_reboot"]}
+CHECKED = {"gds_validated": {"checked_roles": ["gds_netfs", "cufile", "gds_reboot"]}}
 BAD_MAP = {"gds_netfs_gpu_map": {"/mnt/nfs/ib0/data/0": "0,1"}}
 BAD_KEYS = {"gds_cufile_extra_keys": ["properties..x"]}
 
@@ -124,7 +124,7 @@ def test_a_role_run_alone_checks_its_variables_and_not_after_the_tune_playbook_d
     assert failed["netfs-alone"][0].endswith("Check the variables of gds_netfs") and "gds_netfs_gpu_map" in failed["netfs-alone"][1], failed
     assert failed["cufile-alone"][0].endswith("Check the variables of cufile") and "properties..x" in failed["cufile-alone"][1]
     assert preamble["reboot-alone"] == ("Check the role variables of gds_reboot", False) and "reboot-alone" not in failed
-    # checked by the tune playbook's first play (gds_checked_roles): skipped
+    # checked by the tune playbook's first play (gds_validated.checked_roles): skipped
     assert preamble["netfs-checked"] == ("Check the role variables of gds_netfs", True)
     assert preamble["reboot-checked"] == ("Check the role variables of gds_reboot", True)
 

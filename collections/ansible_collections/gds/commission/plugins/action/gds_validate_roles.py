@@ -44,11 +44,12 @@ class ActionModule(ActionBase):
         problems = []
         for role in roles:
             problems += ["%s: %s" % (role, problem) for problem in self._problems(role, task_vars)]
-        result.update(changed=False, checked_roles=list(roles))
+        result["changed"] = False
         if problems:
+            # no checked_roles: a role named there skips its own check later in the run
             result.update(failed=True, problems=problems, msg="; ".join(problems))
         else:
-            result["msg"] = "the variables of %d roles are valid" % len(roles)
+            result.update(checked_roles=list(roles), msg="the variables of %d roles are valid" % len(roles))
         return result
 
     def _load(self, role, *parts):
