@@ -64,6 +64,44 @@ def test_callback_writes_the_state_once_per_task_not_once_per_host(tmp_path, mon
     assert len(state["drift"]) == 200 and state["hosts"]["node200"]["failures"][0]["msg"] == "boom"
 
 
+class _ArrivedResult(_Result):
+    """A result as ansible-core 2.19 hands it to a callback: reading ``_result`` converts the whole
+    of it (here: counted)."""
+    def __init__(self, host, task, result, reads):
+        self._host, self._task, self._return_data, self._reads, self._data = _Host(host), task, result, reads, result
+
+    @property
+    def _result(self):
+        self._reads.append(self._host.get_name())
+        return self._data
+
+
+def test_callback_converts_only_results_with_facts_or_a_change(tmp_path, monkeypatch):
+    """Ansible converts a result for each callback that reads it, facts included, in its one-threaded
+    main process: the callback reads only those it keeps something of (facts, a change)."""
+    monkeypatch.setenv("GDS_REPORTS_DIR", str(tmp_path))
+    monkeypatch.setenv("GDS_RUN_ID", "run-1")
+    cb = gds_commission.CallbackModule()
+    cb.state["run_id"], cb.path = "run-1", str(tmp_path / "state.json")
+    import re
+    cb.writer = gds_commission.report_writer()
+    cb.check_vars = re.compile(cb.writer.CHECK_VARS)
+    task = _Task("Write cufile.json")
+    task.check_mode = True
+    cb.v2_playbook_on_task_start(task, False)
+    reads = []
+    cb.v2_runner_on_ok(_ArrivedResult("quiet", task, {"changed": False, "msg": "x" * 1000}, reads))
+    cb.v2_runner_item_on_ok(_ArrivedResult("quiet", task, {"changed": False, "item": 1}, reads))
+    assert reads == []
+    facts = {"ansible_facts": {"gds_cufile_checks": [{"name": "cufile: x", "verdict": "PASS"}]}, "changed": False}
+    cb.v2_runner_on_ok(_ArrivedResult("facts", task, facts, reads))
+    changed = {"changed": True, "diff": {"before_header": "/etc/x", "after": "a", "before": "b"}}
+    cb.v2_runner_on_ok(_ArrivedResult("drifted", task, changed, reads))
+    assert set(reads) == {"facts", "drifted"}
+    assert cb.collected["facts"]["vars"]["gds_cufile_checks"] == facts["ansible_facts"]["gds_cufile_checks"]
+    assert "quiet" not in cb.collected and [*cb.state["drift"]] == ["drifted"]
+
+
 # --------------------------------------------------------------------------------------------
 # gds_report: the hosts' data in one pass
 # --------------------------------------------------------------------------------------------

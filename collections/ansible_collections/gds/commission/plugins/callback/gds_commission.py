@@ -315,16 +315,29 @@ class CallbackModule(CallbackBase):
             elif key in self.writer.REPORT_VARS or self.writer.REBOOT_VARS.search(key) or self.check_vars.search(key):
                 entry["vars"][key] = value
 
+    @staticmethod
+    def _nothing_to_read(result):
+        """True when ``result`` holds neither facts nor a change (most results of a drift run): it is
+        not converted for this callback (Ansible converts each result for each callback, the whole
+        result, facts included, in its one-threaded main process: docs/fleet.md). Known only from the
+        result as it arrived (ansible-core 2.19's ``_return_data``); without it, every result is read."""
+        raw = getattr(result, "_return_data", None)
+        return isinstance(raw, dict) and "ansible_facts" not in raw and not raw.get("changed")
+
     def v2_runner_on_ok(self, result):
         if result._task.action.split(".")[-1] == REPORT_ACTION:
             self.state["report_written"] = True
             self._touch()
+        if self._nothing_to_read(result):
+            return
         self._collect(result)
         if "results" in result._result:
             return  # loop results arrive one by one in v2_runner_item_on_ok
         self._changed_in_check_mode(result)
 
     def v2_runner_item_on_ok(self, result):
+        if self._nothing_to_read(result):
+            return
         self._collect(result)
         self._changed_in_check_mode(result)
 
