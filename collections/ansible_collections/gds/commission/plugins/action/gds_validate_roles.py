@@ -64,7 +64,7 @@ class ActionModule(ActionBase):
         if not isinstance(entry, Mapping):
             return ["roles/%s/meta/argument_specs.yml has no entry point %r" % (role, ENTRY_POINT)]
         options = entry.get("options") or {}
-        pattern, _ = ROLE_VARIABLES.get(role, (None, None))
+        pattern = ROLE_VARIABLES.get(role, (None, None))[0]
         # the role's defaults beneath what the task sees, as inside the role
         variables = dict(self._load(role, "defaults", "main.yml") or {})
         variables.update(task_vars)
