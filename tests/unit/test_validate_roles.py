@@ -65,10 +65,11 @@ def test_each_roles_rules_and_specs_fail_the_host_naming_role_variable_and_value
 
 def test_a_role_it_cannot_check_fails_the_task_naming_it(tmp_path):
     results = run(tmp_path, {"unknown": {"check_roles": ["pcie_acs", "no_such_role"]}, "text": {"check_roles": "pcie_acs"},
-                             "no-validate": {"check_roles": ["gds_report"]}})
+                             "no-validate": {"check_roles": ["gds_report"]}, "path": {"check_roles": ["../roles/pcie_acs"]}})
     assert results["unknown"]["failed"] and "roles/no_such_role/meta/argument_specs.yml" in results["unknown"]["msg"]
     assert results["text"]["failed"] and "roles must be a non-empty list of role names, got 'pcie_acs'" in results["text"]["msg"]
     assert results["no-validate"]["problems"] == ["gds_report: roles/gds_report/meta/argument_specs.yml has no entry point 'validate'"]
+    assert results["path"]["problems"] == ["../roles/pcie_acs: not a role name of this collection (a short name such as pcie_acs)"]
 
 
 def test_the_tuning_roles_have_no_public_variable_above_the_inventory():

@@ -28,6 +28,7 @@ from ansible_collections.gds.commission.plugins.filter.gds_validate import ROLE_
 ROLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "roles")
 # the entry point whose argument specs the role's `validate` is included with
 ENTRY_POINT = "validate"
+ROLE_NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 
 class ActionModule(ActionBase):
@@ -59,8 +60,11 @@ class ActionModule(ActionBase):
         return self._loader.load_from_file(path, trusted_as_template=parts[0] == "defaults")
 
     def _problems(self, role, task_vars):
+        if not ROLE_NAME.fullmatch(role):  # a name, never a path out of the collection's roles/
+            return ["not a role name of this collection (a short name such as pcie_acs)"]
         specs = self._load(role, "meta", "argument_specs.yml")
-        entry = (specs or {}).get("argument_specs", {}).get(ENTRY_POINT) if isinstance(specs, Mapping) else None
+        specs = specs.get("argument_specs") if isinstance(specs, Mapping) else None
+        entry = specs.get(ENTRY_POINT) if isinstance(specs, Mapping) else None
         if not isinstance(entry, Mapping):
             return ["roles/%s/meta/argument_specs.yml has no entry point %r" % (role, ENTRY_POINT)]
         options = entry.get("options") or {}
