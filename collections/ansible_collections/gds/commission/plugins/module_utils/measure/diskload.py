@@ -249,6 +249,17 @@ def _served_short(busy, missing, job_bytes):
             "cache), so the figure is not the drives'" % (read / 1e6, job_bytes / 1e6, _percent(read / job_bytes)))
 
 
+def _drive_records(name, expected, load):
+    """(the load record's drives, None), or (None, the check's SKIP saying why it holds none)."""
+    load = load if isinstance(load, dict) else {"unknown": "no load record: %r" % (load,)}
+    if "unknown" in load:
+        return None, check(name, "SKIP", expected, "unknown", load["unknown"])
+    drives = load.get("drives")
+    if not isinstance(drives, list):
+        return None, check(name, "SKIP", expected, "unknown", "the load record holds no list of drives: %r" % (drives,))
+    return drives, None
+
+
 def drives_served_check(prefix, load, io_type, bdf_of, buffered=False, job_bytes=None):
     """``bench: <job>: drives served``: a direct read over several arrays at once (every GPU at once;
     each array's balance is its own ``<array> drive load``, without the job's bytes, which the record
@@ -259,12 +270,9 @@ def drives_served_check(prefix, load, io_type, bdf_of, buffered=False, job_bytes
         return None
     name = prefix + "drives served"
     expected = "at least %d%% of the bytes the job read come from its drives" % round(DRIVES_SERVED_MIN * 100)
-    load = load if isinstance(load, dict) else {"unknown": "no load record: %r" % (load,)}
-    if "unknown" in load:
-        return check(name, "SKIP", expected, "unknown", load["unknown"])
-    drives = load.get("drives")
-    if not isinstance(drives, list):
-        return check(name, "SKIP", expected, "unknown", "the load record holds no list of drives: %r" % (drives,))
+    drives, skipped = _drive_records(name, expected, load)
+    if skipped:
+        return skipped
     measured, missing = _members(drives, "read_bytes", "r_await_ms", bdf_of)
     if not measured:
         return check(name, "SKIP", expected, "unknown", "; ".join(missing) or "the job has no drive")
@@ -304,12 +312,9 @@ def drive_load_check(prefix, load, io_type, bdf_of, thresholds, buffered=False, 
     judge_served = job_bytes is not None and not buffered and not io_is_write(io_type)
     if judge_served:
         expected += ", and at least %d%% of the bytes the job read come from them" % round(DRIVES_SERVED_MIN * 100)
-    load = load if isinstance(load, dict) else {"unknown": "no load record: %r" % (load,)}
-    if "unknown" in load:
-        return check(name, "SKIP", expected, "unknown", load["unknown"])
-    drives = load.get("drives")
-    if not isinstance(drives, list):
-        return check(name, "SKIP", expected, "unknown", "the load record holds no list of drives: %r" % (drives,))
+    drives, skipped = _drive_records(name, expected, load)
+    if skipped:
+        return skipped
     write = io_is_write(io_type)
     key, await_key = ("write_bytes", "w_await_ms") if write else ("read_bytes", "r_await_ms")
     measured, missing = _members(drives, key, await_key, bdf_of)
