@@ -144,9 +144,10 @@ def test_every_host_failing_still_gets_a_report(demo):
     assert summ["counts"]["ERROR"] == 2
     for host in ("sim-a100", "sim-h100"):
         error = [c for c in summ["hosts"][host]["checks"] if c["verdict"] == "ERROR"][0]
-        # the task that failed (the role's one validation task) and the variable and value at fault
-        assert "pcie_acs" in error["actual"], error
-        assert "gds_pcie_acs_bridges" in error["detail"] and "not-a-bdf" in error["detail"], error
+        # the task that failed (the one check of every role's variables), the role, the variable and
+        # the value at fault
+        assert "Check the variables of each role" in error["actual"], error
+        assert "pcie_acs: gds_pcie_acs_bridges" in error["detail"] and "not-a-bdf" in error["detail"], error
     assert "not-a-bdf" in latest(demo["reports"], "junit.xml")
 
 

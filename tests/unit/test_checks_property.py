@@ -30,7 +30,7 @@ from ansible_collections.gds.commission.plugins.module_utils.measure import conc
 from ansible_collections.gds.commission.plugins.module_utils.measure.devhealth import (
     gpu_health_check, health_thresholds, nvme_health_check,
 )
-from ansible_collections.gds.commission.plugins.module_utils.measure.diskload import drive_load_check
+from ansible_collections.gds.commission.plugins.module_utils.measure.diskload import drive_load_check, drives_served_check
 from ansible_collections.gds.commission.plugins.module_utils.measure import pcie_traffic
 from ansible_collections.gds.commission.plugins.module_utils.measure.pcie_traffic import bounce_check
 from ansible_collections.gds.commission.plugins.module_utils.measure.watch import DEFAULT_THRESHOLDS, JobWatch
@@ -166,6 +166,7 @@ DELEGATES = {
     "report:_with_error": "the ERROR check of a host input the report cannot render",
     "watch:JobWatch._broken_part": "the SKIP check of a part of the watch that raised",
     "checks:fold_skips": "one SKIP for a family of SKIPs",
+    "diskload:_drive_records": "the SKIP check of a load record without drives",
 }
 # named like a builder, builds no check
 NOT_BUILDERS = {
@@ -478,6 +479,10 @@ CASES = {
         lambda: (drive_load_check, ["bench: j: ", _drive_load(), "read", {}, dict(DEFAULT_THRESHOLDS)], {}),
         [((1, "drives", 0, "read_bytes"), r"drive load"), ((1, "drives", 0, "r_await_ms"), r"drive load"),
          ((1, "drives", 1), r"drive load"), ((1, "drives"), r"drive load")]),
+    "diskload:drives_served_check": Case(
+        lambda: (drives_served_check, ["bench: j: ", _drive_load(), "read", {}, False, 8 << 30], {}),
+        [((1, "drives", 0, "read_bytes"), r"drives served"), ((1, "drives", 0, "r_await_ms"), r"drives served"),
+         ((1, "drives", 1), r"drives served"), ((1, "drives"), r"drives served"), ((5,), r"drives served")]),
     "pcie_traffic:bounce_check": Case(
         lambda: (bounce_check, ["bench: j: ", 0, 8 << 30, "read", _gpu_traffic(), _topology(), ["nvme0n1"],
                                 dict(DEFAULT_THRESHOLDS)], {}),

@@ -10,7 +10,10 @@ from ansible.module_utils import basic
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 COLLECTION = os.path.join(ROOT, "collections", "ansible_collections", "gds", "commission")
-MODULES = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(COLLECTION, "plugins", "modules", "*.py")))
+# a module file that documents an action plugin of the same name (plugins/action/) has no main()
+ACTIONS = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(COLLECTION, "plugins", "action", "*.py")))
+MODULES = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(COLLECTION, "plugins", "modules", "*.py"))
+                 if os.path.basename(p)[:-3] not in ACTIONS)
 # return keys the roles and the report rely on, per module
 RETURNS = {
     "gds_cufile": {"checks", "drift", "alternative", "file", "layout"},
@@ -68,6 +71,24 @@ def test_documentation_matches_argument_spec(module, monkeypatch):
     assert doc.get("extends_documentation_fragment"), "%s: attributes come from the gds fragment" % module
     yaml.safe_load(mod.EXAMPLES)
     assert RETURNS.get(module, set()) <= set(yaml.safe_load(mod.RETURN) or {}), module
+
+
+@pytest.mark.parametrize("action", ACTIONS)
+def test_each_action_is_documented_by_its_module_file_option_for_option(action):
+    """ansible-doc reads an action plugin's documentation from the module file of its name: every
+    argument the action takes (_VALID_ARGS) is an option there, and nothing else."""
+    import importlib
+    path = os.path.join(COLLECTION, "plugins", "modules", action + ".py")
+    assert os.path.exists(path), "%s: no plugins/modules/%s.py documents the action" % (action, action)
+    namespace = {}
+    with open(path) as handle:
+        exec(compile(handle.read(), path, "exec"), namespace)
+    assert "main" not in namespace, "%s: the action runs on the controller; its module file only documents it" % action
+    doc = yaml.safe_load(namespace["DOCUMENTATION"])
+    plugin = importlib.import_module("ansible_collections.gds.commission.plugins.action." + action)
+    assert set(doc["options"]) == set(plugin.ActionModule._VALID_ARGS), action
+    yaml.safe_load(namespace["EXAMPLES"])
+    yaml.safe_load(namespace["RETURN"])
 
 
 # --------------------------------------------------------------------------------------------
