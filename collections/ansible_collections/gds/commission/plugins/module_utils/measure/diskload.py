@@ -245,8 +245,15 @@ def _served_short(busy, missing, job_bytes):
     read = sum(d["bytes"] for d in busy)
     if not job_bytes or read >= DRIVES_SERVED_MIN * job_bytes or missing:
         return None
-    return ("the drives read %.1f MB of the %.1f MB the job reported (%s): the rest came from memory (the page "
-            "cache), so the figure is not the drives'" % (read / 1e6, job_bytes / 1e6, _percent(read / job_bytes)))
+    return "%s: the rest came from memory (the page cache), so the figure is not the drives'" % _served(read, job_bytes)
+
+
+def _served(read, job_bytes):
+    """What the drives read against what the job reported, as the served checks say it."""
+    if not job_bytes:
+        return "the drives read %.1f MB of the unknown bytes the job reported" % (read / 1e6)
+    return "the drives read %.1f MB of the %.1f MB the job reported (%s)" % (read / 1e6, job_bytes / 1e6,
+                                                                          _percent(read / job_bytes))
 
 
 def _drive_records(name, expected, load):
@@ -282,10 +289,7 @@ def drives_served_check(prefix, load, io_type, bdf_of, buffered=False, job_bytes
     if short:
         verdict, actual = "FAIL", short
     else:
-        verdict = "WARN" if missing else "PASS"  # an unread drive might hold the rest
-        actual = "the drives read %.1f MB of the %s the job reported%s" % (
-            read / 1e6, "%.1f MB" % (reported / 1e6) if reported else "unknown bytes",
-            " (%s)" % _percent(read / reported) if reported else "")
+        verdict, actual = "WARN" if missing else "PASS", _served(read, reported)  # an unread drive might hold the rest
     if missing:
         actual = "%d of %d drives unknown: %s; %s" % (len(missing), len(drives), "; ".join(missing), actual)
     return check(name, verdict, expected, actual, inputs={
