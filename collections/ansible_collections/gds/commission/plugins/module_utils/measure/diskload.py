@@ -252,8 +252,8 @@ def _served(read, job_bytes):
     """What the drives read against what the job reported, as the served checks say it."""
     if not job_bytes:
         return "the drives read %.1f MB of the unknown bytes the job reported" % (read / 1e6)
-    return "the drives read %.1f MB of the %.1f MB the job reported (%s)" % (read / 1e6, job_bytes / 1e6,
-                                                                          _percent(read / job_bytes))
+    share = _percent(read / job_bytes)
+    return "the drives read %.1f MB of the %.1f MB the job reported (%s)" % (read / 1e6, job_bytes / 1e6, share)
 
 
 def _drive_records(name, expected, load):
