@@ -10,11 +10,12 @@
 - In check mode, turns every task result that would change something into drift items
   ``{setting, expected, actual}``: the module's own ``drift`` list when it returns one, else the
   file named by its ``diff``, else the task name.
-- Keeps what each host recorded (its ``*_checks`` facts, topology, arrays, benchmark records).
-  When a playbook that has a ``gds_report`` play ends without that play having written the report
+- When a playbook that has a ``gds_report`` play ends without that play having written the report
   (every host failed, so Ansible ran no later play), writes it here, with the same writer
-  (plugins/module_utils/fleet/report.py): the failed hosts are ERROR with the task and message that broke
-  them. Ansible's exit status stays non-zero.
+  (plugins/module_utils/fleet/report.py) and what each host recorded read from its host variables
+  as the report play reads them: the failed hosts are ERROR with the task and message that broke
+  them. Ansible's exit status stays non-zero. Nothing of the hosts' results is kept on the way: a
+  copy of every host's facts in this process made each fork of a worker dearer (docs/fleet.md).
 - In host scope (``gds_report_scope: host``: several runs share one run directory, a node each
   under Slurm or a slice each in AWX) its state file is this process's own, and its report is each
   host's inputs file for the merge (plugins/module_utils/fleet/merge.py).
@@ -119,8 +120,8 @@ class CallbackModule(CallbackBase):
         super(CallbackModule, self).__init__()
         self.state = {"run_id": None, "hosts": {}, "drift": {}}
         self.path = None         # reports/.state/RUN.json
-        self.collected = {}      # host -> {"vars": {name: value}, "facts": {name: value}} the report reads
         self.targets = []        # every host a play targeted, in order
+        self.last_play = None    # its variable manager holds what the hosts recorded
         self.report_mode = None  # the playbook's gds_report play, if it has one: commission or drift
         self.report_play = None
         self.writer = None       # plugins/module_utils/fleet/report
@@ -233,6 +234,7 @@ class CallbackModule(CallbackBase):
             return areas, re.compile(self.writer.CHECK_VARS)
 
     def v2_playbook_on_play_start(self, play):
+        self.last_play = play
         try:
             inventory = play._variable_manager._inventory
             hosts = [h.name for h in inventory.get_hosts(play.hosts, ignore_restrictions=True)]
@@ -301,45 +303,26 @@ class CallbackModule(CallbackBase):
         items.extend(drift_items(_task_name(result._task), res))
         self._touch()
 
-    def _collect(self, result):
-        """Keep what the report reads (plugins/module_utils/fleet/report.REPORT_VARS, REPORT_FACTS, the
-        check and reboot variables), as the host last recorded it: facts and set_fact variables
-        both arrive as ansible_facts."""
-        facts = result._result.get("ansible_facts")
-        if not isinstance(facts, dict) or result._result.get("_ansible_delegated_vars") or not self.writer:
-            return
-        entry = self.collected.setdefault(result._host.get_name(), {"vars": {}, "facts": {}})
-        for key, value in facts.items():
-            if key in self.writer.REPORT_FACTS:
-                entry["facts"][key] = value
-            elif key in self.writer.REPORT_VARS or self.writer.REBOOT_VARS.search(key) or self.check_vars.search(key):
-                entry["vars"][key] = value
-
     @staticmethod
     def _nothing_to_read(result):
-        """True when ``result`` holds neither facts nor a change (most results of a drift run): it is
-        not converted for this callback (Ansible converts each result for each callback, the whole
-        result, facts included, in its one-threaded main process: docs/fleet.md). Known only from the
-        result as it arrived (ansible-core 2.19's ``_return_data``); without it, every result is read."""
+        """True when ``result`` holds no change (all but the drifted results of a drift run): it is not
+        converted for this callback (Ansible converts each result it reads, facts included, in its
+        one-threaded main process: docs/fleet.md). Known only from the result as it arrived
+        (ansible-core 2.19's ``_return_data``); without it, every result is read."""
         raw = getattr(result, "_return_data", None)
-        return isinstance(raw, dict) and "ansible_facts" not in raw and not raw.get("changed")
+        return isinstance(raw, dict) and not raw.get("changed")
 
     def v2_runner_on_ok(self, result):
         if result._task.action.split(".")[-1] == REPORT_ACTION:
             self.state["report_written"] = True
             self._touch()
-        if self._nothing_to_read(result):
-            return
-        self._collect(result)
-        if "results" in result._result:
+        if self._nothing_to_read(result) or "results" in result._result:
             return  # loop results arrive one by one in v2_runner_item_on_ok
         self._changed_in_check_mode(result)
 
     def v2_runner_item_on_ok(self, result):
-        if self._nothing_to_read(result):
-            return
-        self._collect(result)
-        self._changed_in_check_mode(result)
+        if not self._nothing_to_read(result):
+            self._changed_in_check_mode(result)
 
     def v2_playbook_on_stats(self, stats):
         """Write the report when the playbook's report play did not (every host failed before it)."""
@@ -360,8 +343,9 @@ class CallbackModule(CallbackBase):
         try:
             writer = self.writer or report_writer()
             # the same map of inputs as the report play's filter (fleet/report.host_inputs)
-            data = dict((host, writer.host_inputs(dict(sorted(entry["vars"].items())), entry["facts"], self.check_vars))
-                        for host, entry in self.collected.items())
+            hostvars = self._hostvars()
+            data = dict((host, writer.host_inputs(hostvars[host], hostvars[host].get("ansible_facts") or {},
+                                                  self.check_vars)) for host in hosts if host in hostvars)
             if self.scope == "host":  # each host's inputs file, as the report play's module writes it
                 from ansible_collections.gds.commission.plugins.module_utils.fleet import merge
                 files, result = merge.host_scope_files(self.state["run_id"], self.state["started"], now, self.report_mode,
@@ -387,6 +371,18 @@ class CallbackModule(CallbackBase):
         self._display.display("gds_commission: the report play did not run (no host left); wrote %s%s "
                               "(%s: %s)" % (run_dir, " (host files)" if self.scope == "host" else "", which,
                                             ", ".join(bad) or "none"), stderr=True)
+
+    def _hostvars(self):
+        """The hosts' variables as a template's ``hostvars`` reads them (templated when read), from
+        the variable manager of the last play; none when there is no play to ask (every host is ERROR
+        for its failure then, with nothing it recorded)."""
+        try:
+            from ansible.vars.hostvars import HostVars
+            manager = self.last_play.get_variable_manager()
+            return HostVars(inventory=manager._inventory, variable_manager=manager, loader=self.last_play._loader)
+        except Exception as exc:
+            self._display.warning("gds_commission: cannot read the hosts' variables: %s" % exc)
+            return {}
 
     def set_options(self, task_keys=None, var_options=None, direct=None):
         super(CallbackModule, self).set_options(task_keys=task_keys, var_options=var_options, direct=direct)
