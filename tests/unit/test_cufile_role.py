@@ -24,7 +24,7 @@ PLAY = """
     - name: Commission
       ansible.builtin.include_role: {name: gds.commission.cufile}
     - name: Recorded
-      ansible.builtin.debug: {msg: "{{ gds_cufile_checks }}"}
+      ansible.builtin.debug: {msg: "{{ gds_cufile_checks.checks }}"}
 """
 BAD = {
     "bad-mode": ({"gds_mode": "fast"}, "gds_cufile_mode", "nvfs, p2pdma, compat"),

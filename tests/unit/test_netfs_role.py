@@ -28,7 +28,7 @@ PLAY = """
         name: gds.commission.gds_netfs
     - name: Recorded
       ansible.builtin.debug:
-        msg: "{{ gds_netfs_checks }}"
+        msg: "{{ gds_netfs_checks.checks }}"
 """
 
 # /proc/mounts lines (the fallback when there is no mountinfo: options all in one field)

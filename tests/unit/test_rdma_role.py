@@ -21,7 +21,7 @@ SHOW = """
   tasks:
     - name: Recorded
       ansible.builtin.debug:
-        msg: "{{{{ gds_rdma_checks | default(none) }}}}"
+        msg: "{{{{ gds_rdma_checks.checks if gds_rdma_checks is defined else none }}}}"
       tags: [always]
 """
 RDMA_TASK = "Put GPU peer memory in place and check the RDMA NICs"

@@ -233,6 +233,25 @@ def test_no_pass_without_a_measurement_in_a_required_area():
     assert broken["verdict"] == "ERROR" and [c["name"] for c in broken["checks"]] == ["acs: 0000:04:10.0", "host: play completed"]
 
 
+def test_a_check_variable_is_a_list_or_a_modules_registered_result():
+    """A role that registers its module's result under its check variable (gds_rdma_checks) is
+    read for the result's checks; a skipped task's result holds none; anything else that is no
+    check record is an ERROR of that host, never dropped."""
+    rdma = {"name": "rdma: port mlx5_0/1", "verdict": "PASS", "expected": "ACTIVE", "actual": "ACTIVE"}
+    acs = {"name": "acs: 0000:04:10.0", "verdict": "PASS", "expected": "0x0000", "actual": "0x0000"}
+    inputs = gds_report.host_inputs({
+        "gds_rdma_checks": {"changed": False, "checks": [rdma], "drift": []},
+        "gds_pcie_acs_checks": [acs],
+        "gds_netfs_checks": {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"},
+        "gds_cufile_checks": {"failed": True, "msg": "cannot parse /etc/cufile.json"},
+        "gds_rdma_bench_result": {"checks": [acs]},  # not a check variable's name: not read
+    }, {})
+    assert inputs["checks"][:2] == [rdma, acs] and len(inputs["checks"]) == 3
+    doc = host_document("h", inputs, {}, [])
+    assert doc["verdict"] == "ERROR" and doc["checks"][-1]["verdict"] == "ERROR"
+    assert gds_report.host_inputs({"gds_rdma_checks": {"checks": [rdma]}}, {})["checks"] == [rdma]
+
+
 @pytest.mark.parametrize("actual", [None, float("nan"), "unknown", -1, [1, None], "MISSING"])
 def test_a_recorded_pass_of_an_unknown_is_no_pass(actual):
     """What a host recorded passes the rule check() keeps (core/checks.refuse_unknown): a PASS

@@ -30,6 +30,19 @@ REQUIRED_AREAS = ("bench",)
 REBOOT_VARS = re.compile(r"^gds_\w*reboot_required$")
 
 
+def recorded_checks(value):
+    """The checks a check variable holds: a list of check records, or the registered result of a
+    module that returns them as ``checks`` (a role that registers its module's result under the
+    variable's name needs no task to copy them); a skipped task's result holds none. Anything else
+    is read as a check record (normalize_check makes what is no check an ERROR)."""
+    if isinstance(value, dict) and "verdict" not in value:
+        if "checks" in value:
+            return value["checks"]
+        if value.get("skipped") is True:
+            return []
+    return value
+
+
 def flatten(value):
     """The items of nested lists, in order (a loop, not a recursion: nesting of any depth)."""
     out, todo = [], [value]
@@ -62,7 +75,7 @@ def host_inputs(variables, facts, check_vars=CHECK_VARS):
     checks = []
     for name in names:
         if pattern.search(name):
-            checks.extend(flatten(read(variables, name, [])))
+            checks.extend(flatten(recorded_checks(read(variables, name, []))))
     out = {"checks": checks}
     for name, key in REPORT_FACTS.items():
         out[key] = read(facts or {}, name)
