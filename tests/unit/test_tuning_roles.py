@@ -137,14 +137,20 @@ REFUSED = {
     "p2pdma-old-kernel": (variant("hgx-h100", files={
         "proc/sys/kernel/osrelease": "5.15.0-105-generic\n",
         "proc/driver/nvidia/version": "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.161.08  Tue Mar  5 2024\n"}),
-        {"gds_mode": "p2pdma", "gds_raid_enabled": False}, "Check the kernel and driver prerequisites of P2PDMA",
+        {"gds_mode": "p2pdma", "gds_raid_enabled": False}, "Refuse P2PDMA without its kernel and driver prerequisites",
         "Linux 6.2+ or a kernel with p2pdma_pgmap_ops (this one is 5.15.0-105-generic) and the open NVIDIA kernel module"),
     "nvfs-missing": (variant("hgx-h100", drop=("sys/module/nvidia_fs", "proc/driver/nvidia-fs", "lib/modules")),
-                     {}, "Check that the running kernel has nvidia-fs", "has no nvidia-fs module"),
+                     {}, "Refuse nvidia-fs mode on a kernel without nvidia-fs", "has no nvidia-fs module"),
     "grace-pt": (gh200(), {"gds_iommu_mode": "pt"}, "Keep the IOMMU on for Grace Hopper",
                  "gds_iommu_mode=pt: this is a Grace Hopper node"),
+    # an Arm server that is no Grace (Neoverse N1): its SMMU has no "off" on the command line
+    "arm-off": (variant("hgx-h100", files={
+        "proc/cpuinfo": "processor\t: 0\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\nCPU architecture: 8\n"
+                        "CPU variant\t: 0x3\nCPU part\t: 0xd0c\nCPU revision\t: 1\n\n"}),
+        {"gds_iommu_mode": "off"}, "Refuse a mode this architecture does not have",
+        "gds_iommu_mode=off is not available on aarch64"),
     "cmdline-old-kernel": ("dgx-a100", {"gds_pcie_acs_persist": "cmdline"},
-                           "Check that the kernel understands the ACS command-line parameter",
+                           "Refuse a command-line parameter the kernel does not understand",
                            "kernel 5.4.0-52-generic does not understand pci=config_acs="),
 }
 
