@@ -173,6 +173,7 @@ NOT_BUILDERS = {
     "slurm:first_failing_check": "picks the check that failed a host",
     "report_links:_link_checks": "selects the link checks by bdf",
     "report_html:_rdma_checks": "selects the rdma: checks by name",
+    "report_inputs:recorded_checks": "picks the checks a check variable holds (test_report.py)",
 }
 
 

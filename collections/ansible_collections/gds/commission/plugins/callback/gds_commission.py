@@ -376,6 +376,8 @@ class CallbackModule(CallbackBase):
         """The hosts' variables as a template's ``hostvars`` reads them (templated when read), from
         the variable manager of the last play; none when there is no play to ask (every host is ERROR
         for its failure then, with nothing it recorded)."""
+        if self.last_play is None:
+            return {}
         try:
             from ansible.vars.hostvars import HostVars
             manager = self.last_play.get_variable_manager()
