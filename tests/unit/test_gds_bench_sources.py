@@ -106,12 +106,17 @@ def test_runs_packing_at_once_each_find_a_whole_archive(tmp_path):
     build = repo / "build"
     reader = Reader(str(build), sorted(files))
     reader.start()
+    procs = []
     try:
         procs = [start(tmp_path, repo, "node-%d" % n, tmp_path / "src") for n in range(RUNS)]
         runs = [finish(proc) for proc in procs]
     finally:
         reader.stop.set()
         reader.join(timeout=60)
+        for proc in procs:  # a run left behind by a failure above
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=60)
     assert reader.broken == [], reader.broken[:5]
     assert reader.whole > 0
     # one archive, whole, and nothing of any run's packing left beside it
