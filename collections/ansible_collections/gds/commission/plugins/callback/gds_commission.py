@@ -343,9 +343,11 @@ class CallbackModule(CallbackBase):
         try:
             writer = self.writer or report_writer()
             # the same map of inputs as the report play's filter (fleet/report.host_inputs)
-            hostvars = self._hostvars()
-            data = dict((host, writer.host_inputs(hostvars[host], hostvars[host].get("ansible_facts") or {},
-                                                  self.check_vars)) for host in hosts if host in hostvars)
+            hostvars, data = self._hostvars(), {}
+            for host in hosts:
+                if host in hostvars:  # each lookup gathers the host's variables anew: once a host
+                    variables = hostvars[host]
+                    data[host] = writer.host_inputs(variables, variables.get("ansible_facts") or {}, self.check_vars)
             if self.scope == "host":  # each host's inputs file, as the report play's module writes it
                 from ansible_collections.gds.commission.plugins.module_utils.fleet import merge
                 files, result = merge.host_scope_files(self.state["run_id"], self.state["started"], now, self.report_mode,
