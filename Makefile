@@ -1,7 +1,13 @@
 # gds-commission: every target sets itself up (Debian packages, .venv/) on a fresh machine.
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
-VENV := .venv
+# CORE: the ansible-core release (requirements/core-CORE.txt): the newest by default, in .venv/;
+# another in .venv-core-CORE/ (make demo CORE=2.19). scripts/find-python.sh picks its Python.
+CORES := $(sort $(patsubst requirements/core-%.txt,%,$(wildcard requirements/core-*.txt)))
+NEWEST_CORE := $(lastword $(CORES))
+OLDEST_CORE := $(firstword $(CORES))
+CORE ?= $(NEWEST_CORE)
+VENV := $(if $(filter $(NEWEST_CORE),$(CORE)),.venv,.venv-core-$(CORE))
 BIN := $(VENV)/bin
 COLLECTION := collections/ansible_collections/gds/commission
 # gdsbench's sources, shipped to the nodes by the gds_bench role; the lab (scripts, results) is bench/
@@ -23,7 +29,7 @@ DEBS_VM := qemu-system-x86 qemu-utils debootstrap openssh-client e2fsprogs
 # a real slurmctld/slurmd for the gds_slurm tests (tests/unit/test_slurm.py)
 DEBS_SLURM := slurm-wlm munge
 
-.PHONY: help setup debs test unit lint bench demo sim drift report vm-test molecule wheels clean fleet-perf capabilities ee
+.PHONY: help setup debs test test-oldest unit lint sanity bench demo sim drift report vm-test molecule wheels clean fleet-perf capabilities ee
 help:
 	@echo "make demo     commission the bundled simulated nodes and write reports/latest/"
 	@echo "make test     unit tests, benchmark tests, lint, molecule default (and vm when qemu is usable)"
@@ -31,7 +37,8 @@ help:
 	@echo "make fleet-perf  commission + drift over 1/16/64/256 generated simulated nodes (SIZES=1,16)"
 	@echo "make bench    build gdsbench ($(GDSBENCH_SRC)) and compare it with fio (bench/compare_fio.sh)"
 	@echo "make vm-test  molecule vm scenario: a QEMU guest with NVMe behind PCIe switches"
-	@echo "make setup    create .venv/ with the pinned controller dependencies"
+	@echo "make setup    create .venv/ with the pinned controller dependencies (CORE=2.19: .venv-core-2.19/)"
+	@echo "make test-oldest  on the oldest ansible-core: demo, drift, sanity, the drift and fleet tests"
 	@echo "make wheels   the wheels and collections tarball a GPU machine without an index needs (.whl/)"
 	@echo "make ee       the collection tarball and the execution environment's build context (build/ee/)"
 	@echo "make capabilities  regenerate the collection's copy of gdsbench's vocabulary (measure/gdsbench_vocab.py)"
@@ -39,11 +46,9 @@ help:
 debs:
 	@scripts/ensure-debs.sh $(DEBS_BASE)
 
-$(VENV)/.stamp: requirements.txt
+$(VENV)/.stamp: requirements.txt requirements/core-$(CORE).txt scripts/setup-venv.sh
 	@scripts/ensure-debs.sh $(DEBS_BASE)
-	test -x $(BIN)/python || python3 -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -r requirements.txt
+	scripts/setup-venv.sh $(CORE) $(VENV)
 	touch $@
 
 setup: $(VENV)/.stamp
@@ -66,7 +71,7 @@ demo: setup sim $(GDSBENCH)
 
 drift: setup
 	@test -d build/sim || $(MAKE) sim
-	$(BIN)/ansible-playbook -i inventory/demo playbooks/drift.yml
+	$(BIN)/ansible-playbook -i inventory/demo playbooks/drift.yml --check
 
 unit: setup $(GDSBENCH)
 	$(BIN)/pytest -q tests
@@ -74,19 +79,23 @@ unit: setup $(GDSBENCH)
 lint: setup
 	$(BIN)/ansible-lint --profile production -q
 	for m in $(COLLECTION)/plugins/modules/*.py; do $(BIN)/ansible-doc -t module gds.commission.$$(basename $$m .py) >/dev/null || exit 1; done
+	$(MAKE) sanity
+	$(BIN)/ansible-galaxy collection build $(COLLECTION) --output-path build/collection --force
+
+sanity: setup
 	# ansible-test's own linters in their own virtual environments (pip downloads them the first time;
 	# its pip bootstrap comes from a host outside the package index: a stand-in where that is unreachable)
 	@scripts/ensure-debs.sh $(DEBS_LINT)
 	$(BIN)/python scripts/ansible-test-bootstrap.py
 	cd $(COLLECTION) && $(CURDIR)/$(BIN)/ansible-test sanity --venv --requirements --python $$($(CURDIR)/$(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-	$(BIN)/ansible-galaxy collection build $(COLLECTION) --output-path build/collection --force
 
 # The execution environment for AWX / Automation Platform (execution-environment.yml): the built
 # collection, then ansible-builder's context; `podman build -f build/ee/Containerfile build/ee`
 # makes the image where a container runtime is.
 ee: setup
 	$(BIN)/ansible-galaxy collection build $(COLLECTION) --output-path build/collection --force
-	$(BIN)/ansible-builder create --file execution-environment.yml --context build/ee --output-filename Containerfile
+	$(BIN)/python scripts/ee-definition.py > build/execution-environment.yml
+	$(BIN)/ansible-builder create --file build/execution-environment.yml --context build/ee --output-filename Containerfile
 
 molecule: setup
 	$(BIN)/molecule test -s default
@@ -112,6 +121,17 @@ test: setup
 	@if scripts/ensure-debs.sh $(DEBS_VM) && [ -e /dev/kvm -o -x /usr/bin/qemu-system-x86_64 ]; then \
 	  $(MAKE) vm-test; \
 	else echo "SKIP vm-test: qemu-system-x86 could not be installed on this machine"; fi
+
+# The oldest maintained ansible-core (CI runs it after `make test`, which is on the newest): the demo,
+# drift, the collection's sanity, the drift-never-acts test and the fleet tests, in .venv-core-<oldest>/
+FLEET_TESTS := tests/unit/test_drift_never_acts.py tests/unit/test_check_mode_contract.py tests/unit/test_fleet_scale.py \
+	tests/unit/test_node_local.py tests/unit/test_sliced_run.py tests/unit/test_callback.py tests/integration/test_demo.py
+test-oldest:
+	$(MAKE) CORE=$(OLDEST_CORE) demo
+	$(MAKE) CORE=$(OLDEST_CORE) drift
+	$(MAKE) CORE=$(OLDEST_CORE) sanity
+	$(MAKE) CORE=$(OLDEST_CORE) setup $(GDSBENCH)
+	.venv-core-$(OLDEST_CORE)/bin/pytest -q $(FLEET_TESTS)
 
 # Wheels for CPython 3.12 manylinux x86_64 listed in scripts/carried-wheels.txt, and
 # .whl/collections.tgz: what scripts/gpu-commission.sh and bench/gpu_*.sh install on a GPU machine.

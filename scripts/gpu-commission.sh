@@ -176,7 +176,7 @@ fi
 
 if want 6; then
 say "6. the nightly drift check: nothing drifted"
-ansible-playbook -i inventory/gpu-local playbooks/drift.yml > "$OUT/drift.log" 2>&1
+ansible-playbook -i inventory/gpu-local playbooks/drift.yml --check > "$OUT/drift.log" 2>&1
 rc=$?; echo "exit $rc"
 python3 - "$OUT/reports/latest/drift.json" <<'PY' || failed "6. drift after commissioning (exit $rc, $OUT/drift.log)"
 import json, sys

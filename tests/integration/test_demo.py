@@ -19,7 +19,9 @@ from conftest import COLLECTION, ROOT
 sys.path.insert(0, os.path.join(ROOT, "tests", "fixtures"))
 import simtree  # noqa: E402
 
-PLAYBOOK = os.path.join(ROOT, ".venv", "bin", "ansible-playbook")
+# the ansible-core of the interpreter running the tests (.venv, or .venv-core-2.19 for the oldest)
+BIN = os.path.dirname(sys.executable)
+PLAYBOOK = os.path.join(BIN, "ansible-playbook")
 SCHEMAS = os.path.join(COLLECTION, "roles", "gds_report", "files")
 
 
@@ -29,7 +31,7 @@ def demo(tmp_path):
     simtree.build_inventory(os.path.join(ROOT, "inventory", "demo", "hosts.yml"), str(sim))
     env = dict(os.environ, GDS_SIM_ROOT=str(sim), GDS_REPORTS_DIR=str(tmp_path / "reports"),
                ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
-               ANSIBLE_CACHE_PLUGIN="memory", PATH=os.path.join(ROOT, ".venv", "bin") + os.pathsep + os.environ["PATH"])
+               ANSIBLE_CACHE_PLUGIN="memory", PATH=BIN + os.pathsep + os.environ["PATH"])
     env.pop("GDS_RUN_ID", None)
 
     def play(playbook, *extra, inventory=os.path.join(ROOT, "inventory", "demo")):
@@ -68,7 +70,7 @@ def test_commission_then_no_drift_then_drift_found(demo):
     # the benchmark's data files are gone (gds_bench_keep_files is false)
     assert not glob.glob(str(demo["sim"] / "*" / "raid*" / "gds-bench")), "data files left behind"
 
-    rc, out = demo["play"]("drift.yml")
+    rc, out = demo["play"]("drift.yml", "--check")
     assert rc == 0, out[-3000:]
     drift = json.loads(latest(demo["reports"], "drift.json"))
     jsonschema.validate(drift, schema("drift.schema.json"))
@@ -80,7 +82,7 @@ def test_commission_then_no_drift_then_drift_found(demo):
         handle.seek(0x148 + 6)
         handle.write(struct.pack("<H", 0x001D))
     before = open(config, "rb").read()
-    rc, out = demo["play"]("drift.yml")
+    rc, out = demo["play"]("drift.yml", "--check")
     assert rc != 0
     drift = json.loads(latest(demo["reports"], "drift.json"))
     assert not drift["hosts"]["sim-a100"]["drifted"]
@@ -93,7 +95,7 @@ def test_commission_then_no_drift_then_drift_found(demo):
     doc = json.loads(cufile.read_text())
     doc["properties"]["max_direct_io_size_kb"] = 8192
     cufile.write_text(json.dumps(doc, indent=2))
-    rc, out = demo["play"]("drift.yml")
+    rc, out = demo["play"]("drift.yml", "--check")
     assert rc != 0
     items = json.loads(latest(demo["reports"], "drift.json"))["hosts"]["sim-a100"]["items"]
     assert items == [{"setting": "%s: properties.max_direct_io_size_kb" % cufile,

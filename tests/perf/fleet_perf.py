@@ -66,7 +66,7 @@ def run(playbook, size, work, forks, log, profile=""):
     if forks:
         env["ANSIBLE_FORKS"] = str(forks)
     argv = [sys.executable, "-c", WRAPPER, usage, profile, os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
-            "-i", inv, os.path.join(ROOT, "playbooks", playbook + ".yml")]
+            "-i", inv, os.path.join(ROOT, "playbooks", playbook + ".yml")] + (["--check"] if playbook == "drift" else [])
     start = time.monotonic()
     with open(log, "w") as handle:
         rc = subprocess.call(argv, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)

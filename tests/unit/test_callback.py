@@ -41,8 +41,12 @@ class Playbook(object):
 
 
 class Result(object):
+    """The callback's public view of a task result (ansible.executor.task_result.CallbackTaskResult)."""
     def __init__(self, host, task, result, action="ansible.builtin.set_fact"):
-        self._host, self._task, self._result = Named(host), Named(task, action=action, check_mode=False), result
+        self.host, self.task, self.result = Named(host), Named(task, action=action, check_mode=False), result
+
+    def is_changed(self):
+        return bool(self.result.get("changed"))
 
 
 class Stats(object):

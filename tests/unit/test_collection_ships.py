@@ -150,18 +150,20 @@ def test_an_installed_collection_gives_each_platform_group_its_profile(built, tm
 
 def test_the_execution_environment_context_installs_the_built_collection(built, tmp_path):
     """ansible-builder create (no container runtime needed) writes a context whose image installs
-    the tarball ansible-galaxy builds, with the Python and system packages the file names."""
+    the tarball ansible-galaxy builds, with the Python and system packages the file names, on the
+    newest ansible-core this repository tests: scripts/ee-definition.py fills in the tarball's name
+    (galaxy.yml) and the core's pins (requirements/core-<newest>.txt), as `make ee` does."""
     tarball, dummy = built
-    definition = yaml.safe_load(read(os.path.join(ROOT, "execution-environment.yml")))
-    assert definition["version"] == 3
     name = os.path.basename(tarball)  # gds-commission-<galaxy.yml's version>.tar.gz
-    [collection] = definition["dependencies"]["galaxy"]["collections"]
-    assert collection == {"name": "collections/" + name, "type": "file"}
-    # the definition beside a copy of the build output, as `make ee` has it in the checkout
-    shutil.copy(os.path.join(ROOT, "execution-environment.yml"), str(tmp_path))
     (tmp_path / "build" / "collection").mkdir(parents=True)
     shutil.copy(tarball, str(tmp_path / "build" / "collection"))
-    run([os.path.join(BIN, "ansible-builder"), "create", "--file", str(tmp_path / "execution-environment.yml"),
+    text = run([os.path.join(BIN, "python"), os.path.join(ROOT, "scripts", "ee-definition.py")]).stdout
+    (tmp_path / "build" / "execution-environment.yml").write_text(text)
+    definition = yaml.safe_load(text)
+    assert definition["version"] == 3
+    [collection] = definition["dependencies"]["galaxy"]["collections"]
+    assert collection == {"name": "collections/" + name, "type": "file"}
+    run([os.path.join(BIN, "ansible-builder"), "create", "--file", str(tmp_path / "build" / "execution-environment.yml"),
          "--context", str(tmp_path / "context"), "--output-filename", "Containerfile"], cwd=str(tmp_path))
     context = tmp_path / "context"
     assert read(str(context / "_build" / "collections" / name), "rb") == read(tarball, "rb")
@@ -169,9 +171,13 @@ def test_the_execution_environment_context_installs_the_built_collection(built, 
     containerfile = (context / "Containerfile").read_text()
     assert "ansible-galaxy collection install $ANSIBLE_GALAXY_CLI_COLLECTION_OPTS -r requirements.yml" in containerfile
     assert 'ARG ANSIBLE_GALAXY_CLI_COLLECTION_OPTS="--no-deps"' in containerfile
-    # the collection's dependencies as this repository pins them: the ansible package bundles them
-    pins = dict(line.strip().split("==") for line in read(os.path.join(ROOT, "requirements.txt")).splitlines()
-                if "==" in line and not line.startswith("#"))
+    # the collection's dependencies as this repository pins them for its newest core
+    newest = sorted(glob.glob(os.path.join(ROOT, "requirements", "core-*.txt")),
+                    key=lambda p: tuple(int(x) for x in os.path.basename(p)[5:-4].split(".")))[-1]
+    pins = dict(line.strip().split("==") for line in read(newest).splitlines() if "==" in line and not line.startswith("#"))
+    assert pins == {k: v for k, v in dict(line.strip().split("==") for line in read(os.path.join(ROOT, "requirements.txt"))
+                                          .splitlines() if "==" in line and not line.startswith("#")).items()
+                    if k in ("ansible", "ansible-core")}, "requirements.txt pins the newest core"
     assert (context / "_build" / "requirements.txt").read_text().split() == ["ansible==" + pins["ansible"]]
     assert "openssh-clients [platform:rpm]" in (context / "_build" / "bindep.txt").read_text()
-    assert 'ANSIBLE_INSTALL_REFS="ansible-core>=2.19,<2.20 ansible-runner' in containerfile
+    assert 'ANSIBLE_INSTALL_REFS="ansible-core==%s ansible-runner' % pins["ansible-core"] in containerfile

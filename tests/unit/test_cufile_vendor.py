@@ -238,7 +238,7 @@ def test_detail_of_a_new_alternative_that_changes_no_key(module_runner, tmp_path
     root = vendor_node(tmp_path)
     same = {"properties": {"allow_compat_mode": True}}  # what the vendor file says already
     rc, result = module_runner("gds_cufile", args(root, config=same, gds_mode="compat"))
-    assert rc == 0 and result["changed"] and result["keys"] == []
+    assert rc == 0 and result["changed"] and result["changed_keys"] == []
     detail = result["checks"][0]["detail"]
     assert detail.startswith("wrote %s (no key differed from what cuFile read); selected for "
                              "/etc/cufile.json" % OURS), detail

@@ -38,7 +38,7 @@ def tracked_files():
     except (OSError, subprocess.CalledProcessError):
         files = []
         for base, dirs, names in os.walk(ROOT):
-            dirs[:] = [d for d in dirs if d not in (".git", ".venv", "build", "reports", ".whl", ".peers")]
+            dirs[:] = [d for d in dirs if d not in (".git", ".venv", "build", "reports", ".whl", ".peers") and not d.startswith(".venv-core-")]
             files += [os.path.relpath(os.path.join(base, n), ROOT) for n in names]
     return sorted(f for f in files if os.path.isfile(os.path.join(ROOT, f)))
 

@@ -229,9 +229,9 @@ def test_the_callbacks_own_report_leaves_a_real_latest_alone(cb, tmp_path):
     (reports / "latest").mkdir(parents=True)
     (reports / "latest" / "notes.txt").write_text("a user's file")
     cb.v2_playbook_on_start(Playbook())
-    result = type("Result", (), {"_host": type("H", (), {"get_name": lambda s: "a"})(),
-                                 "_task": type("T", (), {"get_name": lambda s: "Compile", "action": "command"})(),
-                                 "_result": {"msg": "cc: not found"}})()
+    result = type("Result", (), {"host": type("H", (), {"get_name": lambda s: "a"})(),
+                                 "task": type("T", (), {"get_name": lambda s: "Compile", "action": "command"})(),
+                                 "result": {"msg": "cc: not found"}})()
     cb.v2_runner_on_failed(result)
     stats = type("Stats", (), {"processed": {"a": 1}, "summarize": lambda s, h: {"failures": 1}})()
     cb.v2_playbook_on_stats(stats)

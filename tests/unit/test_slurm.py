@@ -434,7 +434,7 @@ def run_playbook(slurm, tmp_path, run_dir, *extra, hostvars=None):
                         gds_root=str(tmp_path / "nodes" / host))
     inventory.write_text(json.dumps({"all": {"hosts": hosts}}))
     env = dict(slurm.env, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), GDS_REPORTS_DIR=str(tmp_path / "reports"))
-    proc = subprocess.run([os.path.join(ROOT, ".venv", "bin", "ansible-playbook"), "-i", str(inventory),
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(inventory),
                            os.path.join(ROOT, "playbooks", "slurm.yml"), "-e", "gds_slurm_run_dir=%s" % run_dir,
                            "-e", "gds_slurm_max_drain_percent=100"] + list(extra),
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)

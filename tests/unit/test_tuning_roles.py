@@ -129,25 +129,25 @@ REFUSED = {
     "vfio": (with_vfio("dgx-a100", "mlx5_1"), {}, "Set ACS", "vfio-pci (0000:12:00.0)"),
     "lockdown": (variant("dgx-a100", files={"sys/kernel/security/lockdown": "none [integrity] confidentiality\n"}),
                  {}, "Set ACS", "kernel lockdown is 'integrity'"),
-    "p2pdma-md-raid": ("dgx-a100", {"gds_mode": "p2pdma"}, "Refuse P2PDMA together with md RAID",
+    "p2pdma-md-raid": ("dgx-a100", {"gds_mode": "p2pdma"}, "Refuse a GDS driver mode the node cannot run",
                        "md arrays hold data drives: md1 (nvme0n1,nvme1n1,nvme4n1"),
     # the nvme_raid role's default (gds_raid_enabled: true) is enough to refuse
     "p2pdma-raid-planned": ("hgx-h100", {"gds_mode": "p2pdma"},
-                            "Refuse P2PDMA together with md RAID", "gds_raid_enabled is true"),
+                            "Refuse a GDS driver mode the node cannot run", "gds_raid_enabled is true"),
     "p2pdma-old-kernel": (variant("hgx-h100", files={
         "proc/sys/kernel/osrelease": "5.15.0-105-generic\n",
         "proc/driver/nvidia/version": "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.161.08  Tue Mar  5 2024\n"}),
-        {"gds_mode": "p2pdma", "gds_raid_enabled": False}, "Refuse P2PDMA without its kernel and driver prerequisites",
+        {"gds_mode": "p2pdma", "gds_raid_enabled": False}, "Refuse a GDS driver mode the node cannot run",
         "Linux 6.2+ or a kernel with p2pdma_pgmap_ops (this one is 5.15.0-105-generic) and the open NVIDIA kernel module"),
     "nvfs-missing": (variant("hgx-h100", drop=("sys/module/nvidia_fs", "proc/driver/nvidia-fs", "lib/modules")),
-                     {}, "Refuse nvidia-fs mode on a kernel without nvidia-fs", "has no nvidia-fs module"),
-    "grace-pt": (gh200(), {"gds_iommu_mode": "pt"}, "Keep the IOMMU on for Grace Hopper",
+                     {}, "Refuse a GDS driver mode the node cannot run", "has no nvidia-fs module"),
+    "grace-pt": (gh200(), {"gds_iommu_mode": "pt"}, "Refuse an IOMMU mode this node cannot run",
                  "gds_iommu_mode=pt: this is a Grace Hopper node"),
     # an Arm server that is no Grace (Neoverse N1): its SMMU has no "off" on the command line
     "arm-off": (variant("hgx-h100", files={
         "proc/cpuinfo": "processor\t: 0\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\nCPU architecture: 8\n"
                         "CPU variant\t: 0x3\nCPU part\t: 0xd0c\nCPU revision\t: 1\n\n"}),
-        {"gds_iommu_mode": "off"}, "Refuse a mode this architecture does not have",
+        {"gds_iommu_mode": "off"}, "Refuse an IOMMU mode this node cannot run",
         "gds_iommu_mode=off is not available on aarch64"),
     "cmdline-old-kernel": ("dgx-a100", {"gds_pcie_acs_persist": "cmdline"},
                            "Refuse a command-line parameter the kernel does not understand",

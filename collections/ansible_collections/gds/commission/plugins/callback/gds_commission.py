@@ -77,6 +77,13 @@ def drift_items(task_name, result):
     return [{"setting": task_name, "expected": "as configured", "actual": _short(result.get("msg")) or "differs"}]
 
 
+def refused_outside_check_mode(result):
+    """True for the failure of drift.yml's first play: its assert that Ansible runs it in check mode
+    (ansible_check_mode), known by the assertion, not by the task's name."""
+    return (result.task.action in ("assert", "ansible.builtin.assert", "ansible.legacy.assert")
+            and result.result.get("assertion") == "ansible_check_mode")
+
+
 _ROLE_PREFIX = "gds.commission."
 
 
@@ -279,44 +286,45 @@ class CallbackModule(CallbackBase):
                 self._display.warning("gds_commission: cannot keep the run state: %s" % exc)
 
     def _host(self, result):
-        return self.state["hosts"].setdefault(result._host.get_name(), {})
+        return self.state["hosts"].setdefault(result.host.get_name(), {})
 
     def v2_runner_on_unreachable(self, result):
-        self._host(result).update(unreachable=True, task=_task_name(result._task),
-                                  msg=_short(result._result.get("msg")))
+        self._host(result).update(unreachable=True, task=_task_name(result.task),
+                                  msg=_short(result.result.get("msg")))
         self._touch()
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
         if ignore_errors:
             return
+        if refused_outside_check_mode(result):
+            self.state["refused"] = failure_text(result.result)
         self._host(result).setdefault("failures", []).append(
-            {"task": _task_name(result._task), "msg": failure_text(result._result)})
+            {"task": _task_name(result.task), "msg": failure_text(result.result)})
         self._touch()
 
     def _changed_in_check_mode(self, result):
-        res = result._result
+        res = result.result
         if not res.get("changed") or res.get("skipped"):
             return
-        if not (result._task.check_mode is True or getattr(self, "_check_cli", False)):
+        if not (result.task.check_mode is True or getattr(self, "_check_cli", False)):
             return
-        items = self.state["drift"].setdefault(result._host.get_name(), [])
-        items.extend(drift_items(_task_name(result._task), res))
+        items = self.state["drift"].setdefault(result.host.get_name(), [])
+        items.extend(drift_items(_task_name(result.task), res))
         self._touch()
 
     @staticmethod
     def _nothing_to_read(result):
         """True when ``result`` holds no change (all but the drifted results of a drift run): it is not
         converted for this callback (Ansible converts each result it reads, facts included, in its
-        one-threaded main process: docs/fleet.md). Known only from the result as it arrived
-        (ansible-core 2.19's ``_return_data``); without it, every result is read."""
-        raw = getattr(result, "_return_data", None)
-        return isinstance(raw, dict) and not raw.get("changed")
+        one-threaded main process: docs/fleet.md). ``is_changed()`` is the callback result's public
+        question, answered from the result as it arrived."""
+        return not result.is_changed()
 
     def v2_runner_on_ok(self, result):
-        if result._task.action.split(".")[-1] == REPORT_ACTION:
+        if result.task.action.split(".")[-1] == REPORT_ACTION:
             self.state["report_written"] = True
             self._touch()
-        if self._nothing_to_read(result) or "results" in result._result:
+        if self._nothing_to_read(result) or "results" in result.result:
             return  # loop results arrive one by one in v2_runner_item_on_ok
         self._changed_in_check_mode(result)
 
@@ -327,6 +335,10 @@ class CallbackModule(CallbackBase):
     def v2_playbook_on_stats(self, stats):
         """Write the report when the playbook's report play did not (every host failed before it)."""
         self._flush()
+        if self.state.get("refused"):  # the run read nothing: no report, latest stays where it was
+            self._display.display("gds_commission: the run was refused, no report written: %s" % self.state["refused"],
+                                  stderr=True)
+            return
         if not self.report_mode or self.state.get("report_written") or not self.path:
             return
         hosts = list(self.targets)

@@ -166,7 +166,7 @@ config:
   description: The merged configuration.
   returned: always
   type: dict
-keys:
+changed_keys:
   description: The dotted keys whose value differs from what cuFile read before.
   returned: always
   type: list
@@ -235,6 +235,8 @@ def main():
         module.fail_json(msg=str(exc), path=module.params["path"])
     for warning in warnings:
         module.warn(warning)
+    # (a return key named keys cannot be read with Jinja's dot notation: result.keys is the method)
+    result["changed_keys"] = result.pop("keys")
     module.exit_json(**result)
 
 

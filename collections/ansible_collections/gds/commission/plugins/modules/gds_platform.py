@@ -86,6 +86,13 @@ ansible_facts:
   returned: always
   type: complex
   contains:
+    gds_check_mode:
+      description:
+        - Whether this task ran in check mode, as Ansible told the module (C(--check), or a play's
+          or task's C(check_mode) keyword; the variable C(ansible_check_mode) follows only
+          C(--check)). Every tuning step changes the node only when this is false.
+      returned: always
+      type: bool
     gds_platform:
       description:
         - The platform of the node.
@@ -217,7 +224,10 @@ def main():
         module.fail_json(msg="gpu_source=nvml but NVML is unusable: %s" % exc)
     for warning in warnings:
         module.warn(warning)
-    module.exit_json(changed=False, ansible_facts={"gds_platform": facts})
+    # the mode this task runs under, as Ansible hands it to the module: the tuning steps decide from
+    # it whether they may change the node (ansible_check_mode follows only --check, not a play's
+    # check_mode keyword)
+    module.exit_json(changed=False, ansible_facts={"gds_platform": facts, "gds_check_mode": module.check_mode})
 
 
 if __name__ == "__main__":

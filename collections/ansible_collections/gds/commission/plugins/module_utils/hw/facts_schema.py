@@ -284,7 +284,10 @@ FACTS_SCHEMA = {
     "title": "gds-commission facts",
     "description": "ansible_facts of the gds.commission modules gds_topology and gds_platform.",
     "type": "object",
-    "properties": {"gds_topology": TOPOLOGY, "gds_platform": PLATFORM},
+    "properties": {"gds_topology": TOPOLOGY, "gds_platform": PLATFORM,
+                   "gds_check_mode": {"type": "boolean", "description": (
+                       "Whether the task that read the platform ran in check mode, as Ansible told the "
+                       "module: every tuning step changes the node only when this is false.")}},
     "additionalProperties": True,
 }
 
