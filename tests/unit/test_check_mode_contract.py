@@ -1,4 +1,4 @@
-"""The collection keeps its guarantees through Ansible's public contract alone (issue 40).
+"""The collection keeps its guarantees through Ansible's public contract alone.
 
 - No private internals: no module of the collection imports ``ansible._internal`` or a name with a
   leading underscore from ``ansible``, or assigns to an attribute of an ansible module (patching
