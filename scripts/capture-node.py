@@ -366,7 +366,8 @@ def vendor_view():
     out = {"gpus": [], "gpu_pairs": {}, "nvlink": {}, "problems": []}
     for args in (["topo", "-m"], ["topo", "-mp"]):
         try:
-            proc = subprocess.run(["nvidia-smi"] + args, capture_output=True, text=True, timeout=60)
+            proc = subprocess.run(["nvidia-smi"] + args, capture_output=True, text=True,
+                                  errors="backslashreplace", timeout=60)  # a stray byte: kept visible, never a traceback
             out["nvidia-smi " + " ".join(args)] = proc.stdout
         except (OSError, subprocess.TimeoutExpired) as exc:
             out["problems"].append("nvidia-smi %s: %s" % (" ".join(args), exc))

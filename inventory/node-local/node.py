@@ -6,7 +6,9 @@
   else the short host name; one plain Slurm node name (letters, digits, . _ -), as gds_slurm maps
   hosts to nodes.
 - Its platform group, which gives it its platform profile (the collection's profiles/):
-  GDS_NODE_PLATFORM; none: no profile (the report WARNs `topology: platform profile`).
+  GDS_NODE_PLATFORM; none: no profile (the report WARNs `topology: platform profile`); one that
+  names no profile (a typo, dgx_h200): the host gets `gds_platform_unknown` and the report is
+  ERROR naming the known profiles.
 - GDS_NODE_GROUPS: more groups, comma separated (`simulated`: a simulated node of the tests).
 group_vars/all.yml beside this file: connection local, the report in host scope.
 """
@@ -19,9 +21,10 @@ import sys
 
 # a node name as gds_slurm reads one: the rule's one home, fleet/slurm_rules.py of this checkout
 # (standard library only, so it loads without Ansible)
+COLLECTION = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                          "collections", "ansible_collections", "gds", "commission")
 _RULES = importlib.util.spec_from_file_location("gds_slurm_rules", os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "collections", "ansible_collections",
-    "gds", "commission", "plugins", "module_utils", "fleet", "slurm_rules.py"))
+    COLLECTION, "plugins", "module_utils", "fleet", "slurm_rules.py"))
 slurm_rules = importlib.util.module_from_spec(_RULES)
 _RULES.loader.exec_module(slurm_rules)
 NODE = slurm_rules.NODE_NAME
@@ -36,7 +39,12 @@ def inventory(env):
     for group in groups:
         if not GROUP.match(group) or group in ("all", "ungrouped"):
             raise ValueError("group %r is not an inventory group name (GDS_NODE_PLATFORM, GDS_NODE_GROUPS)" % group)
-    out = {"_meta": {"hostvars": {name: {}}}, "all": {"hosts": [name], "children": groups}}
+    hostvars = {}
+    platform = env.get("GDS_NODE_PLATFORM", "").strip()
+    known = sorted(n[:-4] for n in os.listdir(os.path.join(COLLECTION, "profiles")) if n.endswith(".yml"))
+    if platform and platform not in known:
+        hostvars["gds_platform_unknown"] = {"group": platform, "known": known}
+    out = {"_meta": {"hostvars": {name: hostvars}}, "all": {"hosts": [name], "children": groups}}
     for group in groups:
         out[group] = {"hosts": [name]}
     return out

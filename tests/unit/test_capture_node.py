@@ -75,3 +75,22 @@ def test_procfs_links_are_read_through(tmp_path, module_runner):
     assert not os.path.islink(captured / "proc" / "mounts")
     assert (captured / "proc" / "mounts").read_text() == (proc / "4242" / "mounts").read_text()
     assert facts(module_runner, captured)["gds_topology"]["gpus"]
+
+
+def test_a_byte_that_is_not_utf8_in_nvidia_smis_text_is_kept_not_a_traceback(tmp_path):
+    """--expect on a node whose nvidia-smi prints a stray byte: the expected file is written with
+    the byte escaped (the problem names NVML, absent here), never a UnicodeDecodeError."""
+    src = tmp_path / "tree"
+    simtree.build("hgx-h100", str(src))
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    smi = stubs / "nvidia-smi"
+    smi.write_bytes(b"#!/bin/sh\nprintf '\\tGPU0\\nGPU0\\t X \\377\\n'\n")
+    smi.chmod(0o755)
+    env = dict(os.environ, PATH="%s%s%s" % (stubs, os.pathsep, os.environ.get("PATH", "")))
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "capture-node.py"), str(tmp_path / "out"),
+                           "--name", "n", "--root", str(src), "--expect"], capture_output=True, text=True, timeout=120,
+                          env=env)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    view = json.loads((tmp_path / "out" / "n.expected.json").read_text())
+    assert "\\xff" in view["nvidia-smi topo -m"]

@@ -112,7 +112,7 @@ def test_a_host_file_holds_what_build_report_needs(tmp_path):
         gds_merge.FORMAT, gds_merge.VERSION, "r1", "a4", "commission")
     assert record["inputs"]["checks"][1]["actual"] == 8.0 and record["platform"] == "dgx_a100"
     assert record["fleet_tolerance"] == 0.2 and record["report"] == {
-        "required_areas": ["bench"], "fleet_min_peers": 3, "history_keep": 20}
+        "required_areas": ["bench"], "fleet_min_peers": 3, "history_keep": 20, "check_run": False}
     assert read(tmp_path, "r1", "broke.inputs.json")["state"]["failures"][0]["task"] == "pcie_acs : Disable ACS"
     # its own HOST.json: its checks, no fleet comparison (one host is no fleet)
     assert not [c for c in read(tmp_path, "r1", "a4.json")["checks"] if c["name"].startswith("fleet: ")]

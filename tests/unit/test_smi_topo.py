@@ -126,6 +126,23 @@ def test_text_without_a_matrix_is_refused():
         parse("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n\nLegend:\n")
 
 
+HOSTILE_CELLS = [
+    # a NUMA cell that str.isdigit() takes and int() refuses, and one of 5000 digits
+    (lambda t: t.replace("\t1\t\tN/A", "\t\u00b2\t\tN/A"), "topo -m GPU1 NUMA Affinity: nvidia-smi \u00b2, facts 1"),
+    (lambda t: t.replace("\t1\t\tN/A", "\t" + "9" * 5000 + "\t\tN/A"), "topo -m GPU1 NUMA Affinity: nvidia-smi 999"),
+    (lambda t: t.replace("NV18", "NV" + "1" * 5000, 1), "not an NVLink count"),
+    # a row or a cell missing: named, never fewer cells and no difference
+    (lambda t: "\n".join(line for line in t.splitlines() if not line.startswith("GPU1")), "topo -m GPU1: no cell for"),
+    (lambda t: "", "topo -m: no matrix in the text"),
+]
+
+
+@pytest.mark.parametrize("change,expected", HOSTILE_CELLS, ids=["superscript", "5000-digits", "nv-5000", "row-missing", "empty"])
+def test_hostile_text_is_a_difference_never_a_traceback_or_no_difference(change, expected):
+    _, differences = compare(facts({"GPU0": {"GPU1": 18}, "GPU1": {"GPU0": 18}}, numa=(0, 1)), topo_m=change(DRIVER_TOPO_M))
+    assert any(expected in d for d in differences), differences
+
+
 class NvlinkNvml(object):
     """pynvml's NVLink calls for GPUs at ``bdfs``: ``links[i]`` is a list of (far bdf or None,
     device type or None) per active link; ``p2p`` the pairs NVML reaches over NVLink."""

@@ -128,6 +128,8 @@ class CallbackModule(CallbackBase):
         self.state = {"run_id": None, "hosts": {}, "drift": {}}
         self.path = None         # reports/.state/RUN.json
         self.targets = []        # every host a play targeted, in order
+        self.guard_hosts = set()  # run by playbooks/targets.yml only, never judged
+        self._check_cli = False   # --check (set_options reads it)
         self.last_play = None    # its variable manager holds what the hosts recorded
         self.report_mode = None  # the playbook's gds_report play, if it has one: commission or drift
         self.report_play = None
@@ -242,9 +244,11 @@ class CallbackModule(CallbackBase):
 
     def v2_playbook_on_play_start(self, play):
         self.last_play = play
-        try:
-            inventory = play._variable_manager._inventory
-            hosts = [h.name for h in inventory.get_hosts(play.hosts, ignore_restrictions=True)]
+        if (play.vars or {}).get("gds_run_guard"):  # playbooks/targets.yml: the controller, not a target
+            self.guard_hosts.add("localhost")
+            return
+        try:  # the play's hosts as its tasks see them (the limit aside), through the public variables
+            hosts = list(play.get_variable_manager().get_vars(play=play, include_hostvars=False)["ansible_play_hosts_all"])
         except Exception:
             hosts = []
         for host in hosts:
@@ -343,8 +347,13 @@ class CallbackModule(CallbackBase):
             return
         hosts = list(self.targets)
         for host in sorted(stats.processed):
-            if host not in hosts:
+            if host not in hosts and host not in self.guard_hosts:
                 hosts.append(host)
+        if not hosts:  # nothing judged: no report, latest stays (playbooks/targets.yml fails the run)
+            self._display.display("gds_commission: no host was judged (the inventory gave the run none); "
+                                  "no report written, %s left as it was" % os.path.join(self.state["reports_dir"], "latest"),
+                                  stderr=True)
+            return
         states = json.loads(json.dumps(self.state["hosts"]))
         for host in hosts:
             entry = states.setdefault(host, {})
@@ -364,17 +373,18 @@ class CallbackModule(CallbackBase):
                 from ansible_collections.gds.commission.plugins.module_utils.fleet import merge
                 files, result = merge.host_scope_files(self.state["run_id"], self.state["started"], now, self.report_mode,
                                                        data, hosts, states, drift=self.state.get("drift"),
-                                                       required_areas=self.required_areas)
+                                                       required_areas=self.required_areas, check_run=self._check_cli)
             else:
                 files, result = writer.build_report(self.state["run_id"], self.state["started"], now, self.report_mode,
                                                     data, hosts, states, drift=self.state.get("drift"),
-                                                    required_areas=self.required_areas)
+                                                    required_areas=self.required_areas, check_run=self._check_cli)
             run_dir = writer.write_run_dir(reports_dir, self.state["run_id"], files)
         except Exception as exc:  # never hide the play's own failure behind a callback traceback
             self._display.warning("gds_commission: could not write the report of the failed run: %s" % exc)
             return
         try:
-            if self.scope != "host":  # the merge points latest
+            # the merge points latest; a check-mode commission measured nothing and never becomes latest
+            if self.scope != "host" and (self.report_mode == "drift" or not self._check_cli):
                 writer.point_latest(reports_dir, self.state["run_id"])
         except Exception as exc:  # latest someone else's: the run's directory stands, latest is left alone
             self._display.warning("gds_commission: the report is in %s, but %s" % (run_dir, exc))

@@ -26,8 +26,8 @@ def _call(func, *args, **kwargs):
         raise AnsibleFilterError("%s: %s" % (func.__name__, exc))
 
 
-def gds_topology_checks(topology, expect=None, profile=None):
-    return _call(_affinity.topology_checks, topology, expect, profile)
+def gds_topology_checks(topology, expect=None, profile=None, unknown_platform=None):
+    return _call(_affinity.topology_checks, topology, expect, profile, unknown_platform)
 
 
 def gds_acs_checks(result, **kwargs):

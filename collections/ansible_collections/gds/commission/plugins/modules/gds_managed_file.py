@@ -103,7 +103,9 @@ drift:
 import grp
 import pwd
 
-from ansible_collections.gds.commission.plugins.module_utils.core.files import managed_file, remove_managed, sync_managed
+from ansible_collections.gds.commission.plugins.module_utils.core.files import (
+    UnreadableFile, managed_file, remove_managed, sync_managed,
+)
 from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule  # results valid UTF-8
 
 
@@ -181,6 +183,8 @@ def main():
         rows = sync_managed(entries, module.check_mode)
     except OSError as exc:
         module.fail_json(msg="cannot write %s: %s" % (exc.filename or "a managed file", exc.strerror or exc))
+    except UnreadableFile as exc:  # what is there now cannot be read (a FIFO, too large): left alone
+        module.fail_json(msg=str(exc))
     drift, diff = [], []
     for row in rows:
         if row["left"]:

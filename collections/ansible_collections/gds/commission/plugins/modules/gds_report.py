@@ -72,10 +72,16 @@ options:
     description:
       - "Check areas (the part of a check name before the colon) in which a host that completed its
         plays needs at least one check that is not SKIP; without one it gets a FAIL check
-        C(<area>: measured). Commission mode only."
-    type: list
-    elements: str
+        C(<area>: measured) (SKIP with C(check_run)). Commission mode only."
+      - One list for every host, or a dict host -> list (each host's own setting).
+    type: raw
     default: [bench]
+  check_run:
+    description:
+      - The run is in check mode (C(ansible_check_mode)): it measured nothing, so an unmeasured
+        required area is SKIP, not FAIL, the report says so, and C(latest) is not pointed at it.
+    type: bool
+    default: false
   platforms:
     description:
       - Per host, its platform (the profile name); hosts are compared with the fleet only within
@@ -90,8 +96,10 @@ options:
     type: raw
     default: 0.10
   fleet_min_peers:
-    description: Compare a figure with the fleet only when at least this many other hosts of the platform measured it.
-    type: int
+    description:
+      - Compare a figure with the fleet only when at least this many other hosts of the platform measured it.
+      - One number, or a dict host -> number (each host's setting): the largest is the run's.
+    type: raw
     default: 3
   history_tolerance:
     description:
@@ -100,8 +108,10 @@ options:
     type: raw
     default: 0.10
   history_keep:
-    description: How many runs each host's history file keeps (the oldest go first); 0 keeps no history.
-    type: int
+    description:
+      - How many runs each host's history file keeps (the oldest go first); 0 keeps no history.
+      - One number, or a dict host -> number (each host's setting): the largest is the run's.
+    type: raw
     default: 20
   scope:
     description:
@@ -179,7 +189,9 @@ import os
 from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule  # results valid UTF-8
 from ansible_collections.gds.commission.plugins.module_utils.fleet.merge import host_scope_files
 from ansible_collections.gds.commission.plugins.module_utils.fleet.output import OutDir
-from ansible_collections.gds.commission.plugins.module_utils.fleet.report import publish_run, run_id_error, write_run_dir
+from ansible_collections.gds.commission.plugins.module_utils.fleet.report import (
+    REQUIRED_AREAS, publish_run, run_id_error, write_run_dir,
+)
 
 
 def load_state(module, path):
@@ -220,6 +232,31 @@ def tolerance(module, name, value, hosts):
     return out
 
 
+def per_host_areas(module, value, hosts):
+    """{host: [area]} from one list for every host or a dict host -> list; a bad one fails naming it."""
+    per_host = value if isinstance(value, dict) else dict((host, value) for host in hosts)
+    for host, areas in per_host.items():
+        if not isinstance(areas, list) or not all(isinstance(a, str) for a in areas):
+            module.fail_json(msg="required_areas%s: %r is not a list of area names"
+                             % (" of host %s" % host if isinstance(value, dict) else "", areas))
+    return dict((host, list(per_host.get(host, REQUIRED_AREAS))) for host in hosts)
+
+
+def largest_count(module, name, value):
+    """The run's count: one number, or the largest of a dict host -> number; a bad one fails naming it."""
+    per_host = value if isinstance(value, dict) else {None: value}
+    counts = []
+    for host, count in per_host.items():
+        try:
+            good = not isinstance(count, bool) and int(str(count)) >= 0
+        except ValueError:
+            good = False
+        if not good:
+            module.fail_json(msg="%s%s: %r is not a count (0 or more)" % (name, " of host %s" % host if host else "", count))
+        counts.append(int(str(count)))
+    return max(counts) if counts else 0
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -231,17 +268,21 @@ def main():
             all_hosts=dict(type="list", elements="str", required=True),
             active_hosts=dict(type="list", elements="str", required=True),
             state_file=dict(type="path"),
-            required_areas=dict(type="list", elements="str", default=["bench"]),
+            required_areas=dict(type="raw", default=["bench"]),
+            check_run=dict(type="bool", default=False),
             platforms=dict(type="dict", default={}),
             fleet_tolerance=dict(type="raw", default=0.10),
-            fleet_min_peers=dict(type="int", default=3),
+            fleet_min_peers=dict(type="raw", default=3),
             history_tolerance=dict(type="raw", default=0.10),
-            history_keep=dict(type="int", default=20),
+            history_keep=dict(type="raw", default=20),
             scope=dict(type="str", default="run", choices=["run", "host"]),
         ),
         supports_check_mode=True,
     )
     p = module.params
+    required_areas = per_host_areas(module, p["required_areas"], p["all_hosts"])
+    fleet_min_peers = largest_count(module, "fleet_min_peers", p["fleet_min_peers"])
+    history_keep = largest_count(module, "history_keep", p["history_keep"])
     if run_id_error(p["run_id"]):
         module.fail_json(msg="run_id: %s" % run_id_error(p["run_id"]))
     state = load_state(module, p["state_file"])
@@ -255,13 +296,14 @@ def main():
     platforms = dict((h, str(v)) for h, v in p["platforms"].items() if v)
     fleet_tolerance = tolerance(module, "fleet_tolerance", p["fleet_tolerance"], p["all_hosts"])
     history_tolerance = tolerance(module, "history_tolerance", p["history_tolerance"], p["all_hosts"]) \
-        if p["mode"] == "commission" and p["history_keep"] > 0 else {}
+        if p["mode"] == "commission" and history_keep > 0 else {}
     drift = (state.get("drift") or {}) if p["state_file"] else None
     if p["scope"] == "host":
         files, result = host_scope_files(p["run_id"], started, now, p["mode"], p["hosts"], p["all_hosts"], states,
-                                         drift=drift, required_areas=p["required_areas"], platforms=platforms,
+                                         drift=drift, required_areas=required_areas, platforms=platforms,
                                          fleet_tolerance=fleet_tolerance, history_tolerance=history_tolerance,
-                                         fleet_min_peers=p["fleet_min_peers"], history_keep=p["history_keep"])
+                                         fleet_min_peers=fleet_min_peers, history_keep=history_keep,
+                                         check_run=p["check_run"])
         run_dir = "%s/%s" % (p["reports_dir"], p["run_id"])
         if not module.check_mode:
             try:
@@ -274,9 +316,10 @@ def main():
     try:
         run_dir, result, refused = publish_run(
             p["reports_dir"], p["run_id"], started, now, p["mode"], p["hosts"], p["all_hosts"], states, drift=drift,
-            required_areas=p["required_areas"],
-            fleet=dict(platforms=platforms, tolerance=fleet_tolerance, min_peers=p["fleet_min_peers"]),
-            history_keep=p["history_keep"], history_tolerance=history_tolerance, write=not module.check_mode)
+            required_areas=required_areas,
+            fleet=dict(platforms=platforms, tolerance=fleet_tolerance, min_peers=fleet_min_peers),
+            history_keep=history_keep, history_tolerance=history_tolerance, write=not module.check_mode,
+            check_run=p["check_run"])
     except (OSError, ValueError) as exc:
         module.fail_json(msg="cannot write the report under %s: %s" % (p["reports_dir"], exc))
     # the run's directory is written: a refused history file or latest fails the task after it

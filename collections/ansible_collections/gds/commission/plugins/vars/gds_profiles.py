@@ -59,6 +59,9 @@ from ansible.utils.vars import combine_vars
 # plugins/vars/ -> the collection's profiles/
 PROFILES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "profiles")
 _NAME = re.compile(r"^[A-Za-z0-9_]+\.yml$")
+# a group named like an NVIDIA platform (dgx_h200, hgx_b200, gh200, gb200, mgx...): a host in one
+# without a profile has no thresholds; the report makes it ERROR (topology: platform profile)
+PLATFORM_LIKE = re.compile(r"^(dgx|hgx|mgx|gh|gb)[0-9]*(_[a-z0-9_]+)?$", re.IGNORECASE)
 
 
 def profile_files(directory=PROFILES):
@@ -77,7 +80,11 @@ class VarsModule(BaseVarsPlugin):
         profiles = profile_files()
         data = {}
         for entity in entities if isinstance(entities, list) else [entities]:
-            if getattr(entity, "base_type", None) is not InventoryObjectType.GROUP or entity.name not in profiles:
+            if getattr(entity, "base_type", None) is not InventoryObjectType.GROUP:
+                continue
+            if entity.name not in profiles:
+                if PLATFORM_LIKE.match(entity.name):
+                    data = combine_vars(data, {"gds_platform_unknown": {"group": entity.name, "known": sorted(profiles)}})
                 continue
             found = profiles[entity.name]
             loaded = loader.load_from_file(found, cache="all", unsafe=True, trusted_as_template=True)

@@ -14,9 +14,14 @@ without naming a file. ``json_safe`` escapes them as ``\\xNN`` (the byte's value
 fields; ``undecodable_files`` names the files read here that held them (plugins/module_utils/core/module.py
 does both for every module).
 
-``read_text``/``listdir`` are tolerant: a missing or unreadable entry is simply absent, for the
-many optional attributes where "not there" is an answer. ``read_file`` is strict: it raises
-UnreadableFile naming the path. ``resolve`` tells a symlink loop or a dangling link from a good one.
+Every read of a file, a node's or the controller's, goes through ``read_bounded``: a regular
+file only (a FIFO or a device at a config file's path would block or never end), opened
+non-blocking, not through a link where the path is the product's own (``follow=False``), at most
+``limit`` bytes (more is an error, or cut off where a prefix is the answer), and no longer than
+``seconds`` between the chunks it reads. tests/unit/test_files.py fails on a bare ``open()``
+in module_utils. ``read_text``/``listdir`` are tolerant: a missing or unreadable entry is simply
+absent, for the many optional attributes where "not there" is an answer. ``read_file`` is strict:
+it raises UnreadableFile naming the path. ``resolve`` tells a symlink loop or a dangling link from a good one.
 
 The benchmark's data files (``open_dir``, ``data_file``, ``remove_file``, ``remove_dir``) may sit
 in a directory that others can write: they are reached only through a directory descriptor, never
@@ -46,10 +51,11 @@ _UNDECODABLE = []
 class UnreadableFile(Exception):
     """A file that must be read cannot be; the message names it."""
 
-    def __init__(self, path, reason):
+    def __init__(self, path, reason, errno_=None):
         Exception.__init__(self, "cannot read %s: %s" % (path, reason))
         self.path = path
         self.reason = reason
+        self.errno = errno_  # the OSError's, when the file could not be opened (ENOENT: not there)
 
 
 def decode(data, path=None):
@@ -116,12 +122,51 @@ def natural_key(name):
     return [int(part) if part.isdigit() else part for part in _NATURAL.split(str(name))]
 
 
-def read_bytes(path, limit=1 << 20):
-    """The file's bytes (at most ``limit``), or None when it cannot be read."""
+READ_LIMIT = 16 << 20
+READ_SECONDS = 60
+_CHUNK = 1 << 20
+
+
+def read_bounded(path, limit=READ_LIMIT, follow=True, seconds=READ_SECONDS, truncate=False):
+    """The bytes of the regular file at ``path``: the one read of a file (see the module's doc).
+    Raises UnreadableFile naming the path and why: it cannot be opened (``errno`` set), it is not a
+    regular file, it is a link and ``follow`` is false, it holds more than ``limit`` bytes (with
+    ``truncate``: its first ``limit`` bytes are the answer), or reading it took over ``seconds``."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
-        with open(path, "rb") as handle:
-            return handle.read(limit)
-    except OSError:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        reason = "a symbolic link, not followed" if exc.errno == errno.ELOOP and not follow else exc.strerror or str(exc)
+        raise UnreadableFile(path, reason, exc.errno)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise UnreadableFile(path, "%s, not a regular file" % _kind(mode))
+        deadline, chunks, size = time.monotonic() + seconds, [], 0
+        while True:
+            try:
+                chunk = os.read(fd, min(_CHUNK, limit + 1 - size))
+            except OSError as exc:
+                raise UnreadableFile(path, exc.strerror or str(exc), exc.errno)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                if truncate:
+                    return b"".join(chunks)[:limit]
+                raise UnreadableFile(path, "larger than %d bytes, more than such a file holds" % limit)
+            if time.monotonic() > deadline:
+                raise UnreadableFile(path, "still reading after %d s" % seconds)
+    finally:
+        os.close(fd)
+
+
+def read_bytes(path, limit=1 << 20):
+    """The file's bytes (at most ``limit``: a longer one is cut there), or None when it cannot be read."""
+    try:
+        return read_bounded(path, limit, truncate=True)
+    except UnreadableFile:
         return None
 
 
@@ -131,13 +176,19 @@ def read_text(path, limit=1 << 20):
     return None if data is None else decode(data, path)
 
 
-def read_file(path, limit=16 << 20):
-    """The file's text; raises UnreadableFile naming the path when it cannot be read."""
+def read_file(path, limit=READ_LIMIT, follow=True):
+    """The file's text; raises UnreadableFile naming the path when it cannot be read (read_bounded)."""
+    return decode(read_bounded(path, limit, follow=follow), path)
+
+
+def read_utf8(path, limit=READ_LIMIT, follow=True):
+    """The file's text, which must be UTF-8 (a config file a parser reads); raises UnreadableFile
+    naming the path and the first byte that is not."""
+    data = read_bounded(path, limit, follow=follow)
     try:
-        with open(path, "rb") as handle:
-            return decode(handle.read(limit), path)
-    except OSError as exc:
-        raise UnreadableFile(path, exc.strerror or str(exc))
+        return data.decode(ENCODING)
+    except UnicodeDecodeError as exc:
+        raise UnreadableFile(path, "not UTF-8 (byte 0x%02x at offset %d)" % (data[exc.start], exc.start))
 
 
 def listdir(path, key=None):
@@ -410,8 +461,7 @@ def _current(path):
         return None, None, None, None
     if not stat.S_ISREG(st.st_mode):
         return None, None, None, None
-    with open(path, "rb") as handle:
-        return decode(handle.read(), path), stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid
+    return decode(read_bounded(path, follow=False), path), stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid
 
 
 def sync_managed(entries, check_mode):

@@ -23,7 +23,7 @@ from urllib.parse import unquote
 
 from ansible_collections.gds.commission.plugins.module_utils.fleet.output import OutDir
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report import (
-    INPUTS_SUFFIX, build_report, host_file_name, publish_run, run_id_error, to_json,
+    INPUTS_SUFFIX, areas_of, build_report, host_file_name, publish_run, run_id_error, to_json,
 )
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_baselines import (
     FLEET_MIN_PEERS, FLEET_TOLERANCE, HISTORY_KEEP, HISTORY_TOLERANCE,
@@ -54,20 +54,20 @@ def inputs_file_name(host):
 # --------------------------------------------------------------------------------------------
 def host_record(run_id, host, mode, started, finished, inputs, state, drift, platform="",
                 fleet_tolerance=FLEET_TOLERANCE, history_tolerance=HISTORY_TOLERANCE, required_areas=REQUIRED_AREAS,
-                fleet_min_peers=FLEET_MIN_PEERS, history_keep=HISTORY_KEEP):
+                fleet_min_peers=FLEET_MIN_PEERS, history_keep=HISTORY_KEEP, check_run=False):
     """One host's inputs file: build_report's arguments for this host. ``state`` is what the
     callback saw of it, ``broken`` already decided; ``drift`` its drift items, None when the
-    callback kept no state."""
+    callback kept no state; ``check_run`` a check-mode run (never made latest by the merge)."""
     return {"format": FORMAT, "version": VERSION, "run_id": run_id, "host": host, "mode": mode,
             "started": started, "finished": finished, "inputs": inputs, "state": state or {}, "drift": drift,
             "platform": platform or "", "fleet_tolerance": fleet_tolerance, "history_tolerance": history_tolerance,
             "report": {"required_areas": list(required_areas), "fleet_min_peers": fleet_min_peers,
-                       "history_keep": history_keep}}
+                       "history_keep": history_keep, "check_run": bool(check_run)}}
 
 
 def host_scope_files(run_id, started, finished, mode, hosts, all_hosts, states, drift=None, required_areas=(),
                      platforms=None, fleet_tolerance=None, history_tolerance=None, fleet_min_peers=FLEET_MIN_PEERS,
-                     history_keep=HISTORY_KEEP):
+                     history_keep=HISTORY_KEEP, check_run=False):
     """({file name: text}, result) of a run in host scope: each host's inputs file, and for people
     its HOST.json and HOST.prom (HOST.drift.prom) as its own report builds them (no fleet or
     history checks: the merge adds them). ``result`` is build_report's over these hosts alone,
@@ -79,10 +79,10 @@ def host_scope_files(run_id, started, finished, mode, hosts, all_hosts, states, 
             run_id, host, mode, started, finished, (hosts or {}).get(host), states.get(host),
             None if drift is None else drift.get(host, []), (platforms or {}).get(host) or "",
             (fleet_tolerance or {}).get(host, FLEET_TOLERANCE), (history_tolerance or {}).get(host, HISTORY_TOLERANCE),
-            required_areas, fleet_min_peers, history_keep)
+            areas_of(required_areas, host), fleet_min_peers, history_keep, check_run)
         files[inputs_file_name(host)] = to_json(record, indent=None)
     built, result = build_report(run_id, started, finished, mode, hosts or {}, all_hosts, states, drift=drift,
-                                 required_areas=required_areas)
+                                 required_areas=required_areas, check_run=check_run)
     for host in all_hosts:
         for suffix in ((".drift.prom",) if mode == "drift" else (".json", ".prom")):
             name = host_file_name(host) + suffix
@@ -138,6 +138,7 @@ def _check_record(record, run_id, name):
          and all(isinstance(a, str) for a in report["required_areas"])),
         ("report.fleet_min_peers", _count((report or {}).get("fleet_min_peers"))),
         ("report.history_keep", _count((report or {}).get("history_keep"))),
+        ("report.check_run", isinstance((report or {}).get("check_run", False), bool)),
     ]
     for key, good in wrong:
         if not good:
@@ -243,18 +244,15 @@ def read_run(reports_dir, run_id, expected=None, mode=None):
 # --------------------------------------------------------------------------------------------
 # The merge
 # --------------------------------------------------------------------------------------------
-def _setting(records, key, given):
-    """(value, note): ``given`` when set, else the first host's (by name, as a push run takes the
-    report play's first host's), with a note naming the hosts that differ."""
-    if given is not None:
+def _largest(records, key, given):
+    """(value, note) of a run-wide count: ``given`` when set, else the largest any host's file asks
+    for (never one host's setting for the others), with a note naming the hosts that differ."""
+    if given is not None or not records:
         return given, None
-    if not records:
-        return None, None
-    hosts = sorted(records)
-    value = records[hosts[0]]["report"][key]
-    differ = [h for h in hosts if records[h]["report"][key] != value]
-    note = ("hosts disagree on %s: %s from host %s, other values on %s"
-            % (key, json.dumps(value), hosts[0], ", ".join(differ[:10]) + (" ..." if len(differ) > 10 else ""))) \
+    value = max(record["report"][key] for record in records.values())
+    differ = sorted(h for h, record in records.items() if record["report"][key] != value)
+    note = ("hosts disagree on %s: the largest, %s, is the run's; other values on %s"
+            % (key, json.dumps(value), ", ".join(differ[:10]) + (" ..." if len(differ) > 10 else ""))) \
         if differ else None
     return value, note
 
@@ -269,7 +267,9 @@ def merge_run(reports_dir, run_id, expected=None, mode=None, required_areas=None
 
     ``expected``: the hosts the run targeted; each without a usable file is ERROR with the reason
     (check ``report: host file``), the others are reported. The report settings (required areas,
-    fleet peers, history kept) are the arguments, else the first host's file's."""
+    fleet peers, history kept) are the arguments, else each host's required areas are its own
+    file's and the counts the largest of all files'. A run any host ran in check mode is never
+    made latest."""
     if mode is not None and mode not in MODES:
         raise MergeError("mode %r: expected one of %s" % (mode, ", ".join(MODES)))
     records, problems, notes = read_run(reports_dir, run_id, expected, mode)
@@ -282,10 +282,12 @@ def merge_run(reports_dir, run_id, expected=None, mode=None, required_areas=None
                              % "; ".join("%s: %s" % (m, ", ".join(sorted(h for h, r in records.items() if r["mode"] == m)[:5]))
                                          for m in modes))
         mode = modes[0] if modes else "commission"
-    required_areas, note1 = _setting(records, "required_areas", required_areas)
-    fleet_min_peers, note2 = _setting(records, "fleet_min_peers", fleet_min_peers)
-    history_keep, note3 = _setting(records, "history_keep", history_keep)
-    notes += [n for n in (note1, note2, note3) if n]
+    if required_areas is None:
+        required_areas = dict((host, record["report"]["required_areas"]) for host, record in records.items())
+    fleet_min_peers, note1 = _largest(records, "fleet_min_peers", fleet_min_peers)
+    history_keep, note2 = _largest(records, "history_keep", history_keep)
+    notes += [n for n in (note1, note2) if n]
+    check_run = any(record["report"].get("check_run") for record in records.values())
     all_hosts = list(dict.fromkeys(list(expected or []) + sorted(records) + sorted(problems)))
     hosts, states, drift, platforms, fleet_tol, history_tol = {}, {}, {}, {}, {}, {}
     for host in all_hosts:
@@ -311,7 +313,7 @@ def merge_run(reports_dir, run_id, expected=None, mode=None, required_areas=None
         drift=drift if mode == "drift" else None, required_areas=required_areas or (),
         fleet=dict(platforms=platforms, tolerance=fleet_tol,
                    min_peers=FLEET_MIN_PEERS if fleet_min_peers is None else fleet_min_peers),
-        history_keep=history_keep or 0, history_tolerance=history_tol, write=write)
+        history_keep=history_keep or 0, history_tolerance=history_tol, write=write, check_run=check_run)
     result.update(run_dir=run_dir, refused=refused, mode=mode, hosts=all_hosts,
                   problems=dict((host, why) for host, (dummy, why) in sorted(problems.items())), notes=notes)
     return result

@@ -42,8 +42,8 @@ from ansible_collections.gds.commission.plugins.module_utils.fleet.report_text i
 )
 
 __all__ = [
-    "host_document", "summary", "junit", "junit_suite", "drift_document", "build_report", "publish_run", "INPUT_CHECK",
-    "HOST_FILE_CHECK", "INPUTS_SUFFIX",
+    "host_document", "summary", "junit", "junit_suite", "drift_document", "areas_of", "build_report", "publish_run",
+    "INPUT_CHECK", "HOST_FILE_CHECK", "INPUTS_SUFFIX",
     "NO_DRIFT_STATE", "host_verdict", "VERDICTS", "OutDir", "RefusedPath", "CHECK_KEYS", "CHECK_VARS", "INPUT_SHAPE",
     "REBOOT_VARS", "REPORT_FACTS", "REPORT_VARS", "REQUIRED_AREAS", "flatten", "host_inputs",
     "input_problems", "normalize_check", "describe_degraded", "link_role", "link_state", "pcie_links",
@@ -71,11 +71,12 @@ def _stopped(state):
     return bool(state.get("unreachable") or state.get("broken") or state.get("host_file"))
 
 
-def host_document(name, data, state, required_areas=()):
+def host_document(name, data, state, required_areas=(), check_run=False):
     """One host's report: verdict, checks, and what the report needs to show it.
 
     A host that completed its plays needs a measured (not SKIP) check in every required area:
-    without one it FAILs, so no host passes without, say, a benchmark result.
+    without one it FAILs, so no host passes without, say, a benchmark result. In a check-mode run
+    (``check_run``: nothing was measured, by design) that check is SKIP, saying so.
     """
     state = state or {}
     checks = [normalize_check(c) for c in flatten(data.get("checks") or [])]
@@ -83,8 +84,11 @@ def host_document(name, data, state, required_areas=()):
         for area in required_areas:
             mine = [c for c in checks if c.get("area") == area]
             if not [c for c in mine if c["verdict"] != "SKIP"]:
-                checks.append(make_check("%s: measured" % area, "FAIL", "at least one %s result" % area,
+                checks.append(make_check("%s: measured" % area, "SKIP" if check_run else "FAIL",
+                                         "at least one %s result" % area,
                                          "%d checks, all SKIP" % len(mine) if mine else "none",
+                                         "not run: a check-mode run measures nothing (run without --check to "
+                                         "measure %s)" % area if check_run else
                                          "nothing in area %s was measured on this host (did its role run?)" % area))
     if state.get("unreachable"):
         checks.append(make_check("host: reachable", "UNREACHABLE", "reachable", "unreachable", state.get("msg") or ""))
@@ -122,7 +126,8 @@ def junit(summary_doc, suites=None):
     ``suites``: {host: junit_suite(...)} built already (build_report's, one host at a time)."""
     root = ET.Element("testsuites", name=printable("gds-commission %s" % summary_doc["run_id"]))
     for host, doc in sorted(summary_doc["hosts"].items()):
-        root.append((suites or {}).get(host) or junit_suite(host, doc["checks"]))
+        suite = (suites or {}).get(host)  # an Element: its truth is its number of children
+        root.append(suite if suite is not None else junit_suite(host, doc["checks"]))
     ET.indent(root)
     return "<?xml version='1.0' encoding='UTF-8'?>\n" + ET.tostring(root, encoding="unicode") + "\n"
 
@@ -194,8 +199,16 @@ def drift_document(run_id, hosts, drift, states):
     return out
 
 
+def areas_of(required_areas, host):
+    """The areas ``host`` must have measured: ``required_areas`` is one list for every host or
+    {host: list} (each host's own setting; a host not in it has none given: the defaults)."""
+    if isinstance(required_areas, dict):
+        return tuple(required_areas.get(host, REQUIRED_AREAS))
+    return tuple(required_areas or ())
+
+
 def build_report(run_id, started, finished, mode, hosts, all_hosts, states, drift=None, required_areas=(),
-                 fleet=None, history=None):
+                 fleet=None, history=None, check_run=False):
     """The documents of a run: ({file name: text}, result). ``hosts`` is what each host recorded,
     ``states`` what the callback saw (unreachable, broken with its failures).
 
@@ -214,7 +227,8 @@ def build_report(run_id, started, finished, mode, hosts, all_hosts, states, drif
             metrics=metrics, metrics_file=DRIFT_FILE)
     # each host's part is built inside its own boundary (_host_doc, _host_parts): one host's odd
     # entry makes that host ERROR, never the report of the others
-    docs = {host: _host_doc(host, hosts.get(host), states.get(host), required_areas) for host in all_hosts}
+    docs = {host: _host_doc(host, hosts.get(host), states.get(host), areas_of(required_areas, host), check_run)
+            for host in all_hosts}
     fleet = fleet or {}
     platforms = {host: (fleet.get("platforms") or {}).get(host) or UNKNOWN_PLATFORM for host in docs}
     for host, doc in docs.items():
@@ -236,6 +250,8 @@ def build_report(run_id, started, finished, mode, hosts, all_hosts, states, drif
     for host in docs:
         docs[host], parts[host] = _host_parts(host, docs[host], stamp)
     summ = summary(run_id, started, finished, docs)
+    if check_run:
+        summ["check_mode"] = True
     files = {"summary.json": to_json(summ), "junit.xml": junit(summ, {h: p["suite"] for h, p in parts.items()}),
              "report.html": render_html(summ, docs, parts=parts)}
     for host, part in parts.items():
@@ -251,10 +267,11 @@ def build_report(run_id, started, finished, mode, hosts, all_hosts, states, drif
 
 
 def publish_run(reports_dir, run_id, started, finished, mode, hosts, all_hosts, states, drift=None,
-                required_areas=(), fleet=None, history_keep=0, history_tolerance=None, write=True):
+                required_areas=(), fleet=None, history_keep=0, history_tolerance=None, write=True, check_run=False):
     """A run's report as the report play writes it: the history read from reports_dir (commission
     mode, ``history_keep`` above 0), build_report, the run directory written, the history written,
-    ``latest`` pointed at the run; (run_dir, result, refused). One path for the gds_report module
+    ``latest`` pointed at the run, unless ``check_run`` (a check-mode run, which measured
+    nothing, never becomes latest); (run_dir, result, refused). One path for the gds_report module
     and the merge of host files (fleet/merge.py), so both write the same report.
 
     A run directory that cannot be written raises (OSError, ValueError); a history file or
@@ -265,7 +282,7 @@ def publish_run(reports_dir, run_id, started, finished, mode, hosts, all_hosts, 
         runs, problems = load_history(reports_dir, all_hosts)
         history = dict(runs=runs, problems=problems, keep=history_keep, tolerance=history_tolerance)
     files, result = build_report(run_id, started, finished, mode, hosts, all_hosts, states, drift=drift,
-                                 required_areas=required_areas, fleet=fleet, history=history)
+                                 required_areas=required_areas, fleet=fleet, history=history, check_run=check_run)
     run_dir = "%s/%s" % (reports_dir, run_id)
     updated = result.pop("history", None) or {}
     if mode == "commission":
@@ -279,6 +296,8 @@ def publish_run(reports_dir, run_id, started, finished, mode, hosts, all_hosts, 
             result["history"] = write_history(reports_dir, updated, problems)
         except (OSError, ValueError) as exc:
             refused.append(str(exc))
+    if check_run:
+        return run_dir, result, refused
     try:
         point_latest(reports_dir, run_id)
     except (OSError, ValueError) as exc:
@@ -304,7 +323,7 @@ def _with_error(doc, reason, field=None):
     return doc
 
 
-def _host_doc(host, data, state, required_areas):
+def _host_doc(host, data, state, required_areas, check_run=False):
     """host_document inside the host's boundary. Inputs not of the report's shape, a variable
     that could not be read (``input_error``) or an exception on the way make the host ERROR with
     the reason; what still reads (the other keys, its checks, its state) is kept."""
@@ -314,7 +333,7 @@ def _host_doc(host, data, state, required_areas):
         if not problems and data.get("input_error"):
             problems = [("input_error", data["input_error"])]
         if not problems:
-            return host_document(host, data, state, required_areas)
+            return host_document(host, data, state, required_areas, check_run)
         bad = sorted({field for field, dummy in problems if field})
         reason = "; ".join(text for dummy, text in problems)
     except Exception as exc:
@@ -325,7 +344,7 @@ def _host_doc(host, data, state, required_areas):
     doc = {"host": host, "verdict": "ERROR", "checks": []}
     for keep in candidates:
         try:
-            doc = host_document(host, keep, state, required_areas)
+            doc = host_document(host, keep, state, required_areas, check_run)
             break
         except Exception:  # the next candidate keeps less
             continue

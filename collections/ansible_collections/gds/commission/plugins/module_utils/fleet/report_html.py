@@ -215,6 +215,9 @@ def render_html(summary_doc, docs, title="GDS commissioning report", parts=None)
            % (_e(title), _e(summary_doc["run_id"]), CSS)]
     out.append("<h1>%s</h1><div class=\"meta\">run %s &middot; started %s &middot; finished %s</div>"
                % (_e(title), _e(summary_doc["run_id"]), _e(summary_doc["started"]), _e(summary_doc["finished"])))
+    if summary_doc.get("check_mode"):
+        out.append("<p class=\"meta\"><b>Check mode</b>: nothing was measured or changed; this run's verdicts say "
+                   "what a run without --check would start from, and reports/latest does not point here.</p>")
     out.append("<p class=\"counts\">%s</p>" % "".join("<span>%s %d</span>" % (_badge(k), v) for k, v in counts.items()))
     out.append(fleet_html(docs, {host: part["row"] for host, part in parts.items()}))
     for name, doc in sorted(docs.items(), key=lambda item: natural_key(item[0])):

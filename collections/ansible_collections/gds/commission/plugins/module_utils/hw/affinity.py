@@ -740,10 +740,12 @@ def _listed(facts, key):
     return value if isinstance(value, list) else None
 
 
-def topology_checks(topology, expect=None, profile=None):
+def topology_checks(topology, expect=None, profile=None, unknown_platform=None):
     """``topology: ...`` checks: the expected counts, every affinity group with a local drive, and
     whether a platform profile (the collection's profiles/, through the host's platform group) applied.
-    A list the facts lack is an unknown count: it never equals an expected one."""
+    A list the facts lack is an unknown count: it never equals an expected one. ``unknown_platform``
+    ({group, known}, from the vars plugin gds_profiles): the host is in a group named like a
+    platform that has no profile, so nothing can judge it: ERROR naming the known ones."""
     error = expect_error(expect)
     if error:
         raise ValueError(error)
@@ -763,7 +765,14 @@ def topology_checks(topology, expect=None, profile=None):
                         None if lists["groups"] is None else len(ungrouped),
                         "groups without a drive: %s" % ungrouped if ungrouped else None,
                         inputs={"groups' drive lists": drive_lists}))
-    if profile:
+    if unknown_platform:
+        group = unknown_platform.get("group") if isinstance(unknown_platform, dict) else unknown_platform
+        known = unknown_platform.get("known") if isinstance(unknown_platform, dict) else None
+        checks.append(check("topology: platform profile", "ERROR", "a platform profile", None,
+                            "the host is in platform group %s, which has no profile (known: %s): no thresholds "
+                            "to judge it by; put it in a known group or add profiles/%s.yml"
+                            % (group, ", ".join(str(k) for k in known or []) or "none", group)))
+    elif profile:
         checks.append(check("topology: platform profile", "PASS", "a platform profile", profile))
     else:
         checks.append(check("topology: platform profile", "WARN", "a platform profile", None,

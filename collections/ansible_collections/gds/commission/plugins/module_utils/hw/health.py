@@ -13,7 +13,7 @@ import json
 import os
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
-from ansible_collections.gds.commission.plugins.module_utils.core.files import backup_copy, write_atomic
+from ansible_collections.gds.commission.plugins.module_utils.core.files import UnreadableFile, backup_copy, read_bounded, write_atomic
 from ansible_collections.gds.commission.plugins.module_utils.core.numbers import figure
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import (
     AER_FILE_NAMES, aer_counters, bdf_key, gen_of_speed, speed_gts, speed_of_gen,
@@ -236,10 +236,9 @@ def link_states(pcie_links):
 def _read_baseline(path):
     """(states, problem): the baseline's {bdf: state}, or None and why it is unusable."""
     try:
-        with open(path, "rb") as handle:
-            doc = json.loads(handle.read().decode("utf-8", "replace"))
-    except OSError as exc:
-        return None, "cannot read %s: %s" % (path, exc.strerror or exc)
+        doc = json.loads(read_bounded(path, follow=False).decode("utf-8", "replace"))
+    except UnreadableFile as exc:
+        return None, str(exc)
     except ValueError as exc:
         return None, "%s is not JSON: %s" % (path, exc)
     links = doc.get("links") if isinstance(doc, dict) else None

@@ -20,7 +20,9 @@ import os
 import re
 import struct
 
-from ansible_collections.gds.commission.plugins.module_utils.core.files import UnreadableFile, listdir, read_file, resolve
+from ansible_collections.gds.commission.plugins.module_utils.core.files import (
+    UnreadableFile, listdir, read_bounded, read_file, resolve,
+)
 
 NVIDIA_VENDOR = 0x10DE
 CLASS_VGA = 0x0300
@@ -396,10 +398,9 @@ class PciTree(object):
             data = b""
             if path:
                 try:
-                    with open(path, "rb") as handle:
-                        data = handle.read(4096)
-                except OSError as exc:
-                    self._warn("%s: cannot read %s (%s)" % (element, path, _reason(exc)))
+                    data = read_bounded(path, 4096, truncate=True)
+                except UnreadableFile as exc:
+                    self._warn("%s: cannot read %s (%s)" % (element, path, exc.reason))
             self._configs[element] = data
         return self._configs[element]
 

@@ -19,7 +19,9 @@ import os
 import platform
 import re
 
-from ansible_collections.gds.commission.plugins.module_utils.core.files import is_live_root, listdir, read_text
+from ansible_collections.gds.commission.plugins.module_utils.core.files import (
+    UnreadableFile, is_live_root, listdir, read_bounded, read_text,
+)
 from ansible_collections.gds.commission.plugins.module_utils.hw.nvml import NvmlUnavailable, nvml_gpus
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import normalize_bdf
 from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import ProcfsError, base_disk, read_mdstat
@@ -316,14 +318,12 @@ def shipped_modules(root, release):
 def kallsyms_has(procfs_root, symbol):
     """Whether /proc/kallsyms lists a symbol (names are listed to any reader); None if unreadable."""
     path = os.path.join(procfs_root, "kallsyms")
-    try:
-        with open(path, "r") as handle:
-            for line in handle:
-                fields = line.split()
-                if len(fields) >= 3 and fields[2] == symbol:
-                    return True
-    except (OSError, UnicodeDecodeError):
+    try:  # "ADDRESS TYPE NAME[\t[MODULE]]" a line; a kernel's is some tens of MB
+        text = read_bounded(path, 256 << 20)
+    except UnreadableFile:
         return None
+    if re.search(rb"^\S+ \S " + re.escape(symbol.encode()) + rb"(\t|$)", text, re.MULTILINE):
+        return True
     return False
 
 

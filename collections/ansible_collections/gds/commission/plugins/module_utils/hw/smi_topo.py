@@ -14,7 +14,10 @@ import re
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 CLASSES = ("X", "PIX", "PXB", "PHB", "NODE", "SYS")
-NVLINK = re.compile(r"^NV(\d+)$")
+# ASCII digits only ("²" is a digit to str.isdigit, not to int), and as many as a count can have
+NVLINK = re.compile(r"^NV([0-9]{1,3})$", re.ASCII)
+NUMA_ID = re.compile(r"^[0-9]{1,4}$", re.ASCII)
+GPU_NAME = re.compile(r"^GPU[0-9]{1,4}$", re.ASCII)
 AFFINITY_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 
 
@@ -64,7 +67,10 @@ def compare(topology, topo_mp=None, topo_m=None):
     between devices the facts know (GPUs, NICs) against ``matrix``; every NV# cell of -m against
     ``nvlink`` (and a PCIe class cell of -m against ``matrix``, nvidia-smi showing one only where
     there is no NVLink); each GPU's NUMA Affinity against its numa_node where the facts know it.
-    A difference is a string naming the pair and both answers."""
+    A difference is a string naming the pair and both answers. Every GPU pair of the facts must be
+    whole: a GPU row or cell the text lacks while naming that GPU elsewhere (a listing may show a
+    part of the machine, as the guide's do) or text with no matrix is a difference, never fewer
+    cells compared and "no difference"."""
     matrix = topology.get("matrix") or {}
     nvlink = topology.get("nvlink")
     numa = {"GPU%d" % g["index"]: g.get("numa_node") for g in topology.get("gpus") or []}
@@ -78,9 +84,21 @@ def compare(topology, topo_mp=None, topo_m=None):
             differences.append("%s %s/%s: nvidia-smi %s, facts %s" % (source, row, column, cell, ours))
 
     for source, text in (("topo -mp", topo_mp), ("topo -m", topo_m)):
-        if not text:
+        if text is None:
             continue
-        parsed = parse(text)
+        try:
+            parsed = parse(text)
+        except TopoTextError as exc:
+            differences.append("%s: %s" % (source, exc))
+            continue
+        # the GPUs of its columns (a listing may crop columns, as the guide's do, not rows): each has
+        # its row, and each GPU row a cell in each of them
+        columns = set(c for cells in parsed["matrix"].values() for c in cells if GPU_NAME.match(c))
+        gpus = sorted(columns | set(r for r in parsed["matrix"] if GPU_NAME.match(r)), key=lambda name: int(name[3:]))
+        for row in gpus:
+            missing = sorted((c for c in columns if c not in (parsed["matrix"].get(row) or {})), key=lambda n: int(n[3:]))
+            if missing:
+                differences.append("%s %s: no cell for %s in nvidia-smi's text" % (source, row, ", ".join(missing)))
         for row, cells in parsed["matrix"].items():
             if row not in matrix:
                 differences.append("%s: %s is not a device of the facts" % (source, row))
@@ -101,12 +119,14 @@ def compare(topology, topo_mp=None, topo_m=None):
                                            % (source, row, column, cell, nvlink[row][column]))
                     else:
                         pcie(source, row, column, cell)
+                elif cell.startswith("NV"):
+                    differences.append("%s %s/%s: nvidia-smi %s, not an NVLink count" % (source, row, column, cell[:40]))
                 else:
                     compared -= 1  # a cell of a kind nvidia-smi adds later (e.g. SOC): not ours to judge
             said = (parsed["affinity"].get(row) or {}).get("NUMA Affinity")
             # sysfs's -1 (the firmware names no node) is unknown in the facts; nvidia-smi prints 0
             if numa.get(row) is not None and numa[row] >= 0 and said not in (None, "N/A"):
                 compared += 1
-                if not said.isdigit() or numa[row] != int(said):
-                    differences.append("%s %s NUMA Affinity: nvidia-smi %s, facts %s" % (source, row, said, numa[row]))
+                if not NUMA_ID.match(said) or numa[row] != int(said):
+                    differences.append("%s %s NUMA Affinity: nvidia-smi %s, facts %s" % (source, row, said[:40], numa[row]))
     return compared, differences

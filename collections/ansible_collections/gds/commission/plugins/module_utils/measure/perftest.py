@@ -25,7 +25,7 @@ import tempfile
 import time
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check, fold_skips
-from ansible_collections.gds.commission.plugins.module_utils.core.files import natural_key
+from ansible_collections.gds.commission.plugins.module_utils.core.files import UnreadableFile, natural_key, read_bounded, read_bytes
 from ansible_collections.gds.commission.plugins.module_utils.core.numbers import NOT_A_NUMBER, figure_fault
 from ansible_collections.gds.commission.plugins.module_utils.core.numbers import figure as known_figure
 from ansible_collections.gds.commission.plugins.module_utils.core.variables import given_int
@@ -588,11 +588,10 @@ def listening(port, proc_root="/proc"):
     tables cannot be read."""
     seen = False
     for name in ("tcp", "tcp6"):
-        try:
-            with open(os.path.join(proc_root, "net", name)) as handle:
-                lines = handle.read().splitlines()[1:]
-        except OSError:
+        data = read_bytes(os.path.join(proc_root, "net", name), 64 << 20)
+        if data is None:
             continue
+        lines = data.decode("ascii", "replace").splitlines()[1:]
         seen = True
         for line in lines:
             fields = line.split()
@@ -662,8 +661,10 @@ def run_perftest(row, binary, settings, features, numactl_path, mode="loopback",
             break
         json_text = None
         if os.path.exists(client_json):
-            with open(client_json, encoding="utf-8", errors="replace") as handle:
-                json_text = handle.read()
+            try:
+                json_text = read_bounded(client_json, follow=False).decode("utf-8", "replace")
+            except UnreadableFile as exc:
+                return _error(row, str(exc))
         try:
             result = None if failure else perftest_result(row["test"], out, json_text,
                                                           gbits=features.get("report_gbits", True))

@@ -18,6 +18,7 @@ import re
 import struct
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
+from ansible_collections.gds.commission.plugins.module_utils.core.files import UnreadableFile, read_bounded
 from ansible_collections.gds.commission.plugins.module_utils.core.variables import errors, is_list
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import PORT_NAMES, acs_state, find_pcie_port_type, normalize_bdf
 
@@ -61,10 +62,9 @@ def read_bridge(sysfs_root, bdf):
     if not os.path.exists(os.path.dirname(path)):
         raise AcsError("bridge %s: no such PCI device (%s is missing)" % (bdf, os.path.dirname(path)))
     try:
-        with open(path, "rb") as handle:
-            config = handle.read(4096)
-    except OSError as exc:
-        raise AcsError("bridge %s: cannot read %s: %s" % (bdf, path, exc.strerror or exc))
+        config = read_bounded(path, 4096, truncate=True)
+    except UnreadableFile as exc:
+        raise AcsError("bridge %s: %s" % (bdf, exc))
     state = acs_state(config, path)
     if state["acs_unknown"]:
         raise AcsError("bridge %s: ACS state unknown: %s (reading ACS needs root)" % (bdf, state["acs_unknown"]))

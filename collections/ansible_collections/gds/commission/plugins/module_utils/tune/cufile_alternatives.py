@@ -6,8 +6,10 @@ libcufile's packages, every path followed inside the node's root (NodePaths); up
 alternatives' administrative file read and written."""
 from __future__ import annotations
 
+import errno
 import os
 
+from ansible_collections.gds.commission.plugins.module_utils.core.files import UnreadableFile, read_utf8
 from ansible_collections.gds.commission.plugins.module_utils.tune.cufile_text import CufileError
 
 # libcufile's packages register the toolkit's gds/cufile.json with update-alternatives:
@@ -111,12 +113,11 @@ def read_alternatives(admin_file):
     empty line, then per alternative its path, its priority and one line per slave, up to an
     empty line."""
     try:
-        with open(admin_file, "r") as handle:
-            lines = handle.read().split("\n")
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CufileError("cannot read %s: %s" % (admin_file, exc))
+        lines = read_utf8(admin_file, 1 << 20).split("\n")
+    except UnreadableFile as exc:
+        if exc.errno == errno.ENOENT:
+            return None
+        raise CufileError(str(exc))
     try:
         mode, link, pos = lines[0], lines[1], 2
         if mode not in ("auto", "manual"):

@@ -12,7 +12,9 @@ import os
 import re
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
+from ansible_collections.gds.commission.plugins.module_utils.core.files import UnreadableFile, read_utf8
 from ansible_collections.gds.commission.plugins.module_utils.tune.cufile_alternatives import NodePaths
+from ansible_collections.gds.commission.plugins.module_utils.tune.cufile_text import MAX_BYTES
 
 REMOTE_FS = ("nfs", "lustre", "weka", "gpfs", "beegfs")
 # Where the node has no cufile.json of its toolkit to read the key names from: what the GDS
@@ -93,9 +95,8 @@ def remote_schema(root, candidates):
     texts = [paths.resolve(paths.local("/" + rel)) for rel in _TOOLKIT_CUFILE] + list(candidates)
     for path in texts:
         try:
-            with open(path, "r") as handle:
-                text = handle.read()
-        except (OSError, UnicodeDecodeError):
+            text = read_utf8(path, MAX_BYTES)
+        except UnreadableFile:
             continue
         keys = {section: section_keys(text, section) for section in BUILTIN_REMOTE_KEYS}
         if keys["properties"] is None or keys.get("fs.nfs") is None and keys.get("fs.lustre") is None:

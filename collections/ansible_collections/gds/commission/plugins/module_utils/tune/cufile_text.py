@@ -6,8 +6,14 @@ line and column), the strict JSON we write, the text edited in place so that com
 and untouched values stay as they were, and the keys an object repeats."""
 from __future__ import annotations
 
+import bisect
 import json
 import re
+
+from ansible_collections.gds.commission.plugins.module_utils.core.files import UnreadableFile, read_utf8
+
+# a cufile.json is some kB (NVIDIA's, every key with its comment: ~15 kB); far more is no cufile.json
+MAX_BYTES = 1 << 20
 
 
 class CufileError(Exception):
@@ -19,45 +25,30 @@ class CufileError(Exception):
 MAX_DEPTH = 32
 
 
+# one token at a time, each a regular expression's match (a loop per character made a 4 MB file
+# take seconds): a string (to its closing quote, or the end), a comment, a run of anything else
+_STRING = r'"[^"\\]*(?:\\.[^"\\]*)*"?'
+_TOKEN = re.compile(_STRING + r'|//[^\n]*|/\*.*?(?:\*/|\Z)|[^"/]+|/', re.S)
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
 def _strip(text, max_depth=None):
     """(text without comments and trailing commas, index in ``text`` of the first ``{`` or ``[``
     nested deeper than ``max_depth``, or None)."""
-    out, i, n = [], 0, len(text)
-    in_string = False
-    depth, too_deep = 0, None
-    while i < n:
-        char = text[i]
-        if in_string:
-            out.append(char)
-            if char == "\\" and i + 1 < n:
-                out.append(text[i + 1])
-                i += 2
-                continue
-            if char == '"':
-                in_string = False
-            i += 1
-            continue
-        if char == '"':
-            in_string = True
-            out.append(char)
-            i += 1
-        elif text.startswith("//", i):
-            end = text.find("\n", i)
-            i = n if end < 0 else end  # keep the newline: line numbers stay right
-        elif text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            chunk = text[i:n if end < 0 else end + 2]
+    out, depth, too_deep = [], 0, None
+    for token in _TOKEN.finditer(text):
+        chunk = token.group(0)
+        if chunk.startswith("//"):
+            continue  # the newline after it stays: line numbers stay right
+        if chunk.startswith("/*"):
             out.append("\n" * chunk.count("\n"))
-            i = n if end < 0 else end + 2
-        else:
-            if char in "{[":
-                depth += 1
+            continue
+        if not chunk.startswith('"'):
+            for bracket in _BRACKET.finditer(chunk):
+                depth += 1 if bracket.group(0) in "{[" else -1
                 if max_depth is not None and depth > max_depth and too_deep is None:
-                    too_deep = i
-            elif char in "}]":
-                depth -= 1
-            out.append(char)
-            i += 1
+                    too_deep = token.start() + bracket.start()
+        out.append(chunk)
     return re.sub(r",(\s*[}\]])", r"\1", "".join(out)), too_deep
 
 
@@ -69,6 +60,12 @@ def strip_comments(text):
 def _line_column(text, pos):
     line = text.count("\n", 0, pos) + 1
     return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def _line_finder(text):
+    """pos -> its line number, in log time: a scan that names many lines stays linear."""
+    breaks = [match.start() for match in re.finditer("\n", text)]
+    return lambda pos: bisect.bisect_left(breaks, pos) + 1
 
 
 def _last_wins(pairs):
@@ -133,10 +130,9 @@ def canonical(value):
 def read_config(path):
     """(text, config) of an existing cufile.json. Raises CufileError naming the file."""
     try:
-        with open(path, "r") as handle:
-            text = handle.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CufileError("cannot read %s: %s" % (path, exc))
+        text = read_utf8(path, MAX_BYTES)
+    except UnreadableFile as exc:
+        raise CufileError(str(exc))
     return text, loads(text, path)
 
 
@@ -152,6 +148,11 @@ def text_format(text):
 # --------------------------------------------------------------------------------------------
 # Editing the text in place: comments, layout and untouched values stay as they were
 # --------------------------------------------------------------------------------------------
+_GAP = re.compile(r"(?:[ \t\r\n]+|//[^\n]*|/\*.*?(?:\*/|\Z))*", re.S)  # blanks and comments
+_CLOSED_STRING = re.compile(_STRING[:-1])  # loads() accepted the text: every string is closed
+_SCALAR = re.compile(r"[^,\]} \t\r\n/]*")
+
+
 class _Scanner(object):
     """Spans of the values of a cufile.json text that loads() accepted (comments allowed)."""
 
@@ -159,26 +160,13 @@ class _Scanner(object):
         self.text, self.pos = text, 0
 
     def _skip(self):
-        text, n = self.text, len(self.text)
-        while self.pos < n:
-            if text[self.pos] in " \t\r\n":
-                self.pos += 1
-            elif text.startswith("//", self.pos):
-                end = text.find("\n", self.pos)
-                self.pos = n if end < 0 else end
-            elif text.startswith("/*", self.pos):
-                end = text.find("*/", self.pos + 2)
-                self.pos = n if end < 0 else end + 2
-            else:
-                return
+        self.pos = _GAP.match(self.text, self.pos).end()
 
     def _string(self):
-        start, text = self.pos, self.text
-        self.pos += 1
-        while text[self.pos] != '"':
-            self.pos += 2 if text[self.pos] == "\\" else 1
-        self.pos += 1
-        return json.loads(text[start:self.pos])
+        start = self.pos
+        self.pos = _CLOSED_STRING.match(self.text, start).end()
+        raw = self.text[start + 1:self.pos - 1]
+        return json.loads(self.text[start:self.pos]) if "\\" in raw else raw
 
     def value(self):
         self._skip()
@@ -202,8 +190,7 @@ class _Scanner(object):
         elif char == '"':
             self._string()
         else:
-            while self.pos < len(self.text) and self.text[self.pos] not in ",]} \t\r\n/":
-                self.pos += 1
+            self.pos = _SCALAR.match(self.text, self.pos).end()
         return {"kind": "value", "start": start, "end": self.pos}
 
     def _object(self):
@@ -323,11 +310,12 @@ def duplicate_keys(text):
     except (IndexError, ValueError):
         return []
     out, todo = [], [(root, "")] if root["kind"] == "object" else []
+    line_of = _line_finder(text)
     while todo:
-        node, prefix = todo.pop(0)
+        node, prefix = todo.pop()
         where = {}
         for member in node["members"]:
-            where.setdefault(member["key"], []).append(_line_column(text, member["key_start"])[0])
+            where.setdefault(member["key"], []).append(line_of(member["key_start"]))
             if member["value"]["kind"] == "object":
                 todo.append((member["value"], prefix + member["key"] + "."))
         out.extend({"key": prefix + key, "lines": lines} for key, lines in where.items()

@@ -12,10 +12,11 @@ never a shell.
 """
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 
-from ansible_collections.gds.commission.plugins.module_utils.core.files import is_live_root, listdir
+from ansible_collections.gds.commission.plugins.module_utils.core.files import UnreadableFile, is_live_root, listdir, read_file
 from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import (
     base_disk, mounted_disks, read_mdstat, read_mounts, read_swaps, system_disks,
 )
@@ -256,13 +257,11 @@ class RaidHost(object):
         """mdadm.conf entries for created arrays, none for stopped ones. Returns changed."""
         module, conf_path = self.module, self.conf_path
         try:
-            with open(conf_path) as handle:
-                before = handle.read()
-        except FileNotFoundError:
+            before = read_file(conf_path, 1 << 20)
+        except UnreadableFile as exc:
+            if exc.errno != errno.ENOENT:
+                module.fail_json(msg=str(exc), executed=self.runner.executed)
             before = ""
-        except OSError as exc:
-            module.fail_json(msg="cannot read %s: %s" % (conf_path, exc),
-                             executed=self.runner.executed)
         lines = []
         for device in created:
             out = self.runner.run(["mdadm", "--detail", "--brief", device])
