@@ -10,6 +10,7 @@
 # missed. Criteria: throughput and IOPS ratio gdsbench/fio >= 1.0,
 # average latency within 5 % of fio's. Results: a table on stdout and
 # $DIR/compare.json (medians and every run).
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac  # the header above is the usage
 set -eu -o pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)

@@ -125,6 +125,19 @@ pick_dir() {
 	return 1
 }
 
+# on_exit CMD: run CMD when the script exits, before what was already set to run then (a RAM
+# medium is unmounted after the data on it is removed)
+on_exit() {
+	local prev
+	prev=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT$/\1/")
+	# shellcheck disable=SC2064  # expanded now, on purpose
+	trap "$1${prev:+; $prev}" EXIT
+}
+gdsv_remove_data() {	# the data directory this run made (gdsv_data_dir), and nothing else
+	[ -n "${DATA_MADE:-}" ] && rm -rf -- "$DATA_MADE"
+	DATA_MADE=""
+}
+
 gdsv_data_dir() {
 	local cands tgt src fst
 	say "file systems"
@@ -133,6 +146,11 @@ gdsv_data_dir() {
 	cands=("${1:-}" "$ROOT/bench/obj/gdsdata")
 	while read -r tgt src fst; do cands+=("$tgt/gdsbench-data"); done < <(findmnt -rn -o TARGET,SOURCE,FSTYPE | awk '$2 ~ /^\/dev\// && ($3=="ext4"||$3=="xfs")')
 	DATA=$(pick_dir "${cands[@]}") || { DATA=$ROOT/bench/obj/gdsdata; mkdir -p "$DATA"; echo "WARNING: no ext4/xfs on a /dev block device found; using $DATA"; }
+	# the run's own scratch inside it: every $DATA/<name> of the scripts is there, and the exit
+	# removes that directory alone, never a user's directory of the same name beside it
+	DATA_MADE=$(mktemp -d "$DATA/gdsv-run.XXXXXX") || { echo "cannot make a scratch directory in $DATA"; return 1; }
+	DATA=$DATA_MADE
+	on_exit gdsv_remove_data
 	echo "data directory: $DATA on $(findmnt -no SOURCE,FSTYPE,MAJ:MIN -T "$DATA")"
 	df -h "$DATA" | tail -1
 }
@@ -142,11 +160,23 @@ gdsv_data_dir() {
 # (the callers trap it on EXIT). A drive whose own spread (1.2-3.2 GiB/s between rounds on the
 # rented machines' virtio disk) is wider than the gap being measured leaves the software alone.
 RAM_IMG="" RAM_LOOP="" RAM_MNT=""
-ram_medium_remove() {
-	[ -n "$RAM_MNT" ] && umount "$RAM_MNT" && rmdir "$RAM_MNT"
-	[ -n "$RAM_LOOP" ] && losetup -d "$RAM_LOOP"
-	[ -n "$RAM_IMG" ] && rm -f "$RAM_IMG"
-	RAM_IMG="" RAM_LOOP="" RAM_MNT=""
+ram_medium_remove() {	# what cannot go yet (a busy mount) is named and kept: a later call retries it
+	if [ -n "$RAM_MNT" ]; then
+		if ! umount "$RAM_MNT" && ! { sleep 2; umount "$RAM_MNT"; }; then
+			echo "ram medium: $RAM_MNT is busy, left mounted: umount $RAM_MNT; losetup -d $RAM_LOOP; rm $RAM_IMG"
+			return 1
+		fi
+		rmdir "$RAM_MNT" || echo "ram medium: $RAM_MNT unmounted, the directory left"
+		RAM_MNT=""
+	fi
+	if [ -n "$RAM_LOOP" ]; then
+		losetup -d "$RAM_LOOP" || { echo "ram medium: loop device $RAM_LOOP left (losetup -d $RAM_LOOP)"; return 1; }
+		RAM_LOOP=""
+	fi
+	if [ -n "$RAM_IMG" ]; then
+		rm -f "$RAM_IMG" && RAM_IMG=""
+	fi
+	return 0
 }
 ram_medium() {
 	local img=/dev/shm/gds-parity-$$.img mnt=/mnt/gds-parity-$$
@@ -330,8 +360,8 @@ gdsv_find_fio() {
 		src=$(find "$ROOT/.peers/carry" -maxdepth 1 -name 'fio_*.orig.tar.gz' 2>/dev/null | sort | tail -1)
 		if [ -z "$src" ]; then
 			echo "fio: no carried source (.peers/carry/fio_*.orig.tar.gz): no fio rows"
-		elif fio_build "$src" /tmp/fio-build "$OUT/fio-build.log"; then
-			FIO=/tmp/fio-build/fio
+		elif FIO_BUILD=$(mktemp -d /tmp/fio-build.XXXXXX) && fio_build "$src" "$FIO_BUILD" "$OUT/fio-build.log"; then
+			FIO=$FIO_BUILD/fio
 		fi
 	fi
 	echo "fio: ${FIO:-not available}${FIO:+ ($("$FIO" --version))}"
@@ -343,24 +373,26 @@ fio_build_start() {
 	local src
 	src=$(find "$ROOT/.peers/carry" -maxdepth 1 -name 'fio_*.orig.tar.gz' 2>/dev/null | sort | tail -1)
 	[ -n "$src" ] || return 1
-	fio_build "$src" /tmp/fio-build "$OUT/fio-build.log" >"$OUT/fio-build.out" 2>&1 &
+	FIO_BUILD=$(mktemp -d /tmp/fio-build.XXXXXX) || return 1
+	fio_build "$src" "$FIO_BUILD" "$OUT/fio-build.log" >"$OUT/fio-build.out" 2>&1 &
 	FIO_BG=$!
 }
 
-# fio_build_wait: the end of that build (its output); FIO=/tmp/fio-build/fio when it built
+# fio_build_wait: the end of that build (its output); FIO=$FIO_BUILD/fio when it built
 fio_build_wait() {
 	[ -n "${FIO_BG:-}" ] || return 0
-	if wait "$FIO_BG"; then FIO=/tmp/fio-build/fio; fi
+	if wait "$FIO_BG"; then FIO=$FIO_BUILD/fio; fi
 	cat "$OUT/fio-build.out"
 	FIO_BG=""
 }
 
-# fio_build SRC.tar.gz DIR LOG: fio with --enable-libcufile against $CUDA_HOME. Every step
-# writes to LOG; a failure names the step and prints the log's last lines.
+# fio_build SRC.tar.gz DIR LOG: fio with --enable-libcufile against $CUDA_HOME, in DIR (empty,
+# made by the caller with mktemp). Every step writes to LOG; a failure names the step and prints
+# the log's last lines.
 fio_build() {
 	local src=$1 b=$2 log=$3 step
 	echo "fio: building with libcufile from $(basename "$src") in $b (log: $log)"
-	if ! { rm -rf "$b" && mkdir -p "$b" && : >"$log"; }; then
+	if ! { [ -d "$b" ] && : >"$log"; }; then
 		echo "fio: build FAILED: cannot prepare $b or $log"
 		return 1
 	fi

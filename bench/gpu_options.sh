@@ -8,6 +8,7 @@
 #
 # Exit status: 0 when every run passed; 1 otherwise, each failed run named. Environment as
 # bench/gpu_validate.sh (OUT, GDSV_GPU, CUDA_HOME).
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac  # the header above is the usage
 set -u -o pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -21,8 +22,7 @@ CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 gdsv_init
 gdsv_setup "${1:-}"
 
-D=$DATA/options
-mkdir -p "$D"
+D=$(mktemp -d "$DATA/options.XXXXXX") || exit 1
 rm -f "$D"/gdsbench.*
 
 say "the worker-process default and -P 1, written then verified"

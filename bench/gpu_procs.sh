@@ -23,6 +23,7 @@
 #
 # Environment: OUT (default bench/obj/gpu_procs), GDSV_T (seconds per run, 5),
 # GDSV_ROUNDS (4), GDSV_PROCS (8), GDSV_GPU (0), GDSV_KVIKIO=0 (skip), CUDA_HOME.
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac  # the header above is the usage
 set -u -o pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)

@@ -28,6 +28,7 @@
 # per timed run, default 8), GDSV_SWEEP=1 (queue-depth sweep for -x 5/6),
 # GDSV_PEERS=0 (skip peers), GDSV_DIAG=0 (skip the diagnostics), GDSV_GPU
 # (default 0), CUDA_HOME.
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac  # the header above is the usage
 set -u -o pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)

@@ -23,6 +23,7 @@
 # round, then 2 x (GDSV_CACHED_T + 3) s per cached round: under 3 minutes with the defaults.
 # Environment: OUT (default bench/obj/gpu_watch), GDSV_T (5), GDSV_ROUNDS (4), GDSV_GPU (0),
 # GDSV_BIG_SIZE (1G), GDSV_INTERVAL (NVML sampling interval, 0.5 s as gds_bench), CUDA_HOME.
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac  # the header above is the usage
 set -u -o pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)

@@ -29,7 +29,10 @@ import sys
 import threading
 import time
 
-import pynvml
+try:
+    import pynvml
+except ImportError:  # --help needs none; main() says what is missing
+    pynvml = None
 
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 from collection_path import use_collection  # beside this script
@@ -192,6 +195,8 @@ def main():
     p.add_argument("--copy-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--json")
     a = p.parse_args()
+    if pynvml is None:
+        sys.exit("nvml_pcie_probe: needs pynvml (nvidia-ml-py; the lab carries its wheel)")
     if a.copy_child:
         return copy_load(a.gpu, a.seconds)
     pynvml.nvmlInit()

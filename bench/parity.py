@@ -176,6 +176,9 @@ def table_cmd(argv):
 
 
 def main(argv):
+    if list(argv[:1]) in (["-h"], ["--help"]):  # the usage, before anything is read or written
+        print(__doc__)
+        return 0
     if not argv or argv[0] != "table":
         raise SystemExit(__doc__)
     return table_cmd(argv[1:])

@@ -35,6 +35,7 @@
 #
 # The lead's one call (the device tool; .peers holds what `bench/parity.sh fetch` put there):
 #   run(command="OUT=$OUT/parity bash bench/parity.sh", carry=[".peers"], timeout_s=600)
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac  # the header above is the usage
 set -u -o pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -122,8 +123,8 @@ fi
 gdsv_data_dir "${1:-}"
 gdsv_udev
 say "data set: 8 x $BIG files (sequential O_DIRECT write, 8 threads)"
-D=$DATA/parity
-mkdir -p "$D"
+# scratch of this run's own, made here and removed at the end: never a user's $DATA/parity
+D=$(mktemp -d "$DATA/parity.XXXXXX") || { step_failed "data: cannot make a scratch directory in $DATA"; finish; }
 gds "create-8x$BIG" -D "$D" -w 8 -s "$BIG" -i 1M -x 1 -I 1 || step_failed "data: gdsbench could not write 8 x $BIG in $D"
 sync
 F0=$D/gdsbench.0

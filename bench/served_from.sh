@@ -12,6 +12,7 @@
 # (drive / reported under 0.9) measured memory, not storage. Then each mode once more with -V:
 # the data read is the data written (pattern by offset).
 # Exit status: 0 when every step ran; 1 when a step failed (named). Writes $OUT/served.txt.
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac  # the header above is the usage
 set -u -o pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -52,8 +53,7 @@ gdsv_udev
 MM=$(findmnt -no MAJ:MIN -T "$DATA" | tr -d ' ')
 STAT=${SERVED_STAT:-/sys/dev/block/$MM/stat}	# SERVED_STAT: another file of that layout (tests)
 [ -r "$STAT" ] || { failed "cannot read $STAT (the data drive's counters)"; finish; }
-D=$DATA/served
-mkdir -p "$D"
+D=$(mktemp -d "$DATA/served.XXXXXX") || { failed "data: cannot make a scratch directory in $DATA"; finish; }
 say "data set: 8 x $BIG (O_DIRECT writes, the pattern by offset)"
 # every gdsbench run through gpu_lib.sh's gds_run: bounded by timeout, its JSON record in $JSONDIR
 gds_run must-pass served-data -D "$D" -w 8 -s "$BIG" -i 1M -x 1 -I 1 || { failed "data: gdsbench could not write 8 x $BIG in $D"; finish; }

@@ -252,6 +252,9 @@ def table_cmd(argv):
 
 
 def main(argv):
+    if list(argv[:1]) in (["-h"], ["--help"]):  # the usage, before anything is read or written
+        print(__doc__)
+        return 0
     if not argv or argv[0] not in ("record", "table"):
         raise SystemExit(__doc__)
     return record(argv[1:]) if argv[0] == "record" else table_cmd(argv[1:])

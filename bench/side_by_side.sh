@@ -29,6 +29,7 @@
 # GDSV_PROCS (8), GDSV_PROBE (1), GDSV_PROBE_ROUNDS (2), GDSV_KVIKIO (1), GDSV_KVIKIO_BYTES
 # (4GiB), GDSV_PEERS=0 (no fio, no KvikIO), GDSV_TOOLS, GDSV_WORKLOADS, GDSV_BIG_SIZE (1G),
 # GDSV_GPU (0), CUDA_HOME.
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac  # the header above is the usage
 set -u -o pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -76,8 +77,8 @@ gdsv_data_dir "${1:-}"
 gdsv_udev
 
 say "data set: 8 x $BIG files (sequential O_DIRECT write, 8 threads)"
-D=$DATA/sbs
-mkdir -p "$D"
+# scratch of this run's own, made here and removed at the end: never a user's $DATA/sbs
+D=$(mktemp -d "$DATA/sbs.XXXXXX") || { echo "data: cannot make a scratch directory in $DATA"; exit 1; }
 gds "create-8x$BIG" -D "$D" -w 8 -s "$BIG" -i 1M -x 1 -I 1
 sync
 F0=$D/gdsbench.0
@@ -95,15 +96,16 @@ fi
 k_run() {	# k_run ROUND: KvikIO's write then read of GDSV_KVIKIO_BYTES, 8 threads, through libcufile
 	local r=$1 txt=$JSONDIR/kvikio-r$1.txt rc
 	[ "$KVIKIO_OK" = 1 ] || return 0
-	mkdir -p "$DATA/kvikio"
+	local dir
+	dir=$(mktemp -d "$DATA/kvikio.XXXXXX") || return 0
 	echo "+ kvikio single_node_io -n ${GDSV_KVIKIO_BYTES:-4GiB} -t 8 --api cufile-mfma"
 	KVIKIO_COMPAT_MODE=OFF PYTHONPATH=/tmp/kvsite timeout 120 python3 -m kvikio.benchmarks.single_node_io \
-		-n "${GDSV_KVIKIO_BYTES:-4GiB}" -t 8 -d "$DATA/kvikio" --api cufile-mfma --nruns 1 >"$txt" 2>&1
+		-n "${GDSV_KVIKIO_BYTES:-4GiB}" -t 8 -d "$dir" --api cufile-mfma --nruns 1 >"$txt" 2>&1
 	rc=$?
 	grep -E "(read|write) *\|" "$txt" || tail -n 5 "$txt"
 	cp "$txt" "$OUT/kvikio-r$r.txt" 2>/dev/null
 	rec "$r" seqread kvikio kvikio "$txt" "$rc" kvikio single_node_io -n "${GDSV_KVIKIO_BYTES:-4GiB}" -t 8 --api cufile-mfma
-	rm -rf "$DATA/kvikio"
+	rm -rf "$dir"
 }
 
 # ---- the threads-vs-processes probe ----

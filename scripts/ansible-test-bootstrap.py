@@ -14,8 +14,6 @@ import os
 import sys
 import urllib.request
 
-from ansible_test._internal.python_requirements import get_venv_packages  # the pip it wants
-
 
 class _AnyPython:  # get_venv_packages reads only .version (for per-version overrides)
     version = "%d.%d" % sys.version_info[:2]
@@ -33,6 +31,10 @@ subprocess.check_call([sys.executable, "-m", "pip", "install", "-q"] + args)
 
 
 def main():
+    if sys.argv[1:2] in (["-h"], ["--help"]):  # the usage, before anything is read or written
+        print(__doc__)
+        return 0
+    from ansible_test._internal.python_requirements import get_venv_packages  # the pip it wants
     version = get_venv_packages(_AnyPython())["pip"]
     cache = os.path.expanduser("~/.ansible/test/cache/get_pip_%s.py" % version.replace(".", "_"))
     if os.path.exists(cache):

@@ -113,5 +113,6 @@ case ${1:-build} in
 fetch) fetch ;;
 build) shift || true; build "${1:-}" ;;
 check) check ;;
+-h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" ;;
 *) die "usage: $0 fetch | build [SRC] | check" ;;
 esac

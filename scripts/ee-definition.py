@@ -43,5 +43,8 @@ def definition():
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] in (["-h"], ["--help"]):  # the usage, before anything is read
+        print(__doc__)
+        sys.exit(0)
     sys.stdout.write("# written by scripts/ee-definition.py from execution-environment.yml: do not edit\n")
     yaml.safe_dump(definition(), sys.stdout, sort_keys=False)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the Debian packages named on the command line that are missing.
 # Quiet when everything is there; needs root (or sudo) only when something is missing.
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac  # the header above is the usage
 set -euo pipefail
 missing=()
 for pkg in "$@"; do

@@ -3,6 +3,7 @@
 # with venv and pip (ensurepip), or exit 2 saying what to install. The supported range is the
 # "# python X.Y-X.Z" line of requirements/core-CORE.txt. Looked for, oldest supported version first:
 # pythonX.Y on PATH, /usr/bin, /usr/local/bin, then pyenv's versions (~/.pyenv or $PYENV_ROOT).
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac  # the header above is the usage
 set -euo pipefail
 core=${1:?usage: find-python.sh CORE (for example 2.21)}
 here=$(cd "$(dirname "$0")/.." && pwd)

@@ -66,6 +66,9 @@ def render(data):
 
 
 def main(argv):
+    if list(argv[:1]) in (["-h"], ["--help"]):  # the usage, before anything is read or written
+        print(__doc__)
+        return 0
     check = argv[:1] == ["--check"]
     args = argv[1:] if check else argv
     if len(args) not in (1, 2):

@@ -17,6 +17,7 @@
 # Every step checks its own outcome (a run that must PASS, one that must FAIL with its evidence);
 # the script names each step that did not come out as expected and exits 1 when there is one.
 #   scripts/gpu-commission.sh [DATA_DIR]
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac  # the header above is the usage
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1

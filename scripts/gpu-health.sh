@@ -13,6 +13,7 @@
 # Read-only apart from the benchmark's data files (removed at the end). Needs pynvml
 # (nvidia-ml-py) and CUDA (gdsbench is built with $CUDA_HOME in the gds_bench role's files/bench when it is missing there).
 #   scripts/gpu-health.sh [DATA_DIR]        (SECS=10 OUT=build/gpu-health by default)
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac  # the header above is the usage
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Render a report.html in headless Chromium (Debian's package) and save a PNG screenshot.
 #   scripts/screenshot-report.sh [reports/latest/report.html] [out.png] [width] [height]
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac  # the header above is the usage
 set -euo pipefail
 html=$(realpath "${1:-reports/latest/report.html}")
 out=$(realpath -m "${2:-${html%.html}.png}")

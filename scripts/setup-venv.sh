@@ -2,6 +2,7 @@
 # setup-venv.sh CORE VENV: VENV/ with requirements.txt's pins, the ansible and ansible-core lines
 # taken from requirements/core-CORE.txt, on a Python that core supports (scripts/find-python.sh).
 # A VENV of another Python or another core is made anew (it is this script's own directory).
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac  # the header above is the usage
 set -euo pipefail
 core=${1:?usage: setup-venv.sh CORE VENV} venv=${2:?usage: setup-venv.sh CORE VENV}
 here=$(cd "$(dirname "$0")/.." && pwd)

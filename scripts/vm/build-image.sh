@@ -16,6 +16,7 @@
 # Environment: GDS_VM_CACHE (default /var/cache/gds-commission/vm), GDS_VM_MIRROR (default: the
 # bookworm mirror of this machine's apt sources, else debootstrap's default), GDS_VM_ROOT_SIZE
 # (default 3G), GDS_VM_CACHE_KEEP_DAYS (default 14). Needs root, debootstrap and e2fsprogs.
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac  # the header above is the usage
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
