@@ -35,6 +35,17 @@ def test_writes_first_then_reads_then_the_farthest_non_affine_gpu():
     assert raid3["raid3 seq_read non-affine gpu0"]["gpu"] == 0  # raid3's far GPU is on NUMA 0
 
 
+def test_each_gpus_sequential_write_lays_out_whole_files_whatever_the_duration():
+    """A 5 s time-based write wrote less than one pass over GPU 0's 8 x 1 GiB files on four H200s
+    and both its reads broke: the sequential write is one full pass (duration 0), the others keep
+    the profile's duration."""
+    jobs = gds_bench_plan(ARRAYS, dict(PROFILE, duration=5, templates=PROFILE["templates"] + [
+        {"name": "rand_write", "io_type": "randwrite", "io_size": "4K"}]))
+    durations = {j["name"]: j["duration"] for j in jobs if not j.get("jobs")}
+    assert durations["raid1 gpu0 seq_write"] == 0 and durations["raid3 gpu5 seq_write"] == 0
+    assert durations["raid1 gpu0 seq_read"] == 5 and durations["raid1 gpu0 rand_write"] == 5
+
+
 def test_without_a_gpu_the_cpu_type_runs_and_the_pair_is_skipped():
     jobs = gds_bench_plan(ARRAYS[:1], dict(PROFILE, xfer_type=1))
     assert all(j.get("gpu") is None for j in jobs if "skip" not in j)

@@ -142,4 +142,4 @@ def test_health_covers_every_gpu_and_a_gpu_without_a_job_fails_the_node(tmp_path
     broken = fake_bench(tmp_path, 'if [[ " $* " == *" -d 1 "* ]]; then exit 1; fi; echo \'%s\'' % json.dumps(RECORD))
     rc, result = run_module("gds_bench", {"binary": broken, "jobs": [job, job1], "udev_root": "", "expect_gpus": [0, 1]})
     every = by_name(result["checks"])["bench: every GPU measured"]
-    assert every["verdict"] == "FAIL" and "GPU 1: no job of it completed" in every["detail"]
+    assert every["verdict"] == "FAIL" and "GPU 1: 1 of its 1 jobs did not complete" in every["detail"]

@@ -139,7 +139,11 @@ def gds_bench_plan(arrays, profile):
             "xfer_type": xfer, "io_type": template.get("io_type", "read"),
             "io_size": template.get("io_size", "1M"), "threads": int(template.get("threads", 8)),
             "size": template.get("size", profile.get("size", "1G")),
-            "duration": int(template.get("duration", profile.get("duration", 30))),
+            # the sequential write lays out the files every read of the pair then needs whole: one
+            # full pass, as the all-at-once job's write (a 5 s write left GPU 0's 8 x 1 GiB files
+            # short on four H200s, and both its reads broke)
+            "duration": 0 if template.get("io_type", "read") == "write"
+            else int(template.get("duration", profile.get("duration", 30))),
             # a GPU without a drive of its own is judged by the non-affine thresholds, never the affine ones
             "thresholds": (thresholds if own else nonaffine).get(template["name"], {}),
             "expect_path": profile.get("expect_path") if gpu_xfer else None,

@@ -23,6 +23,8 @@ running a gdsio job file) is read three ways here:
 """
 from __future__ import annotations
 
+import json
+
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
 from ansible_collections.gds.commission.plugins.module_utils.core.numbers import figure
 from ansible_collections.gds.commission.plugins.module_utils.hw.health import KIND_ROLES, PORT_ROLES
@@ -258,23 +260,27 @@ def every_gpu_check(expected, jobs, results):
         return None
     done = {r.get("name") for r in results if isinstance(r, dict) and isinstance(r.get("checks"), list)
             and r["checks"] and isinstance(r["checks"][0], dict) and r["checks"][0].get("verdict") == "PASS"}
-    measured = sorted({j["gpu"] for j in gpu_jobs if j.get("name") in done and _index(j["gpu"])})
     given = list(expected) if isinstance(expected, (list, tuple)) else [expected]
     expected = sorted({g for g in given if _index(g)} | {j["gpu"] for j in gpu_jobs if _index(j["gpu"])})
-    why = []
+    # a GPU is measured when every job of its own that ran completed: one broken job of three is
+    # not a measured GPU
+    measured, why = [], ["%s is no GPU index (a whole number): it cannot be counted" % json.dumps(g, default=str)
+                         for g in given if not _index(g)]
     for gpu in expected:
-        if gpu in measured:
-            continue
-        mine = [j for j in gpu_jobs if j["gpu"] == gpu and _index(j["gpu"])]
+        mine = [j for j in gpu_jobs if j["gpu"] == gpu]
+        ran = [j for j in mine if not j.get("skip")]
+        broken = [j.get("name") for j in ran if j.get("name") not in done]
         if not mine:
             why.append("GPU %s: no job was planned for it" % gpu)
-        elif all(j.get("skip") for j in mine):
+        elif not ran:
             why.append("GPU %s: its jobs were skipped (%s)" % (gpu, "; ".join(sorted({j["skip"] for j in mine}))))
+        elif broken:
+            why.append("GPU %s: %d of its %d jobs did not complete (%s)" % (gpu, len(broken), len(ran), ", ".join(map(str, broken))))
         else:
-            why.append("GPU %s: no job of it completed" % gpu)
+            measured.append(gpu)
     name = "bench: every GPU measured"
     target = "every GPU: %s" % ", ".join(str(g) for g in expected)
-    if not measured and all(j.get("skip") for j in gpu_jobs):
+    if not measured and all(j.get("skip") for j in gpu_jobs) and all(_index(g) for g in given):
         return check(name, "SKIP", target, "none", "; ".join(why))
     if why:
         return check(name, "FAIL", target, "%d of %d: %s" % (len(measured), len(expected), ", ".join(map(str, measured))),
