@@ -386,13 +386,13 @@ fio_build_wait() {
 	FIO_BG=""
 }
 
-# fio_build SRC.tar.gz DIR LOG: fio with --enable-libcufile against $CUDA_HOME, in DIR (empty,
-# made by the caller with mktemp). Every step writes to LOG; a failure names the step and prints
-# the log's last lines.
+# fio_build SRC.tar.gz DIR LOG: fio with --enable-libcufile against $CUDA_HOME, in DIR (the
+# callers' is theirs, made with mktemp; never emptied here). Every step writes to LOG; a failure
+# names the step and prints the log's last lines.
 fio_build() {
 	local src=$1 b=$2 log=$3 step
 	echo "fio: building with libcufile from $(basename "$src") in $b (log: $log)"
-	if ! { [ -d "$b" ] && : >"$log"; }; then
+	if ! { mkdir -p "$b" && : >"$log"; }; then
 		echo "fio: build FAILED: cannot prepare $b or $log"
 		return 1
 	fi

@@ -172,7 +172,8 @@ for host, entry in doc["hosts"].items():
 if unexpected:
     sys.exit("not expected here: %s" % "; ".join(unexpected))
 sys.exit(0 if expected else "no io path check FAILed")
-PYfi
+PY
+fi
 
 if want 5; then
 say "5. tune again: nothing left to change"

@@ -109,7 +109,7 @@ def commission_env(tmp_path):
         esac
         case "$*" in *expect_path=nvfs*)
           echo '{"hosts": {"gpu-local": {"verdict": "FAIL", "checks": [{"name": "bench: seq_read: io path",
-            "verdict": "FAIL", "expected": "nvfs", "actual": "compat"}]}}}' >"$GDS_REPORTS_DIR/latest/summary.json"
+            "verdict": "FAIL", "expected": "nvfs", "actual": "compat"}'"${FAKE_NVFS_ALSO:-}"']}}}' >"$GDS_REPORTS_DIR/latest/summary.json"
           exit 2 ;;
         esac
         echo '{"hosts": {"gpu-local": {"verdict": "PASS", "checks": []}}}' >"$GDS_REPORTS_DIR/latest/summary.json"
@@ -140,6 +140,10 @@ def test_gpu_commission_passes_when_every_step_comes_out_as_expected(commission_
     ({"FAKE_ANSIBLE_FAILS": "1"}, "1. the gds_topology module"),
     ({"PLAYBOOK_RC": "2"}, "3. the compat commissioning did not PASS"),
     ({"TUNE_CHANGED": "3"}, "5. a second tune run changed something"),
+    # the run that must FAIL on the io path also broke a job (four H200s: a short write broke the
+    # reads): not the step's expected outcome
+    ({"FAKE_NVFS_ALSO": ', {"name": "bench: raid gpu0 seq_read: completed", "verdict": "ERROR", "expected": 0, '
+                        '"actual": 1}'}, "4. not exactly the io path checks FAILed"),
     # nvidia-smi says PIX where the facts say PHB, or NVLinks the facts do not have
     ({"FAKE_TOPO_CELL": "PIX"}, "1. GPU facts against nvidia-smi"),
     ({"FAKE_TOPO_CELL": "NV18"}, "1. GPU facts against nvidia-smi"),
