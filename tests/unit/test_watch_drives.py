@@ -86,6 +86,15 @@ def test_counter_that_went_back_is_unknown_and_short_lines():
     assert parse_diskstats("   8 0 sda 1 2 3 4 5 6 7 8 9 10 11\n")["sda"]["io_ms"] == 10
 
 
+def test_a_device_named_on_two_lines_is_garbled_never_a_figure():
+    """A duplicated line (the same device twice, the later one stale) made a member read nothing,
+    a false FAIL "took no reads": which line is the device's is unknown."""
+    garbled = {}
+    text = line(259, 0, "nvme0n1", reads=500) + "\n" + line(259, 1, "nvme1n1", reads=7) + "\n" + line(259, 0, "nvme0n1")
+    stats = parse_diskstats(text, garbled)
+    assert list(stats) == ["nvme1n1"] and garbled == {"nvme0n1": "lines 1 and 3 of diskstats both name nvme0n1"}
+
+
 def thresholds(**given):
     return watch_thresholds(given)
 
@@ -369,6 +378,10 @@ def test_a_direct_read_the_drives_did_not_serve_measured_memory():
     assert drive_load_check("bench: j: ", _load(), "read", {}, th, buffered=True, job_bytes=3 * read)["verdict"] == "PASS"
     write = dict(_load(), drives=[dict(d, write_bytes=d["read_bytes"], w_await_ms=0.2) for d in _load()["drives"]])
     assert drive_load_check("bench: j: ", write, "write", {}, th, job_bytes=3 * read)["verdict"] == "PASS"
+    # drives that read ten times what the job reported carried other I/O: never the job's figures
+    check = drive_load_check("bench: j: ", _load(), "read", {}, th, job_bytes=read // 10)
+    assert check["verdict"] == "WARN" and "other I/O read these drives" in check["actual"], check
+    assert drive_load_check("bench: j: ", _load(), "read", {}, th, job_bytes=read // 2)["verdict"] == "PASS"
 
 
 @pytest.mark.parametrize("job_bytes", [float("nan"), -1, "9458155520"])
@@ -391,8 +404,14 @@ def test_the_watch_judges_the_bytes_the_benchmark_reported(tmp_path):
     watch.begin(job)
     (proc / "diskstats").write_text(after)
     entry, checks = watch.end(job, {"bytes": 1})
-    assert {c["name"]: c for c in checks}["bench: j: drive load"]["verdict"] == "PASS"
+    # one byte reported, gigabytes read: the drives' figures are not this job's alone
+    assert {c["name"]: c for c in checks}["bench: j: drive load"]["verdict"] == "WARN"
     drives_read = sum(d["read_bytes"] for d in entry["drives"])
+    (proc / "diskstats").write_text(before)
+    watch.begin(job)
+    (proc / "diskstats").write_text(after)
+    _, checks = watch.end(job, {"bytes": drives_read})
+    assert {c["name"]: c for c in checks}["bench: j: drive load"]["verdict"] == "PASS"
     (proc / "diskstats").write_text(before)
     watch.begin(job)
     (proc / "diskstats").write_text(after)

@@ -35,6 +35,25 @@ def test_link_rates_with_their_encoding(speed, width, gb_s):
     assert link_bytes_per_s(None, 16) is None and link_bytes_per_s(8.0, None) is None
 
 
+@pytest.mark.parametrize("speed,width", [(float("nan"), 16), ("16", 4), (16.0, -23), (16.0, float("nan")),
+                                         (16.0, "16"), (16.0, True), (16.0, 0), (16.0, 10 ** 6), (True, 16)])
+def test_a_link_state_that_is_no_rate_or_lane_count_has_no_rate(speed, width):
+    """NaN, text or a negative width gave -23.6 GB/s or a raw ValueError in a SKIP's text."""
+    assert link_bytes_per_s(speed, width) is None
+
+
+def test_a_gpu_link_of_no_lane_count_is_an_unknown_limit_naming_why(dgx2):
+    for width in (float("nan"), -23, "x16"):
+        limit = path_limit(with_link(dgx2, "0000:39:00.0", current_width=width, expected_width=width), 2, PAIR)
+        assert "bytes_per_s" not in limit and "0000:39:00.0" in limit["unknown"], limit
+
+
+@pytest.mark.parametrize("value", [float("nan"), "6.5", -1, True, None, 0])
+def test_a_drive_spec_that_is_no_figure_is_no_spec(value):
+    assert spec_bytes({"metric": "throughput_gib_s", "value": value}, {}) is None
+    assert spec_bytes({"metric": "iops", "value": 1000}, {"io_size_bytes": value}) is None
+
+
 def test_guide_pair_is_bound_by_its_two_x4_drives(dgx2):
     limit = path_limit(dgx2, 2, PAIR)
     assert limit["gb_s"] == 7.877 and limit["bound"] == "the drives' links"

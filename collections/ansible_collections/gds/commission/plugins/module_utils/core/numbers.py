@@ -61,6 +61,22 @@ def figure(value):
     return value if is_figure(value) and value >= 0 else None
 
 
+# A denominator below a millionth of its unit (1 KiB/s in GiB/s, one I/O in a million seconds) is
+# no measurement: a ratio over it would make anything PASS (1e-300 over 1e-300 is 1)
+RATIO_FLOOR = 1e-6
+# No figure the benchmark judges reaches this in its units (GiB/s ~1e2, IOPS ~1e7, us ~1e6): one
+# that does (1e308 GiB/s) is a record gone wrong, not a fast node, and never a peer of the fleet
+PLAUSIBLE_MAX = 1e12
+
+
+def ratio(numerator, denominator, floor=RATIO_FLOOR):
+    """numerator / denominator when both are figures (finite, >= 0) and the denominator is above
+    ``floor``; else None (nothing to judge)."""
+    if figure(numerator) is None or figure(denominator) is None or denominator <= floor:
+        return None
+    return numerator / denominator
+
+
 def counter(text, bits=64):
     """An unsigned counter as the kernel or a tool prints it: ASCII digits only, below 2**bits
     (``unsigned long`` is 64 bits on the kernels that run GPUs)."""

@@ -11,7 +11,7 @@ import os
 import statistics
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check as make_check
-from ansible_collections.gds.commission.plugins.module_utils.core.numbers import figure, is_figure
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import PLAUSIBLE_MAX, figure, is_figure, ratio
 from ansible_collections.gds.commission.plugins.module_utils.fleet.output import OutDir, RefusedPath
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_files import host_file_name
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_text import figure_text, json_ready, to_json
@@ -39,7 +39,8 @@ def measured(checks):
         job, metric = check.get("job"), check.get("metric")
         if check.get("area") != "bench" or not isinstance(job, str) or not isinstance(metric, str):
             continue
-        if not is_figure(check.get("actual")):
+        # a figure the check itself could not judge (ERROR: implausible, no figure) is no peer
+        if not is_figure(check.get("actual")) or check.get("verdict") == "ERROR" or abs(check["actual"]) > PLAUSIBLE_MAX:
             continue
         if check.get("low") is None and check.get("high") is None:
             continue
@@ -48,10 +49,11 @@ def measured(checks):
 
 
 def _lost(value, reference, higher_is_better):
-    """The share of ``reference`` that ``value`` lost (0 when it is as good or better)."""
-    if not reference:
-        return 0.0
-    loss = (reference - value) / abs(reference) if higher_is_better else (value - reference) / abs(reference)
+    """The share of ``reference`` that ``value`` lost (0 when it is as good or better); None when
+    the reference is no figure to divide by (numbers.ratio's floor): nothing to compare with."""
+    if ratio(value, reference) is None:
+        return None
+    loss = (reference - value) / reference if higher_is_better else (value - reference) / reference
     return max(0.0, loss)
 
 
@@ -82,6 +84,8 @@ def fleet_checks(docs, platforms, tolerance=None, min_peers=FLEET_MIN_PEERS):
             unit = (" " + check["unit"]) if check.get("unit") else ""
             bound = median * (1 - tol) if higher else median * (1 + tol)
             loss = _lost(check["actual"], median, higher)
+            if loss is None:  # a median of nothing measured: no comparison
+                continue
             where = "%s on %d %s hosts" % (figure_text(median) + unit, len(group), platforms[host])
             verdict = "WARN" if loss > tol else "PASS"
             detail = ("%s%s is %.0f%% %s the fleet median %s (tolerance %.0f%%)"
@@ -113,6 +117,8 @@ def history_checks(host, doc, runs, tolerance=HISTORY_TOLERANCE, problem=None):
         higher = check.get("low") is not None
         unit = (" " + check["unit"]) if check.get("unit") else ""
         loss = _lost(check["actual"], before, higher)
+        if loss is None:  # the last PASS measured nothing to compare with
+            continue
         verdict = "WARN" if loss > tolerance else "PASS"
         since = "run %s (%s)" % (last.get("run_id"), last.get("finished")) if last.get("finished") else "run %s" % last.get("run_id")
         out.append(make_check(

@@ -20,6 +20,7 @@ import os
 import re
 import struct
 
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import is_figure
 from ansible_collections.gds.commission.plugins.module_utils.core.files import (
     UnreadableFile, listdir, read_bounded, read_file, resolve,
 )
@@ -110,8 +111,10 @@ def speed_gts(text):
 
 def gen_of_speed(gts):
     """GT/s -> PCIe generation (2.5 -> 1 ... 64 -> 6); None when it is no generation's rate."""
+    if not is_figure(gts):  # text, NaN, a boolean: no rate
+        return None
     for rate, gen in SPEED_GENS:
-        if gts is not None and abs(gts - rate) < 0.01:
+        if abs(gts - rate) < 0.01:
             return gen
     return None
 
@@ -135,9 +138,10 @@ def encoding(gen):
 
 def link_bytes_per_s(speed_gts, width):
     """Bytes a second one direction of a link carries (Gen5 x16 ~ 63 GB/s, Gen4 x4 ~ 7.9 GB/s);
-    None when speed or width is unknown."""
+    None when speed or width is unknown: no generation's rate, or a width that is no lane count
+    (a whole number 1 to 32: never NaN, text or negative)."""
     gen = gen_of_speed(speed_gts)
-    if not speed_gts or not width or gen is None:
+    if gen is None or isinstance(width, bool) or not isinstance(width, int) or not 1 <= width <= 32:
         return None
     return speed_gts * 1e9 * width * encoding(gen) / 8
 

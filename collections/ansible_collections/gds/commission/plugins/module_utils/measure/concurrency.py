@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
-from ansible_collections.gds.commission.plugins.module_utils.core.numbers import figure
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import figure, ratio
 from ansible_collections.gds.commission.plugins.module_utils.hw.health import KIND_ROLES, PORT_ROLES
 from ansible_collections.gds.commission.plugins.module_utils.measure.pathlimit import (
     GIB, PathLoop, PathModel, PathUnknown, host_bridge, path_limit, route_links,
@@ -158,8 +158,8 @@ def _bucket(key, rows, parts, topology, gpu_load):
     out = {"key": key, "gpus": [r["gpu"] for r in rows if r["gpu"] is not None],
            "aggregate_gib_s": round(sum(aggregate), 4) if None not in aggregate else None,
            "singles_gib_s": round(sum(singles), 4) if None not in singles and singles else None}
-    out["scaling"] = (round(out["aggregate_gib_s"] / out["singles_gib_s"], 4)
-                      if out["aggregate_gib_s"] is not None and out["singles_gib_s"] else None)
+    scaling = ratio(out["aggregate_gib_s"], out["singles_gib_s"])
+    out["scaling"] = None if scaling is None else round(scaling, 4)
     limit = concurrent_limit(topology, parts, gpu_load)
     out["limit_gb_s"] = limit.get("gb_s")
     out["bound"] = limit.get("bound") or "unknown: %s" % limit.get("unknown")
@@ -189,8 +189,11 @@ def concurrency_entry(job, record, records, topology=None, gpu_load=None, drives
         rows.append(row)
     aggregate = _throughput(record)
     singles = None if missing else round(sum(r["single_gib_s"] for r in rows), 4)
+    scaling = ratio(aggregate, singles)
     out = {"aggregate_gib_s": aggregate, "singles_gib_s": singles,
-           "scaling": round(aggregate / singles, 4) if aggregate is not None and singles else None, "jobs": rows}
+           "scaling": None if scaling is None else round(scaling, 4), "jobs": rows}
+    if scaling is None and aggregate is not None and singles is not None:
+        out["unknown"] = "the singles' sum (%s GiB/s) is no figure to divide by" % singles
     if missing:
         out["unknown"] = "no single figure for %s" % ", ".join(missing)
     parts = {p["name"]: p for p in parts_of(job, drives)}
@@ -226,10 +229,10 @@ def ceiling_entry(record, host_name, host_record):
     out = {"job": host_name, "gib_s": host}
     if host_record is None:
         out["unknown"] = "%s did not complete" % host_name
-    elif host is None or mine is None or host == 0:
+    elif ratio(mine, host) is None:
         out["unknown"] = "no throughput to compare (%s: %s, this job: %s)" % (host_name, host, mine)
     else:
-        out["fraction"] = round(mine / host, 4)
+        out["fraction"] = round(ratio(mine, host), 4)
     return out
 
 

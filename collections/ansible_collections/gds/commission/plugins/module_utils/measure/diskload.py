@@ -35,9 +35,9 @@ FIELDS = ("reads", "reads_merged", "sectors_read", "read_ms", "writes", "writes_
 
 def parse_diskstats(text, garbled=None):
     """{name: {field: int}} from /proc/diskstats. A line that names a device (major, minor, name)
-    but whose counters cannot be read goes to ``garbled`` ({name: why}) when given; other lines
-    are skipped."""
-    out = {}
+    but whose counters cannot be read, or a device named on two lines, goes to ``garbled``
+    ({name: why}) when given; other lines are skipped."""
+    out, first_line = {}, {}
     for number, line in enumerate(text.splitlines(), 1):
         parts = line.split()
         if len(parts) < 3:
@@ -47,6 +47,12 @@ def parse_diskstats(text, garbled=None):
             counter(parts[0], 32), counter(parts[1], 32)
         except BadNumber:
             continue  # no major:minor: not a device's line
+        if name in first_line:  # the kernel prints a device once: which line is it, is unknown
+            out.pop(name, None)
+            if garbled is not None:
+                garbled[name] = "lines %d and %d of diskstats both name %s" % (first_line[name], number, name)
+            continue
+        first_line[name] = number
         try:
             if len(parts) < 14:
                 raise BadNumber("%d counters, iostats.rst has at least 11" % (len(parts) - 3))
@@ -236,6 +242,9 @@ def _members(drives, key, await_key, bdf_of):
 # A direct read's bytes come from its drives: with less than this share read from them, the rest
 # came from memory (cuFile's compat batch path reads through the page cache: bench/RESULTS.md 14.4)
 DRIVES_SERVED_MIN = 0.9
+# ... and with more than this multiple of it read from them, something else read those drives in
+# the window (or the job's bytes are wrong): their figures are not the job's alone
+DRIVES_SERVED_MAX = 2.0
 
 
 def _served_short(busy, missing, job_bytes):
@@ -246,6 +255,16 @@ def _served_short(busy, missing, job_bytes):
     if not job_bytes or read >= DRIVES_SERVED_MIN * job_bytes or missing:
         return None
     return "%s: the rest came from memory (the page cache), so the figure is not the drives'" % _served(read, job_bytes)
+
+
+def _served_over(busy, job_bytes):
+    """Why the drives' figures are not the direct read's alone (they read over DRIVES_SERVED_MAX
+    times the bytes the job reported), or None."""
+    read = sum(d["bytes"] for d in busy)
+    if not job_bytes or read <= DRIVES_SERVED_MAX * job_bytes:
+        return None
+    return "%s: other I/O read these drives in the job's window, so their figures are not the job's alone" \
+        % _served(read, job_bytes)
 
 
 def _served(read, job_bytes):
@@ -342,6 +361,9 @@ def drive_load_check(prefix, load, io_type, bdf_of, thresholds, buffered=False, 
     short = _served_short(busy, missing, figure(job_bytes)) if judge_served and measured else None
     if short:
         fails.append(short)
+    over = _served_over(busy, figure(job_bytes)) if judge_served and measured else None
+    if over:
+        skewed.append(over)
     figures = "; ".join("%s: %.1f MB %s, %s %s, await %s ms, util %s%%" % (
         _label(d, bdf_of), d["bytes"] / 1e6, "written" if write else "read", d.get("w_s" if write else "r_s"),
         "w/s" if write else "r/s", d.get(await_key), d.get("util_pct")) for d in measured)

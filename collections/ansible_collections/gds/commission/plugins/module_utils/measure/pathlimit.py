@@ -17,6 +17,7 @@ limit is unknown, naming the loop.
 """
 from __future__ import annotations
 
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import figure
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import gen_of_speed, link_bytes_per_s, speed_of_gen
 
 INF = float("inf")
@@ -264,11 +265,13 @@ def _unknown(why, route):
 def spec_bytes(spec, record):
     """The drives' summed spec as bytes a second: ``spec`` {metric, value} in GiB/s or IOPS (at
     the job's I/O size); None for another metric or without one."""
-    if not spec or not spec.get("value"):
+    value = figure(spec.get("value")) if isinstance(spec, dict) else None
+    if not value:  # none, zero, or no figure (NaN, text, negative): no spec
         return None
-    metric, value = spec.get("metric", "throughput_gib_s"), float(spec["value"])
+    metric = spec.get("metric", "throughput_gib_s")
     if metric == "throughput_gib_s":
         return value * GIB
-    if metric == "iops" and (record or {}).get("io_size_bytes"):
-        return value * float(record["io_size_bytes"])
+    io_size = figure((record or {}).get("io_size_bytes"))
+    if metric == "iops" and io_size:
+        return value * io_size
     return None

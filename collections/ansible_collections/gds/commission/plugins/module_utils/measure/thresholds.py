@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check as _check
 # every metric here (throughput, IOPS, latency, bytes, seconds, ratios) is a figure >= 0
-from ansible_collections.gds.commission.plugins.module_utils.core.numbers import figure
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import PLAUSIBLE_MAX, figure
 from ansible_collections.gds.commission.plugins.module_utils.measure.vocab import CUFILE_XFER_TYPES
 
 WARN_MARGIN = 0.05
@@ -94,6 +94,10 @@ def evaluate(metric, spec, value, prefix=""):
         return _check(prefix + metric, "ERROR", expected, str(value),
                       "the benchmark record's %s is %r, not a finite figure >= 0: nothing to judge" % (metric, value),
                       **limits)
+    if value > PLAUSIBLE_MAX:
+        return _check(prefix + metric, "ERROR", expected, _fmt(value),
+                      "the benchmark record's %s is %g %s, above anything a node measures (%g): a record "
+                      "gone wrong, nothing to judge" % (metric, value, unit, PLAUSIBLE_MAX), **limits)
     verdict, detail = "PASS", None
     if low is not None and value < low:
         verdict, detail = "FAIL", "%g %s is below %g" % (_fmt(value), unit, _fmt(low))
