@@ -287,3 +287,15 @@ def test_readers_find_checks_by_their_keys_not_their_names():
     offenders = [(f, n + 1) for f in sorted(os.listdir(fleet)) if f.endswith(".py")
                  for n, line in enumerate(open(os.path.join(fleet, f))) if parsing.search(line)]
     assert offenders == []
+
+
+def test_metrics_module_never_writes_through_a_directory_link(tmp_path):
+    """The textfile directory's own place holding a link (to /etc, say) is refused naming it;
+    nothing is written where it points."""
+    elsewhere = tmp_path / "etc"
+    elsewhere.mkdir()
+    link = tmp_path / "node-exporter"
+    link.symlink_to(elsewhere)
+    rc, result = run_module("gds_metrics", {"dir": str(link), "content": "gds_up 1\n"})
+    assert rc != 0 and "symbolic link, not followed" in result["msg"] and str(link) in result["msg"], result
+    assert os.listdir(str(elsewhere)) == []

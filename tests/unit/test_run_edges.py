@@ -168,3 +168,23 @@ def test_a_merge_of_a_check_mode_run_is_never_latest(tmp_path):
     result = gds_merge.merge_run(str(reports), "r1", expected=["a"])
     assert result["summary"]["hosts"]["a"]["verdict"] == "PASS"  # bench: measured SKIP, not FAIL
     assert os.readlink(str(reports / "latest")) == "earlier"
+
+
+def test_gds_merge_without_the_hosts_is_never_green(tmp_path):
+    """Three nodes, two of which wrote nothing: without --hosts or --nodes the merge sees one PASS
+    node and cannot see the others, so it exits 2 saying so; with the hosts they are ERROR."""
+    import subprocess
+    measured = {"checks": [{"name": "bench: j: throughput_gib_s", "verdict": "PASS", "expected": ">= 1", "actual": 2}]}
+    files, dummy = gds_merge.host_scope_files("r1", STARTED, FINISHED, "commission", {"a": measured}, ["a"], {},
+                                              required_areas=["bench"])
+    os.makedirs(str(tmp_path / "r1"))
+    for name, text in files.items():
+        (tmp_path / "r1" / name).write_text(text)
+    merge = [sys.executable, os.path.join(ROOT, "scripts", "gds-merge"), "--run-id", "r1", "--reports-dir", str(tmp_path)]
+    proc = subprocess.run(merge, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "no --hosts or --nodes" in proc.stderr, proc.stderr
+    assert subprocess.run(merge + ["--hosts-from-files"], capture_output=True, text=True, timeout=120).returncode == 0
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text("a\nb\nc\n")
+    proc = subprocess.run(merge + ["--hosts", str(hosts)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "b, c" in proc.stdout, proc.stdout

@@ -249,6 +249,7 @@ def drift_metrics(entry, timestamp, version=VERSION):
 
 def write_textfile(directory, name, text):
     """Put ``text`` in place as ``directory/name`` atomically (node_exporter never reads half);
-    a link or anything but a regular file of that name is refused (fleet/output.py)."""
-    with OutDir(directory) as folder:
+    a link or anything but a regular file of that name is refused, and so is a link in the
+    directory's own place (fleet/output.py): never written through."""
+    with OutDir(directory, follow=False) as folder:
         return folder.write(name, text)

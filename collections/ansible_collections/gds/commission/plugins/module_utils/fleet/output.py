@@ -46,12 +46,18 @@ class OutDir(object):
     """An open directory to write in: ``OutDir(path)`` for one the user named (made when
     missing unless ``create`` is false), ``child(name)`` for one the product makes in it."""
 
-    def __init__(self, path, create=True, fd=None):
+    def __init__(self, path, create=True, fd=None, follow=True):
         self.path = path
         if fd is None:
-            if create and not os.path.isdir(path):
+            if create and not os.path.lexists(path):
                 os.makedirs(path, 0o755, exist_ok=True)
-            fd = os.open(path, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+            try:  # follow false: a link in the directory's own place is refused, never written through
+                fd = os.open(path, os.O_RDONLY | _DIRECTORY | _CLOEXEC | (0 if follow else _NOFOLLOW))
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR) and not follow and os.path.islink(path):
+                    raise RefusedPath("%s is a symbolic link, not followed: name the directory it points at"
+                                      % path) from None
+                raise
         self.fd = fd
 
     def __enter__(self):
