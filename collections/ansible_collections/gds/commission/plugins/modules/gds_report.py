@@ -78,8 +78,9 @@ options:
     default: [bench]
   check_run:
     description:
-      - The run is in check mode (C(ansible_check_mode)): it measured nothing, so an unmeasured
-        required area is SKIP, not FAIL, the report says so, and C(latest) is not pointed at it.
+      - "The run is in check mode (C(ansible_check_mode)): it measured nothing, so an unmeasured
+        required area is SKIP, not FAIL, the report says so, and C(latest) is not pointed at it
+        (commission mode)."
     type: bool
     default: false
   platforms:
@@ -98,7 +99,7 @@ options:
   fleet_min_peers:
     description:
       - Compare a figure with the fleet only when at least this many other hosts of the platform measured it.
-      - One number, or a dict host -> number (each host's setting): the largest is the run's.
+      - "One number, or a dict host -> number (each host's setting): the largest is the run's."
     type: raw
     default: 3
   history_tolerance:
@@ -110,7 +111,7 @@ options:
   history_keep:
     description:
       - How many runs each host's history file keeps (the oldest go first); 0 keeps no history.
-      - One number, or a dict host -> number (each host's setting): the largest is the run's.
+      - "One number, or a dict host -> number (each host's setting): the largest is the run's."
     type: raw
     default: 20
   scope:

@@ -270,8 +270,8 @@ def publish_run(reports_dir, run_id, started, finished, mode, hosts, all_hosts, 
                 required_areas=(), fleet=None, history_keep=0, history_tolerance=None, write=True, check_run=False):
     """A run's report as the report play writes it: the history read from reports_dir (commission
     mode, ``history_keep`` above 0), build_report, the run directory written, the history written,
-    ``latest`` pointed at the run, unless ``check_run`` (a check-mode run, which measured
-    nothing, never becomes latest); (run_dir, result, refused). One path for the gds_report module
+    ``latest`` pointed at the run, unless ``check_run`` (a check-mode commission, which measured
+    nothing, never becomes latest; a drift run always runs in check mode); (run_dir, result, refused). One path for the gds_report module
     and the merge of host files (fleet/merge.py), so both write the same report.
 
     A run directory that cannot be written raises (OSError, ValueError); a history file or
@@ -296,7 +296,7 @@ def publish_run(reports_dir, run_id, started, finished, mode, hosts, all_hosts, 
             result["history"] = write_history(reports_dir, updated, problems)
         except (OSError, ValueError) as exc:
             refused.append(str(exc))
-    if check_run:
+    if check_run and mode == "commission":  # a drift run is check mode by design, and is latest
         return run_dir, result, refused
     try:
         point_latest(reports_dir, run_id)
