@@ -86,8 +86,8 @@ sanity: setup
 	# ansible-test's own linters in their own virtual environments (pip downloads them the first time;
 	# its pip bootstrap comes from a host outside the package index: a stand-in where that is unreachable)
 	@scripts/ensure-debs.sh $(DEBS_LINT)
-	$(BIN)/python scripts/ansible-test-bootstrap.py
-	cd $(COLLECTION) && $(CURDIR)/$(BIN)/ansible-test sanity --venv --requirements --python $$($(CURDIR)/$(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+	cd $(COLLECTION) && $(CURDIR)/$(BIN)/python $(CURDIR)/scripts/ansible-test-bootstrap.py -- \
+		$(CURDIR)/$(BIN)/ansible-test sanity --venv --requirements --python $$($(CURDIR)/$(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 
 # The execution environment for AWX / Automation Platform (execution-environment.yml): the built
 # collection, then ansible-builder's context; `podman build -f build/ee/Containerfile build/ee`

@@ -34,10 +34,17 @@ class Play(object):
 
 class Playbook(object):
     def __init__(self, name, plays):
-        self._file_name, self.plays = name, plays
+        self.name, self.plays = name, plays
 
     def get_plays(self):
         return self.plays
+
+
+def start(cb, playbook):
+    """A playbook's start as Ansible sends it: the playbook, then its first play (the callback
+    reads the run's settings there, once the hosts' variables exist)."""
+    cb.v2_playbook_on_start(playbook)
+    cb.v2_playbook_on_play_start(playbook.plays[0])
 
 
 class Result(object):
@@ -70,19 +77,19 @@ def cb(tmp_path, monkeypatch):
 
 
 def test_a_run_starts_with_its_first_playbook(cb, tmp_path):
-    cb.v2_playbook_on_start(Playbook("bench.yml", [Play(["gds_bench"])]))
+    start(cb, Playbook("bench.yml", [Play(["gds_bench"])]))
     cb.state["started"] = "2026-01-01T00:00:00+00:00"  # as if bench.yml had run an hour
     cb._save()
-    cb.v2_playbook_on_start(Playbook("report.yml", [Play(["gds_report"])]))
+    start(cb, Playbook("report.yml", [Play(["gds_report"])]))
     assert cb.state["started"] == "2026-01-01T00:00:00+00:00"
     # a second invocation with the same run id continues that run
     again = callback.CallbackModule()
-    again.v2_playbook_on_start(Playbook("report.yml", [Play(["gds_report"])]))
+    start(again, Playbook("report.yml", [Play(["gds_report"])]))
     assert again.state["started"] == "2026-01-01T00:00:00+00:00"
 
 
 def test_every_host_failed_still_gets_the_report(cb, tmp_path):
-    cb.v2_playbook_on_start(Playbook("commission.yml", COMMISSION))
+    start(cb, Playbook("commission.yml", COMMISSION))
     checks = [{"name": "facts: gpus", "verdict": "PASS", "expected": 8, "actual": 8}]
     # what the hosts recorded, as the last play's variable manager holds it (a real one:
     # test_fallback_report_reads_hosts_as_the_report_play_would)
@@ -103,7 +110,7 @@ def test_every_host_failed_still_gets_the_report(cb, tmp_path):
 
 
 def test_drift_run_where_every_host_failed(cb, tmp_path):
-    cb.v2_playbook_on_start(Playbook("drift.yml", [Play(["pcie_acs"]), Play(["gds_report"], {"gds_report_mode": "drift"})]))
+    start(cb, Playbook("drift.yml", [Play(["pcie_acs"]), Play(["gds_report"], {"gds_report_mode": "drift"})]))
     cb.v2_runner_on_failed(Result("a", "pcie_acs : Check", {"msg": "bad BDF"}))
     cb.v2_playbook_on_stats(Stats({"a": 1}))
     drift = json.loads((tmp_path / "reports" / "run-1" / "drift.json").read_text())
@@ -114,7 +121,7 @@ def test_roles_of_the_collection_keep_their_short_names_in_the_report(cb, tmp_pa
     """Ansible names a collection role's task `gds.commission.<role> : <task>`, and the report play's
     role gds.commission.gds_report: the report reads as before, with the role's short name."""
     plays = [Play(["gds.commission.pcie_acs"]), Play(["gds.commission.gds_report"])]
-    cb.v2_playbook_on_start(Playbook("commission.yml", plays))
+    start(cb, Playbook("commission.yml", plays))
     assert cb.report_mode == "commission"
     cb.v2_runner_on_failed(Result("a", "gds.commission.pcie_acs : Disable ACS", {"msg": "bound to vfio-pci"}))
     assert cb.state["hosts"]["a"]["failures"] == [{"task": "pcie_acs : Disable ACS", "msg": "bound to vfio-pci"}]
@@ -125,14 +132,14 @@ def test_roles_of_the_collection_keep_their_short_names_in_the_report(cb, tmp_pa
 
 
 def test_no_second_report_when_the_report_play_ran(cb, tmp_path):
-    cb.v2_playbook_on_start(Playbook("commission.yml", COMMISSION))
+    start(cb, Playbook("commission.yml", COMMISSION))
     cb.v2_runner_on_ok(Result("a", "Write the report", {"changed": False}, action="gds_report"))
     cb.v2_playbook_on_stats(Stats({}))
     assert not (tmp_path / "reports" / "run-1").exists()
 
 
 def test_no_report_from_a_playbook_without_one(cb, tmp_path):
-    cb.v2_playbook_on_start(Playbook("tune.yml", COMMISSION[:1]))
+    start(cb, Playbook("tune.yml", COMMISSION[:1]))
     cb.v2_runner_on_failed(Result("a", "x", {"msg": "y"}))
     cb.v2_playbook_on_stats(Stats({"a": 1}))
     assert not (tmp_path / "reports" / "run-1").exists()
@@ -142,7 +149,7 @@ def test_a_run_id_that_is_no_plain_name_is_replaced_with_a_warning(cb, tmp_path,
     warnings = []
     monkeypatch.setattr(cb, "_display", type("D", (), {"warning": lambda self, msg: warnings.append(msg)})())
     monkeypatch.setenv("GDS_RUN_ID", "../../escape")
-    cb.v2_playbook_on_start(Playbook("commission.yml", COMMISSION))
+    start(cb, Playbook("commission.yml", COMMISSION))
     assert cb.state["run_id"] != "../../escape" and "GDS_RUN_ID" in warnings[0]
     assert os.path.dirname(cb.path) == str(tmp_path / "reports" / ".state")
     assert os.environ["GDS_RUN_ID"] == cb.state["run_id"]
@@ -154,7 +161,7 @@ def test_drift_items_of_odd_module_results():
 
 
 def test_fallback_report_of_odd_host_names_stays_in_reports_dir(cb, tmp_path):
-    cb.v2_playbook_on_start(Playbook("commission.yml", COMMISSION))
+    start(cb, Playbook("commission.yml", COMMISSION))
     for host in ("rack1/../../../a", "gpu+01", "gpu=01"):
         cb.v2_runner_on_failed(Result(host, "t", {"msg": "boom \x1b[2J"}))
     cb.v2_playbook_on_stats(Stats({"rack1/../../../a": 1, "gpu+01": 1, "gpu=01": 1}))
@@ -218,7 +225,7 @@ def test_host_scope_keeps_its_own_state_and_writes_only_host_files(cb, tmp_path,
     shared.mkdir(parents=True)
     (shared / "run-1.json").write_text(json.dumps({"started": "2020-01-01T00:00:00+00:00",
                                                    "hosts": {"other": {"unreachable": True}}}))
-    cb.v2_playbook_on_start(Playbook("commission.yml", COMMISSION))
+    start(cb, Playbook("commission.yml", COMMISSION))
     assert os.path.dirname(cb.path) == str(shared) and cb.path != str(shared / "run-1.json")
     assert "other" not in cb.state["hosts"] and cb.state["started"] != "2020-01-01T00:00:00+00:00"
     cb.v2_runner_on_failed(Result("a", "pcie_acs : Disable ACS", {"msg": "bound to vfio-pci"}))

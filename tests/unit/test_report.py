@@ -618,6 +618,11 @@ def test_report_inputs_have_one_home():
         defaults = yaml.safe_load(handle)
     assert defaults["gds_report_check_vars"] == gds_report.CHECK_VARS
     assert defaults["gds_report_required_areas"] == list(gds_report.REQUIRED_AREAS)
+    # what a host that sets none is held to (roles/gds_report/vars/main.yml) is the defaults' value
+    with open(os.path.join(COLLECTION, "roles", "gds_report", "vars", "main.yml")) as handle:
+        unset = yaml.safe_load(handle)
+    assert unset == {"__gds_report_%s_default" % name: defaults["gds_report_" + name]
+                     for name in ("required_areas", "fleet_tolerance", "history_tolerance")}
     assert set(gds_report.REPORT_VARS.values()) | set(gds_report.REPORT_FACTS.values()) == {
         "arrays", "bench", "rdma_bench", "topology", "platform"}
 

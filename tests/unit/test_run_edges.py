@@ -35,7 +35,7 @@ def run(tmp_path, inventory, playbook, *args):
 
 
 def run_dirs(reports):
-    return sorted(n for n in os.listdir(str(reports)) if not n.startswith(".") and n not in ("latest", "earlier"))
+    return sorted(n for n in os.listdir(str(reports)) if not n.startswith(".") and n not in ("latest", "earlier", "history"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -188,3 +188,20 @@ def test_gds_merge_without_the_hosts_is_never_green(tmp_path):
     hosts.write_text("a\nb\nc\n")
     proc = subprocess.run(merge + ["--hosts", str(hosts)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "b, c" in proc.stdout, proc.stdout
+
+
+def test_the_push_report_holds_each_host_to_its_own_required_areas(tmp_path):
+    """The report task runs once, on the first host: a required_areas [] in that host's inventory
+    was every host's. Now a host that sets none is held to the play's value and the role's default."""
+    checks = [{"name": "acs: bridges", "verdict": "PASS", "expected": 0, "actual": 0}]
+    common = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, "gds_facts_checks": checks,
+              "gds_report_metrics_dir": ""}
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {
+        "a": dict(common, gds_report_required_areas=[]), "b": dict(common)}}}))
+    rc, proc, reports = run(tmp_path, inventory, "report.yml")
+    (run_id,) = run_dirs(reports)
+    summary = json.loads((reports / run_id / "summary.json").read_text())
+    verdicts = {h: e["verdict"] for h, e in summary["hosts"].items()}
+    assert verdicts == {"a": "PASS", "b": "FAIL"}, proc.stdout[-2000:]
+    assert [c["name"] for c in summary["hosts"]["b"]["checks"] if c["verdict"] == "FAIL"] == ["bench: measured"]

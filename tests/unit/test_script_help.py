@@ -85,3 +85,27 @@ def test_the_lab_removes_only_what_it_made_with_mktemp(script):
                 continue  # inside the run's own data directory
             made = re.compile(r"\b%s=\$\(mktemp -d\b" % var)
             assert made.search(text) or made.search(library), "%s: %s was not made with mktemp" % (script, var)
+
+
+def test_ansible_test_bootstrap_writes_the_stand_in_ansible_test_asks_for_and_runs_again(tmp_path):
+    """The fake ansible-test stops as the real one does where ci-files.testing.ansible.com is
+    unreachable, naming the path to save its pip bootstrap script to; the wrapper writes the
+    stand-in there (only there) and the second run passes. A path outside the cache is refused."""
+    home = tmp_path / "home"
+    cache = home / ".ansible" / "test" / "cache"
+    fake = tmp_path / "ansible-test"
+    fake.write_text("#!/bin/sh\n[ -e %s/get_pip_25_2.py ] && { echo ok; exit 0; }\n"
+                    "echo 'Download failed: <urlopen error [Errno -3]>'\n"
+                    "echo 'The bootstrap script can be manually downloaded and saved to: %s/get_pip_25_2.py'\n"
+                    "exit 1\n" % (cache, cache))
+    fake.chmod(0o755)
+    env = dict(os.environ, HOME=str(home))
+    script = os.path.join(ROOT, "scripts", "ansible-test-bootstrap.py")
+    proc = subprocess.run([sys.executable, script, "--", str(fake)], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.rstrip().endswith("ok"), proc.stdout + proc.stderr
+    assert "ensurepip" in (cache / "get_pip_25_2.py").read_text()
+    elsewhere = tmp_path / "other.sh"
+    elsewhere.write_text("#!/bin/sh\necho 'saved to: /etc/get_pip_25_2.py'\nexit 1\n")
+    elsewhere.chmod(0o755)
+    proc = subprocess.run([sys.executable, script, "--", str(elsewhere)], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and not os.path.exists("/etc/get_pip_25_2.py")

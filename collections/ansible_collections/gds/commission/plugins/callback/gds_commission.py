@@ -145,6 +145,16 @@ class CallbackModule(CallbackBase):
         return os.path.join(base, "reports")
 
     def v2_playbook_on_start(self, playbook):
+        # the run's settings are read at its first play's start: only then do the hosts' variables
+        # exist (Ansible makes them as it runs the play), and nothing runs on a host before it
+        self._starting = playbook
+        self._playbooks_started = getattr(self, "_playbooks_started", 0) + 1
+
+    def _begin(self):
+        """The playbook's run settings, once, before anything of it runs (see v2_playbook_on_start)."""
+        playbook, self._starting = getattr(self, "_starting", None), None
+        if playbook is None:
+            return
         try:
             self.writer = report_writer()
         except Exception as exc:  # no report of our own then, and the playbook still runs
@@ -176,12 +186,22 @@ class CallbackModule(CallbackBase):
         self.path = path
         # a run is as old as its first playbook: later playbooks of one command line keep it
         started = self.state.get("started") or datetime.datetime.now().astimezone().isoformat(timespec="seconds")
-        self.state.update(run_id=run_id, started=started, playbook=os.path.basename(playbook._file_name),
+        self.state.update(run_id=run_id, started=started, playbook=self._playbook_name(),
                           reports_dir=root, report_written=False)
         os.environ["GDS_RUN_ID"] = run_id
         os.environ["GDS_RUN_STATE"] = self.path
         os.environ["GDS_REPORTS_DIR"] = root
         self._save()
+
+    def _playbook_name(self):
+        """The playbook's file name, from the command line (ansible.context) in the order Ansible
+        starts them; "" when it cannot be told."""
+        try:
+            from ansible import context
+            args = list(context.CLIARGS.get("args") or [])
+            return os.path.basename(str(args[self._playbooks_started - 1]))
+        except Exception:
+            return ""
 
     @staticmethod
     def _plays(playbook):
@@ -193,18 +213,25 @@ class CallbackModule(CallbackBase):
     @staticmethod
     def _play_vars(play, names):
         """{name: value} of the variables ``names`` as a task of ``play`` on its first host would
-        see them (role defaults, inventory, play and extra vars), templated; what cannot be read
-        is left out."""
+        see them, through the variable manager's public get_vars: the extra vars, then the play's
+        own vars, then the first host's (inventory, facts; there once Ansible runs the play), then
+        the role defaults; templated. What cannot be read is left out."""
         out = {}
         try:
             from ansible.template import Templar
             manager = play.get_variable_manager()
-            hosts = manager._inventory.get_hosts(play.hosts)
-            variables = manager.get_vars(play=play, host=hosts[0] if hosts else None)
-            templar = Templar(loader=play._loader, variables=variables)
+            variables = manager.get_vars(play=play)
+            hosts = variables.get("ansible_play_hosts_all") or []
+            hostvars = variables.get("hostvars")
+            own = hostvars[hosts[0]] if hosts and hostvars is not None and hosts[0] in hostvars else {}
+            extra, play_vars = manager.extra_vars or {}, play.get_vars() or {}
+            templar = Templar(loader=play.get_loader(), variables=variables)
             for name in names:
-                if name in variables:
-                    out[name] = templar.template(variables[name])
+                if name in extra or name in play_vars or name not in own:
+                    if name in variables:
+                        out[name] = templar.template(variables[name])
+                else:
+                    out[name] = own[name]
         except Exception:  # no play or no variables to read: the defaults
             pass
         return out
@@ -244,6 +271,7 @@ class CallbackModule(CallbackBase):
 
     def v2_playbook_on_play_start(self, play):
         self.last_play = play
+        self._begin()
         if (play.vars or {}).get("gds_run_guard"):  # playbooks/targets.yml: the controller, not a target
             self.guard_hosts.add("localhost")
             return
@@ -263,6 +291,7 @@ class CallbackModule(CallbackBase):
             self._save()
 
     def v2_playbook_on_task_start(self, task, is_conditional):
+        self._begin()
         self._flush()
 
     def v2_playbook_on_handler_task_start(self, task):
@@ -290,6 +319,7 @@ class CallbackModule(CallbackBase):
                 self._display.warning("gds_commission: cannot keep the run state: %s" % exc)
 
     def _host(self, result):
+        self._begin()
         return self.state["hosts"].setdefault(result.host.get_name(), {})
 
     def v2_runner_on_unreachable(self, result):
@@ -325,6 +355,7 @@ class CallbackModule(CallbackBase):
         return not result.is_changed()
 
     def v2_runner_on_ok(self, result):
+        self._begin()
         if result.task.action.split(".")[-1] == REPORT_ACTION:
             self.state["report_written"] = True
             self._touch()
@@ -338,6 +369,7 @@ class CallbackModule(CallbackBase):
 
     def v2_playbook_on_stats(self, stats):
         """Write the report when the playbook's report play did not (every host failed before it)."""
+        self._begin()
         self._flush()
         if self.state.get("refused"):  # the run read nothing: no report, latest stays where it was
             self._display.display("gds_commission: the run was refused, no report written: %s" % self.state["refused"],
@@ -398,14 +430,12 @@ class CallbackModule(CallbackBase):
 
     def _hostvars(self):
         """The hosts' variables as a template's ``hostvars`` reads them (templated when read), from
-        the variable manager of the last play; none when there is no play to ask (every host is ERROR
-        for its failure then, with nothing it recorded)."""
+        the variable manager of the last play (its public get_vars); none when there is no play to
+        ask (every host is ERROR for its failure then, with nothing it recorded)."""
         if self.last_play is None:
             return {}
         try:
-            from ansible.vars.hostvars import HostVars
-            manager = self.last_play.get_variable_manager()
-            return HostVars(inventory=manager._inventory, variable_manager=manager, loader=self.last_play._loader)
+            return self.last_play.get_variable_manager().get_vars(play=self.last_play).get("hostvars") or {}
         except Exception as exc:
             self._display.warning("gds_commission: cannot read the hosts' variables: %s" % exc)
             return {}
