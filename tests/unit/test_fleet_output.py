@@ -177,12 +177,20 @@ class Play(object):
     def get_roles(self):
         return [type("Role", (), {"get_name": lambda s, n=name: n})() for name in self.roles]
 
+    def get_variable_manager(self):  # no host recorded anything: no variables
+        return type("Manager", (), {"get_vars": lambda s, **kw: {}, "extra_vars": {}})()
+
 
 class Playbook(object):
-    _file_name = "commission.yml"
-
     def get_plays(self):
         return [Play(["gds_bench"]), Play(["gds_report"])]
+
+
+def start(cb, playbook):
+    """A playbook's start as Ansible sends it: the playbook, then its first play (the callback
+    reads the run's settings there)."""
+    cb.v2_playbook_on_start(playbook)
+    cb.v2_playbook_on_play_start(playbook.get_plays()[0])
 
 
 class Warnings(object):
@@ -213,7 +221,7 @@ def test_the_callback_writes_no_state_through_a_link(cb, tmp_path):
     state = tmp_path / "reports" / ".state"
     state.mkdir(parents=True)
     (state / ("run-1.json.%d.tmp" % os.getpid())).symlink_to(theirs / "keep.txt")
-    cb.v2_playbook_on_start(Playbook())
+    start(cb, Playbook())
     assert json.loads((state / "run-1.json").read_text())["run_id"] == "run-1"
     assert (theirs / "keep.txt").read_text() == "mine"
     (state / "run-1.json").unlink()
@@ -228,7 +236,7 @@ def test_the_callbacks_own_report_leaves_a_real_latest_alone(cb, tmp_path):
     reports = tmp_path / "reports"
     (reports / "latest").mkdir(parents=True)
     (reports / "latest" / "notes.txt").write_text("a user's file")
-    cb.v2_playbook_on_start(Playbook())
+    start(cb, Playbook())
     result = type("Result", (), {"host": type("H", (), {"get_name": lambda s: "a"})(),
                                  "task": type("T", (), {"get_name": lambda s: "Compile", "action": "command"})(),
                                  "result": {"msg": "cc: not found"}})()

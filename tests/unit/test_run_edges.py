@@ -205,3 +205,17 @@ def test_the_push_report_holds_each_host_to_its_own_required_areas(tmp_path):
     verdicts = {h: e["verdict"] for h, e in summary["hosts"].items()}
     assert verdicts == {"a": "PASS", "b": "FAIL"}, proc.stdout[-2000:]
     assert [c["name"] for c in summary["hosts"]["b"]["checks"] if c["verdict"] == "FAIL"] == ["bench: measured"]
+
+
+def test_a_run_id_used_again_sets_the_earlier_runs_other_hosts_aside(tmp_path):
+    """A second push run of the same name over fewer hosts: the first run's files of the hosts it
+    lacks no longer sit beside its report; they are moved, not removed."""
+    data = {h: bench_less() for h in ("a", "b", "c")}
+    publish_run(str(tmp_path), "nightly", STARTED, FINISHED, "commission", data, ["a", "b", "c"], {})
+    dummy, result, refused = publish_run(str(tmp_path), "nightly", STARTED, FINISHED, "commission",
+                                         {"a": data["a"]}, ["a"], {})
+    assert refused == [] and sorted(result["set_aside"]) == ["b.json", "b.prom", "c.json", "c.prom"]
+    names = sorted(os.listdir(str(tmp_path / "nightly")))
+    aside = [n for n in names if n.startswith(".earlier-")]
+    assert [n for n in names if not n.startswith(".")] == ["a.json", "a.prom", "junit.xml", "report.html", "summary.json"]
+    assert len(aside) == 1 and sorted(os.listdir(str(tmp_path / "nightly" / aside[0]))) == ["b.json", "b.prom", "c.json", "c.prom"]

@@ -72,6 +72,13 @@ run_dir:
   description: The run directory written.
   returned: always
   type: str
+set_aside:
+  description:
+    - The earlier host files of the run directory whose hosts this report does not have, moved into
+      C(RUN/.earlier-<time>/) (nothing is removed).
+  returned: when not a dry run
+  type: list
+  elements: str
 mode:
   description: The mode merged (commission or drift).
   returned: always

@@ -145,6 +145,13 @@ run_dir:
   description: The run directory written.
   returned: always
   type: str
+set_aside:
+  description:
+    - A run id used again (scope run, not in check mode) - the earlier run's host files whose hosts
+      this report does not have, moved into C(RUN/.earlier-<time>/) (nothing is removed).
+  returned: when scope is run
+  type: list
+  elements: str
 summary:
   description: summary.json's content (commission mode).
   returned: when mode is commission

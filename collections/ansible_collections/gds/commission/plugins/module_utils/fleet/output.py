@@ -183,6 +183,19 @@ class OutDir(object):
             return self.where(dest)
         raise RefusedPath("%s: no free backup name" % self.where(name))
 
+    def set_aside(self, names, folder):
+        """Move the regular files ``names`` (never a link or anything else) into the directory
+        ``folder`` of this one, made when missing: nothing is removed. The names moved."""
+        moved = []
+        for name in names:
+            st = self.lstat(name)
+            if st is None or not stat.S_ISREG(st.st_mode):
+                continue
+            with self.child(folder) as aside:
+                os.rename(name, name, src_dir_fd=self.fd, dst_dir_fd=aside.fd)
+            moved.append(name)
+        return moved
+
     def point(self, link, target, ours):
         """Make ``link`` a symbolic link to ``target`` (an entry of this directory) atomically: a
         new link under a name of its own is renamed over the old one, so a reader sees the old

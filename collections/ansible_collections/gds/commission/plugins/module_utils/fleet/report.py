@@ -35,7 +35,7 @@ from ansible_collections.gds.commission.plugins.module_utils.fleet.report_html i
     platform_summary, rdma_bench_rows, render_html, watch_chart,
 )
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_files import (
-    INPUTS_SUFFIX, host_file_name, point_latest, run_id_error, write_run, write_run_dir,
+    INPUTS_SUFFIX, host_file_name, point_latest, run_id_error, set_aside_other_hosts, write_run, write_run_dir,
 )
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_text import (
     epoch_of, figure_text, json_ready, share_text, short_text, table_figure, to_json,
@@ -291,6 +291,10 @@ def publish_run(reports_dir, run_id, started, finished, mode, hosts, all_hosts, 
     if not write:
         return run_dir, result, refused
     run_dir = write_run_dir(reports_dir, run_id, files)
+    try:
+        result["set_aside"] = set_aside_other_hosts(reports_dir, run_id, files, mode)
+    except OSError as exc:
+        refused.append("the earlier host files of run %s could not be set aside: %s" % (run_id, exc))
     if updated:
         try:
             result["history"] = write_history(reports_dir, updated, problems)
