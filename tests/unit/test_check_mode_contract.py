@@ -83,6 +83,61 @@ def test_nothing_in_the_collection_uses_ansible_private_names_or_patches_ansible
     assert problems == [], "\n".join(problems)
 
 
+def repository_python():
+    """Every Python file of the repository outside the collection: scripts (with or without .py),
+    tests, the lab, the inventory scripts."""
+    found = []
+    for folder in ("scripts", "scripts/vm", "tests", "bench", "inventory"):
+        for path in glob.glob(os.path.join(ROOT, folder, "**", "*"), recursive=True):
+            if not os.path.isfile(path) or "__pycache__" in path:
+                continue
+            if path.endswith(".py"):
+                found.append(path)
+            elif "." not in os.path.basename(path):
+                with open(path, "rb") as handle:
+                    first = handle.readline()
+                if first.startswith(b"#!") and b"python" in first:
+                    found.append(path)
+    return sorted(found)
+
+
+def test_nothing_in_the_repository_imports_a_private_name_of_ansible_or_ansible_test():
+    """Not the collection alone: the tests (conftest read ansible._internal), the scripts
+    (ansible-test-bootstrap read ansible_test._internal) and the lab."""
+    problems = []
+    for path in repository_python():
+        if path == os.path.abspath(__file__):
+            continue  # its PATCHING sample is a string
+        with open(path) as handle:
+            tree = ast.parse(handle.read(), path)
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] + ["%s.%s" % (node.module, a.name) for a in node.names] \
+                if isinstance(node, ast.ImportFrom) else []
+            for name in names:
+                parts = name.split(".")
+                if parts[0] in ("ansible", "ansible_test") and any(
+                        p.startswith("_") and not (p.startswith("__") and p.endswith("__")) for p in parts[1:]):
+                    problems.append("%s:%d: %s" % (relative(path), node.lineno, name))
+    assert problems == [], "\n".join(problems)
+
+
+def test_the_plugins_read_no_private_attribute_of_ansibles_objects():
+    """A callback, vars, filter or action plugin reads Ansible's objects through their public
+    methods and properties (play.get_variable_manager(), result.result ...), never ``x._name``."""
+    problems = []
+    for path in PY_FILES:
+        if "/plugins/" not in path or "/module_utils/" in path or "/modules/" in path:
+            continue
+        with open(path) as handle:
+            tree = ast.parse(handle.read(), path)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                    problems.append("%s:%d: %s" % (relative(path), node.lineno, ast.unparse(node)))
+    assert problems == [], "\n".join(problems)
+
+
 PATCHING = '''
 import ansible.vars.manager
 from ansible.vars import plugins as vars_plugins
