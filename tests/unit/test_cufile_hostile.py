@@ -196,6 +196,25 @@ def test_the_module_refuses_a_deep_file_without_a_traceback(module_runner, tmp_p
     assert path.read_text() == deep
 
 
+@pytest.mark.parametrize("kind", ["fifo", "device", "large"])
+def test_the_module_refuses_what_is_no_cufile_json_at_once_naming_it(module_runner, tmp_path, kind):
+    """A FIFO at the path blocked gds_cufile in open() for ever, /dev/zero was a MemoryError, a
+    150 MB file was accepted after minutes with a 150 MB backup: each is refused at once, named."""
+    path = tmp_path / "cufile.json"
+    if kind == "fifo":
+        os.mkfifo(str(path))
+    elif kind == "device":
+        os.symlink("/dev/zero", str(path))
+    else:
+        path.write_text('{"logging": {"level": "ERROR"}, "x": "%s"}' % ("y" * (2 << 20)))
+    rc, result = module_runner("gds_cufile", {"path": str(path), "config": MANAGED})
+    assert rc != 0 and "Traceback" not in json.dumps(result), result
+    named = "/dev/zero" if kind == "device" else str(path)  # a link is followed, as to the vendor's file
+    assert named in result["msg"] and {"fifo": "FIFO", "device": "character device",
+                                           "large": "larger than 1048576 bytes"}[kind] in result["msg"], result
+    assert sorted(os.listdir(str(tmp_path))) == ["cufile.json"]  # no backup, nothing written beside it
+
+
 def test_a_deep_config_is_an_error_naming_the_key(tmp_path):
     deep = {}
     for _ in range(5000):
