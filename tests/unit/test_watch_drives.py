@@ -382,6 +382,9 @@ def test_a_direct_read_the_drives_did_not_serve_measured_memory():
     check = drive_load_check("bench: j: ", _load(), "read", {}, th, job_bytes=read // 10)
     assert check["verdict"] == "WARN" and "other I/O read these drives" in check["actual"], check
     assert drive_load_check("bench: j: ", _load(), "read", {}, th, job_bytes=read // 2)["verdict"] == "PASS"
+    # the disk under a target directory is the machine's, shared with everything: said, not WARN
+    check = drive_load_check("bench: j: ", _load(), "read", {}, th, job_bytes=read // 10, shared_disk=True)
+    assert check["verdict"] == "PASS" and "the disk under the target directory is shared" in check["detail"], check
 
 
 @pytest.mark.parametrize("job_bytes", [float("nan"), -1, "9458155520"])

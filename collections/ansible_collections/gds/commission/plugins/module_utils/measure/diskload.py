@@ -315,7 +315,7 @@ def drives_served_check(prefix, load, io_type, bdf_of, buffered=False, job_bytes
         "bytes": [d["bytes"] for d in measured] + [None] * len(missing), "the bytes the job reported": reported})
 
 
-def drive_load_check(prefix, load, io_type, bdf_of, thresholds, buffered=False, job_bytes=None):
+def drive_load_check(prefix, load, io_type, bdf_of, thresholds, buffered=False, job_bytes=None, shared_disk=False):
     """``bench: <job>: drive load``: every member took I/O of the job's direction (FAIL when one
     took none), and none is skewed from its peers by more than the profile's tolerances on bytes
     (a mis-grouped member) or mean service time (a slow member): WARN or FAIL per profile. A
@@ -324,7 +324,9 @@ def drive_load_check(prefix, load, io_type, bdf_of, thresholds, buffered=False, 
     ``job_bytes`` (what the benchmark reported) the members did not read, DRIVES_SERVED_MIN of them
     at least, measured memory: FAIL. A member that could not be read (garbled, vanished, counters
     restarted, a figure that is no number) is named and keeps the check from PASS (WARN); with no
-    member read it is SKIP."""
+    member read it is SKIP. Members that read over DRIVES_SERVED_MAX times the job's bytes carried
+    other I/O: WARN, unless ``shared_disk`` (the disk under a target directory, which the machine
+    shares with everything: a simulated node's jobs on the controller's disk), where it is said."""
     name = prefix + "drive load"
     tol_bytes, tol_await = thresholds["drive_skew_tolerance"], thresholds["drive_await_tolerance"]
     expected = "every member moves data, within %d%% of its peers' bytes and %d%% of their service time" % (
@@ -362,7 +364,9 @@ def drive_load_check(prefix, load, io_type, bdf_of, thresholds, buffered=False, 
     if short:
         fails.append(short)
     over = _served_over(busy, figure(job_bytes)) if judge_served and measured else None
-    if over:
+    if over and shared_disk:
+        notes.append(over + " (the disk under the target directory is shared)")
+    elif over:
         skewed.append(over)
     figures = "; ".join("%s: %.1f MB %s, %s %s, await %s ms, util %s%%" % (
         _label(d, bdf_of), d["bytes"] / 1e6, "written" if write else "read", d.get("w_s" if write else "r_s"),

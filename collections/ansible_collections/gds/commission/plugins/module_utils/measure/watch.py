@@ -211,7 +211,8 @@ class JobWatch(object):
         groups = job.get("drive_groups") if isinstance(job.get("drive_groups"), dict) and "unknown" not in load else None
         if not groups:
             checks.append(drive_load_check(prefix, load, job.get("io_type", "read"), bdf_of, self.th, buffered,
-                                           job_bytes=(record or {}).get("bytes")))
+                                           job_bytes=(record or {}).get("bytes"),
+                                           shared_disk=bool(job.get("drives_from_target"))))
             return
         # every GPU at once over several arrays: arrays serve different numbers of GPUs, so the
         # members are compared with their own array's only
