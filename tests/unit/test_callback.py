@@ -237,3 +237,31 @@ def test_host_scope_keeps_its_own_state_and_writes_only_host_files(cb, tmp_path,
     from ansible_collections.gds.commission.plugins.module_utils.fleet.merge import merge_run
     broke = merge_run(str(tmp_path / "reports"), "run-1")["summary"]["hosts"]["a"]["checks"][-1]
     assert broke["name"] == "host: play completed" and "Disable ACS" in broke["actual"]
+
+
+def test_the_runs_last_lines_are_its_verdict_and_where_its_report_is():
+    commission = {"run_dir": "/r/run-1", "not_pass": ["b"],
+                  "summary": {"counts": {"PASS": 1, "FAIL": 1, "ERROR": 0, "UNREACHABLE": 0}, "hosts": {"a": {}, "b": {}}}}
+    assert callback.closing_lines(commission) == [
+        "gds_commission: PASS 1, FAIL 1, ERROR 0, UNREACHABLE 0; not PASS: b",
+        "gds_commission: report: /r/run-1/report.html"]
+    check = dict(commission, summary=dict(commission["summary"], check_mode=True))
+    assert "check mode: measures nothing, not made latest" in callback.closing_lines(check)[0]
+    drift = {"run_dir": "/r/d-1", "drifted": ["h%d" % i for i in range(25)], "drift": {}}
+    assert callback.closing_lines(drift) == ["gds_commission: drifted or not checked: %s and 5 more"
+                                             % ", ".join("h%d" % i for i in range(20)),
+                                             "gds_commission: drift: /r/d-1/drift.json"]
+    assert callback.closing_lines({"run_dir": "/r/x", "drifted": [], "drift": {}})[0].endswith(": none")
+    host_scope = {"run_dir": "/r/s", "inputs": ["a.inputs.json"], "summary": {"counts": {"PASS": 1}, "hosts": {"a": {}}}}
+    assert callback.closing_lines(host_scope) == ["gds_commission: host files: /r/s/*.inputs.json (gds-merge makes the report)"]
+
+
+def test_the_last_lines_follow_the_recap_even_when_the_report_play_wrote_the_report(cb, tmp_path):
+    lines = []
+    cb._display = type("D", (), {"display": lambda s, text, **kw: lines.append(text), "warning": lambda s, t: None})()
+    start(cb, Playbook("commission.yml", COMMISSION))
+    cb.v2_runner_on_ok(Result("a", "Write the report", {"changed": False, "run_dir": "/r/run-1", "not_pass": [],
+                                                        "summary": {"counts": {"PASS": 1}, "hosts": {"a": {}}}},
+                              action="gds.commission.gds_report"))
+    cb.v2_playbook_on_stats(Stats({}))
+    assert lines[-2:] == ["gds_commission: PASS 1; not PASS: none", "gds_commission: report: /r/run-1/report.html"]

@@ -276,3 +276,48 @@ def test_docs_index_in_readme_lists_every_page():
     assert len(pages) >= 8
     missing = [page for page in pages if "(docs/%s" % page not in readme]
     assert not missing, "README.md's docs index lacks %s" % ", ".join(missing)
+
+
+def _names_in_row(text, kind):
+    """The backticked names of the row ``| kind | ...`` of a markdown table (``gds.commission.``
+    dropped), or None when there is no such row."""
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split("|")]
+        if len(cells) > 2 and cells[1] == kind:
+            return {n.replace("gds.commission.", "") for n in re.findall(r"`([A-Za-z0-9_.]+)`", cells[2])}
+    return None
+
+
+def _filters():
+    import importlib.util
+    names = set()
+    for path in glob.glob(os.path.join(COLLECTION, "plugins", "filter", "*.py")):
+        spec = importlib.util.spec_from_file_location("doc_filter_" + os.path.basename(path)[:-3], path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        names |= set(module.FilterModule().filters())
+    return names
+
+
+def test_the_collections_readme_lists_every_playbook_role_module_and_filter_and_nothing_else():
+    """Its contents table named a filter that did not exist and left out modules and playbooks."""
+    text = read(os.path.join(COLLECTION, "README.md"))
+    stems = lambda folder, ext: {os.path.basename(p)[:-len(ext)] for p in glob.glob(os.path.join(COLLECTION, folder, "*" + ext))}
+    assert _names_in_row(text, "playbooks") == stems("playbooks", ".yml")
+    assert _names_in_row(text, "roles") == {os.path.basename(p) for p in glob.glob(os.path.join(COLLECTION, "roles", "*"))}
+    assert _names_in_row(text, "modules") == stems("plugins/modules", ".py")
+    assert _names_in_row(text, "filters") == _filters()
+
+
+def test_the_readme_lists_every_module_role_and_playbook():
+    text = read(os.path.join(ROOT, "README.md"))
+    modules = {os.path.basename(p)[:-3] for p in glob.glob(os.path.join(COLLECTION, "plugins", "modules", "*.py"))}
+    roles = {os.path.basename(p) for p in glob.glob(os.path.join(COLLECTION, "roles", "*"))}
+    row = lambda path: next(line for line in text.splitlines() if line.startswith("| `%s`" % path))
+    listed = set(re.findall(r"`([a-z_]+)`", row("collections/ansible_collections/gds/commission/plugins/modules/")))
+    assert modules <= listed
+    assert roles <= set(re.findall(r"`([a-z_]+)`", row("collections/ansible_collections/gds/commission/roles/")))
+    for playbook in glob.glob(os.path.join(COLLECTION, "playbooks", "*.yml")):
+        assert re.search(r"\b%s\b" % re.escape(os.path.basename(playbook)), text), playbook
+    for name in re.findall(r"filters? `(gds_[a-z_]+)`", text):  # a filter named there exists
+        assert name in _filters(), name

@@ -48,6 +48,7 @@ from ansible.plugins.callback import CallbackBase
 
 _MAX_TEXT = 600
 REPORT_ACTION = "gds_report"
+MERGE_ACTION = "gds_merge"
 
 
 def _short(value):
@@ -111,6 +112,30 @@ def _plain(text):
     return re.sub(r"[^A-Za-z0-9._-]", "_", text) or "_"
 
 
+def closing_lines(result):
+    """The last lines of a run's output, from its report task's result (gds_report, gds_merge): the
+    verdict's counts and the hosts that are not PASS, or the drifted hosts, and where the report is."""
+    run_dir = result.get("run_dir") or "?"
+    if "drifted" in result:
+        drifted = result.get("drifted") or []
+        return ["gds_commission: drifted or not checked: %s" % (_listed(drifted) or "none"),
+                "gds_commission: drift: %s/drift.json" % run_dir]
+    if "inputs" in result:  # host scope: each host's inputs file, no report yet
+        return ["gds_commission: host files: %s/*.inputs.json (gds-merge makes the report)" % run_dir]
+    summ = result.get("summary") or {}
+    counts = ", ".join("%s %s" % item for item in (summ.get("counts") or {}).items())
+    lines = ["gds_commission: %s%s; not PASS: %s" % (counts, " (check mode: measures nothing, not made latest)"
+                                                     if summ.get("check_mode") else "",
+                                                     _listed(result.get("not_pass") or []) or "none"),
+             "gds_commission: report: %s/report.html" % run_dir]
+    return lines
+
+
+def _listed(hosts, most=20):
+    hosts = [str(h) for h in hosts]
+    return ", ".join(hosts[:most]) + (" and %d more" % (len(hosts) - most) if len(hosts) > most else "")
+
+
 def report_writer():
     """The collection's fleet/report module_utils, the one writer of reports."""
     from ansible_collections.gds.commission.plugins.module_utils.fleet import report
@@ -131,6 +156,7 @@ class CallbackModule(CallbackBase):
         self.guard_hosts = set()  # run by playbooks/targets.yml only, never judged
         self._check_cli = False   # --check (set_options reads it)
         self.last_play = None    # its variable manager holds what the hosts recorded
+        self.closing = []        # the run's last lines (closing_lines), said after the recap
         self.report_mode = None  # the playbook's gds_report play, if it has one: commission or drift
         self.report_play = None
         self.writer = None       # plugins/module_utils/fleet/report
@@ -356,9 +382,12 @@ class CallbackModule(CallbackBase):
 
     def v2_runner_on_ok(self, result):
         self._begin()
-        if result.task.action.split(".")[-1] == REPORT_ACTION:
+        action = result.task.action.split(".")[-1]
+        if action == REPORT_ACTION:
             self.state["report_written"] = True
             self._touch()
+        if action in (REPORT_ACTION, MERGE_ACTION):  # the run's verdict, said last (v2_playbook_on_stats)
+            self.closing = closing_lines(result.result)
         if self._nothing_to_read(result) or "results" in result.result:
             return  # loop results arrive one by one in v2_runner_item_on_ok
         self._changed_in_check_mode(result)
@@ -368,9 +397,17 @@ class CallbackModule(CallbackBase):
             self._changed_in_check_mode(result)
 
     def v2_playbook_on_stats(self, stats):
-        """Write the report when the playbook's report play did not (every host failed before it)."""
+        """Write the report when the playbook's report play did not (every host failed before it);
+        end with the run's verdict and where its report is (after Ansible's recap)."""
         self._begin()
         self._flush()
+        try:
+            self._stats(stats)
+        finally:
+            for line in self.closing:
+                self._display.display(line, stderr=True)
+
+    def _stats(self, stats):
         if self.state.get("refused"):  # the run read nothing: no report, latest stays where it was
             self._display.display("gds_commission: the run was refused, no report written: %s" % self.state["refused"],
                                   stderr=True)
@@ -422,6 +459,7 @@ class CallbackModule(CallbackBase):
             self._display.warning("gds_commission: the report is in %s, but %s" % (run_dir, exc))
         self.state["report_written"] = True
         self._save()
+        self.closing = closing_lines(dict(result, run_dir=run_dir))
         bad = result.get("not_pass", result.get("drifted", []))
         which = "drifted or not checked" if self.report_mode == "drift" else "not PASS"
         self._display.display("gds_commission: the report play did not run (no host left); wrote %s%s "
