@@ -438,25 +438,21 @@ class CallbackModule(CallbackBase):
                 if host in hostvars:  # each lookup gathers the host's variables anew: once a host
                     variables = hostvars[host]
                     data[host] = writer.host_inputs(variables, variables.get("ansible_facts") or {}, self.check_vars)
-            if self.scope == "host":  # each host's inputs file, as the report play's module writes it
+            if self.scope == "host":  # each host's inputs file, as the report play's module writes it (no latest)
                 from ansible_collections.gds.commission.plugins.module_utils.fleet import merge
                 files, result = merge.host_scope_files(self.state["run_id"], self.state["started"], now, self.report_mode,
                                                        data, hosts, states, drift=self.state.get("drift"),
                                                        required_areas=self.required_areas, check_run=self._check_cli)
-            else:
-                files, result = writer.build_report(self.state["run_id"], self.state["started"], now, self.report_mode,
-                                                    data, hosts, states, drift=self.state.get("drift"),
-                                                    required_areas=self.required_areas, check_run=self._check_cli)
-            run_dir = writer.write_run_dir(reports_dir, self.state["run_id"], files)
+                run_dir, refused = writer.write_run_dir(reports_dir, self.state["run_id"], files), []
+            else:  # the one writer of a run's report, latest included (fleet/report.publish_run)
+                run_dir, result, refused = writer.publish_run(
+                    reports_dir, self.state["run_id"], self.state["started"], now, self.report_mode, data, hosts, states,
+                    drift=self.state.get("drift"), required_areas=self.required_areas, check_run=self._check_cli)
         except Exception as exc:  # never hide the play's own failure behind a callback traceback
             self._display.warning("gds_commission: could not write the report of the failed run: %s" % exc)
             return
-        try:
-            # the merge points latest; a check-mode commission measured nothing and never becomes latest
-            if self.scope != "host" and (self.report_mode == "drift" or not self._check_cli):
-                writer.point_latest(reports_dir, self.state["run_id"])
-        except Exception as exc:  # latest someone else's: the run's directory stands, latest is left alone
-            self._display.warning("gds_commission: the report is in %s, but %s" % (run_dir, exc))
+        for why in refused:  # latest someone else's: the run's directory stands, latest is left alone
+            self._display.warning("gds_commission: the report is in %s, but %s" % (run_dir, why))
         self.state["report_written"] = True
         self._save()
         self.closing = closing_lines(dict(result, run_dir=run_dir))
