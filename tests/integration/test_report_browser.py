@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report import build_report, host_document, render_html, summary
 from conftest import ROOT
 
@@ -179,9 +180,15 @@ def test_fleet_page_lists_failing_nodes_first_with_a_summary_per_platform(fleet_
     platforms = browser.js("Array.prototype.slice.call(document.querySelectorAll('#platforms tr[data-platform]'))"
                            ".map(function(r){return Array.prototype.slice.call(r.cells).map(function(c){return c.textContent;});})")
     assert [p[:2] for p in platforms] == [[name, str(count)] for name, count in PLATFORMS]
-    for cells in platforms:
-        mine = [s for _, s, p in rows if p == cells[0]]
-        assert cells[2:] == [str(mine.count(k)) for k in ("UNREACHABLE", "ERROR", "FAIL", "WARN", "PASS")]
+    for cells in platforms:  # the host verdicts as the badges and summary.json count them, then the warned
+        mine = [h for h, _, p in rows if p == cells[0]]
+        verdicts = [summ["hosts"][h]["verdict"] for h in mine]
+        assert cells[2:] == [str(verdicts.count(k)) for k in ("PASS", "FAIL", "ERROR", "UNREACHABLE")] + [
+            str(sum(expected_status(summ, h) == "WARN" for h in mine))]
+    badges = browser.js("document.querySelector('p.counts').textContent")
+    for verdict, count in summ["counts"].items():  # one set of counts: the badges are summary.json's
+        assert "%s %d" % (verdict, count) in badges
+        assert sum(int(cells[2 + ("PASS", "FAIL", "ERROR", "UNREACHABLE").index(verdict)]) for cells in platforms) == count
 
 
 @pytest.mark.skipif(not BROWSER, reason="chromium is not installed (make test installs Debian's chromium)")
@@ -284,3 +291,38 @@ def test_watch_bars_per_gpu_and_drive_against_the_limit(tmp_path, browser):
     assert round(limit_bar / (line_x - bar_x), 2) == round(result["watch"]["fraction"], 2)
     text = browser.js(chart + ".textContent")
     assert "53% of 7.877 GB/s" in text and "14 other GPUs moved less than 1%" in text and "util 100.0%" in text
+
+
+def all_pass_host():
+    """An 8-GPU host whose every check passes, as the demo's were: 88 PCIe links and their AER
+    counters PASS, 88 RDMA rows SKIP for one reason, 40 benchmark checks PASS."""
+    links = [{"bdf": "0000:%02x:00.0" % i, "role": "GPU" if i % 11 == 0 else "switch port", "upstream": "0000:00:01.0",
+              "current_width": 16, "current_speed_gts": 32.0, "max_width": 16, "max_speed_gts": 32.0,
+              "expected_width": 16, "expected_speed_gts": 32.0, "verdict": "PASS", "detail": "x16 at 32 GT/s"}
+             for i in range(1, 89)]
+    checks = [check("pcie: link %s" % link["bdf"], "PASS", "x16 32 GT/s", "x16 32 GT/s") for link in links]
+    checks += [check("pcie: aer %s" % link["bdf"], "PASS", "no errors", "0 0 0") for link in links]
+    checks += [check("rdma: mlx5_%d port 1: %s" % (i // 8, t), "SKIP", None, None, "simulated node")
+               for i in range(11) for t in ("ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_write_lat",
+                                           "ib_read_lat", "ib_send_lat", "osu_bw", "osu_latency")]
+    checks += [check("bench: raid%d gpu%d seq_read: throughput_gib_s" % (g // 2, g), "PASS", ">= 7", 9.5)
+               for g in range(8) for dummy in range(5)]
+    return {"host": "node1", "verdict": "PASS", "checks": checks, "pcie_links": links}
+
+
+@pytest.mark.skipif(not BROWSER, reason="chromium is not installed (make test installs Debian's chromium)")
+def test_a_host_whose_checks_all_pass_takes_at_most_3000_px(tmp_path, browser):
+    """Problems first, the rest folded: each run of PASS rows and each run of SKIP rows of one
+    reason is one line (a <details>); an all-PASS 8-GPU host was ~17,000 px."""
+    doc = all_pass_host()
+    page = tmp_path / "report.html"
+    page.write_text(render_html(summary("r1", "s", "f", {"node1": doc}), {"node1": doc}))
+    browser.open("file://%s" % page)
+    height = browser.js("document.documentElement.scrollHeight - document.getElementById('host-node1').offsetTop")
+    assert 0 < height <= 3000, height
+    folds = browser.js("Array.prototype.slice.call(document.querySelectorAll('details.fold > summary'))"
+                       ".map(function(s){return s.textContent;})")
+    assert "88 links PASS" in folds and "88 SKIP: simulated node" in folds, folds
+    assert "176 PASS" in folds and "40 PASS" in folds, folds  # hardware health and the benchmarks: a line each
+    browser.click("details.fold > summary")  # a fold opens on a click and holds its rows
+    assert browser.js("document.querySelector('details.fold').open") is True

@@ -7,6 +7,7 @@ Every value is escaped for HTML (_e); nothing is fetched."""
 from __future__ import annotations
 
 import html
+import re
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import FAILING, SEVERITY, gb_text, worst
 from ansible_collections.gds.commission.plugins.module_utils.core.files import natural_key, printable
@@ -203,6 +204,7 @@ th{background:#eceff1} .badge{color:#fff;border-radius:3px;padding:1px 6px;font-
 h4{font-size:13px;margin:10px 0 4px} .filters{margin:6px 0;font-size:13px} .filters label{margin-right:12px}
 a.up{font-size:12px;font-weight:400;margin-left:8px} td.problem{max-width:460px;color:#555}
 tr.slow td{background:#ffebee;font-weight:600} p.slow{color:#c62828;font-weight:600;margin:4px 0}
+details.fold{margin:2px 0 6px} details.fold>summary{cursor:pointer;color:#455a64;font-size:13px}
 """
 
 
@@ -272,7 +274,11 @@ def host_html(name, doc):
             out.append("<h3>Where the bytes went</h3><p class=\"meta\">per job: measured against the "
                        "limit of its PCIe path (line: the limit); PCIe bytes per GPU (dark: received, "
                        "light: sent); bytes per drive</p>")
-            out += ["<h4>%s</h4>%s" % (_e(r.get("name")), chart) for r, chart in charts if chart]
+            # a job with a problem shows its chart; the others are a line each, opened on a click
+            troubled = {c["name"] for c in doc["checks"] if c["verdict"] not in FOLDED}
+            out += ["<details class=\"fold\"%s><summary>%s</summary>%s</details>" % (
+                " open" if any(n.startswith("bench: %s:" % r.get("name")) for n in troubled) else "",
+                _e(r.get("name")), chart) for r, chart in charts if chart]
     return "".join(out)
 
 
@@ -362,15 +368,20 @@ def first_problem(doc):
     return None
 
 
+# the host verdicts summary.json counts (report.summary), in the order of the badges
+HOST_VERDICTS = ("PASS", "FAIL", "ERROR", "UNREACHABLE")
+
+
 def platform_summary(docs):
-    """{platform: {hosts, PASS, WARN, FAIL, ERROR, UNREACHABLE}} (WARN: PASS hosts with a WARN)."""
+    """{platform: {hosts, PASS, FAIL, ERROR, UNREACHABLE, warned}}: the host verdicts as the badges
+    and summary.json count them (one set of counts), and how many of the PASS hosts carry a WARN."""
     out = {}
     for doc in docs.values():
         row = out.setdefault(doc.get("profile") or UNKNOWN_PLATFORM,
-                             dict({"hosts": 0}, **{k: 0 for k in FLEET_ORDER}))
+                             dict({"hosts": 0, "warned": 0}, **{k: 0 for k in HOST_VERDICTS}))
         row["hosts"] += 1
-        status = fleet_status(doc)
-        row[status] = row.get(status, 0) + 1  # a document built by hand may hold any verdict
+        row[doc["verdict"]] = row.get(doc["verdict"], 0) + 1  # a document built by hand may hold any verdict
+        row["warned"] += fleet_status(doc) == "WARN"
     return out
 
 
@@ -379,11 +390,11 @@ def fleet_html(docs, rows=None):
     name; inline script, nothing fetched), and one row per host, failing hosts first, each
     linking to its section. ``rows``: {host: fleet_row(...)} built already."""
     summ = platform_summary(docs)
-    out = ["<h2 id=\"fleet\">Fleet</h2><h3>Per platform</h3><table id=\"platforms\"><tr><th>platform</th><th>hosts</th>%s</tr>"
-           % "".join("<th>%s</th>" % _badge(k) for k in FLEET_ORDER)]
+    out = ["<h2 id=\"fleet\">Fleet</h2><h3>Per platform</h3><table id=\"platforms\"><tr><th>platform</th><th>hosts</th>%s"
+           "<th>of the PASS, with a %s</th></tr>" % ("".join("<th>%s</th>" % _badge(k) for k in HOST_VERDICTS), _badge("WARN"))]
     for platform, row in sorted(summ.items()):
-        out.append("<tr data-platform=\"%s\"><td>%s</td><td>%d</td>%s</tr>" % (
-            _e(platform), _e(platform), row["hosts"], "".join("<td>%d</td>" % row[k] for k in FLEET_ORDER)))
+        out.append("<tr data-platform=\"%s\"><td>%s</td><td>%d</td>%s<td>%d</td></tr>" % (
+            _e(platform), _e(platform), row["hosts"], "".join("<td>%d</td>" % row[k] for k in HOST_VERDICTS), row["warned"]))
     out.append("</table>")
     out.append("<div class=\"filters\"><label>verdict <select id=\"filter-verdict\"><option value=\"\">all</option>"
                "<option value=\"not-pass\">not PASS</option>%s</select></label>"
@@ -482,8 +493,15 @@ def _links_table(title, rows):
     out = ["<h4>%s</h4>" % _e(title)]
     if slow:
         out.append("<p class=\"slow\">degraded: %s</p>" % "; ".join(_e(s) for s in slow))
-    out.append("<table><tr><th>function</th><th>PCI address</th><th>upstream port</th><th>current</th><th>max</th>"
-               "<th>expected</th><th>verdict</th><th>detail</th></tr>")
+    shown, runs = folds(rows, reason_of=lambda link: fold_reason({"detail": link.get("detail")}))
+    out.append(_link_rows(shown) if shown else "")
+    out += [folded(label.replace("PASS", "links PASS", 1), _link_rows(group)) for label, group in runs]
+    return "".join(out)
+
+
+def _link_rows(rows):
+    out = ["<table><tr><th>function</th><th>PCI address</th><th>upstream port</th><th>current</th><th>max</th>"
+           "<th>expected</th><th>verdict</th><th>detail</th></tr>"]
     for link in rows:
         out.append("<tr%s><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td class=\"detail\">%s</td></tr>" % (
             ' class="slow"' if link.get("slow") else "", _e(link["role"]), _e(link["bdf"]), _e(link.get("upstream") or "-"),
@@ -495,7 +513,41 @@ def _links_table(title, rows):
     return "".join(out)
 
 
-def _check_table(checks):
+# Problems first: every check that is not PASS or SKIP on a row of its own, then each run of PASS
+# as one line and each run of SKIP of one reason as one line (<details>, unfolded on a click): a
+# host whose checks all pass reads in a few lines, whatever the count of its links or ports.
+FOLDED = ("PASS", "SKIP")
+_ADDRESS = re.compile(r"\b[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\b|\b(mlx5|nvme|md|GPU|gpu|vd|sd)[0-9]+(n[0-9]+)?\b")
+
+
+def fold_reason(check):
+    """A SKIP's reason with its device names made alike, so that one reason folds one run of rows."""
+    text = str(check.get("detail") or check.get("actual") or "")
+    return re.sub(r"\s+", " ", _ADDRESS.sub("…", text)).strip()[:160] or "no reason given"
+
+
+def folds(rows, verdict_of=lambda row: row["verdict"], reason_of=fold_reason):
+    """(shown, [(title, rows)]): the rows that are not PASS or SKIP, then the folds: every PASS
+    row in one, the SKIP rows in one per reason, in the order they first appear."""
+    shown, passed, skipped = [], [], {}
+    for row in rows:
+        verdict = verdict_of(row)
+        if verdict == "PASS":
+            passed.append(row)
+        elif verdict == "SKIP":
+            skipped.setdefault(reason_of(row), []).append(row)
+        else:
+            shown.append(row)
+    out = [("%d PASS" % len(passed), passed)] if passed else []
+    out += [("%d SKIP: %s" % (len(group), reason), group) for reason, group in skipped.items()]
+    return shown, out
+
+
+def folded(title, table):
+    return "<details class=\"fold\"><summary>%s</summary>%s</details>" % (_e(title), table)
+
+
+def _check_rows(checks):
     rows = ["<table><tr><th>check</th><th>verdict</th><th>expected</th><th>actual</th><th>detail</th></tr>"]
     for check in checks:
         rows.append("<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td class=\"detail\">%s</td></tr>" % (
@@ -503,6 +555,11 @@ def _check_table(checks):
             _e(check.get("detail", ""))))
     rows.append("</table>")
     return "".join(rows)
+
+
+def _check_table(checks):
+    shown, runs = folds(checks)
+    return (_check_rows(shown) if shown else "") + "".join(folded(title, _check_rows(rows)) for title, rows in runs)
 
 
 # --------------------------------------------------------------------------------------------
@@ -595,13 +652,9 @@ def network_html(doc):
         return ""
     out = ["<h3>Network (GPUDirect RDMA)</h3>"]
     if ports:
-        out.append("<table><tr><th>NIC</th><th>port</th><th>netdev</th><th>link layer</th><th>state</th><th>rate</th>"
-                   "<th>PCIe</th><th>NUMA</th><th>firmware</th><th>paired GPUs</th><th>verdict</th></tr>")
-        for row in ports:
-            out.append("<tr>%s<td>%s</td></tr>" % ("".join("<td>%s</td>" % _e(row[k]) for k in (
-                "nic", "port", "netdev", "link_layer", "state", "rate", "pcie", "numa", "fw", "gpus")),
-                _badge(row["verdict"]) if row["verdict"] else "-"))
-        out.append("</table>")
+        shown, runs = folds(ports, reason_of=lambda row: "")
+        out.append(_port_rows(shown) if shown else "")
+        out += [folded(label.replace("PASS", "ports PASS", 1).rstrip(": "), _port_rows(group)) for label, group in runs]
     if ports and pairs:
         out.append("<h4>GPU-NIC pairing</h4><table><tr><th>GPU</th><th>GPU PCIe</th><th>best NIC</th><th>NIC PCIe</th>"
                    "<th>link</th><th>verdict</th></tr>")
@@ -610,12 +663,30 @@ def network_html(doc):
                 "gpu", "gpu_bdf", "nic", "nic_bdf", "link")), _badge(row["verdict"]) if row["verdict"] else "-"))
         out.append("</table>")
     if bench:
-        out.append("<h4>RDMA benchmarks (host vs GPU memory)</h4><table><tr><th>NIC</th><th>port</th><th>test</th>"
-                   "<th>memory</th><th>GPU</th><th>Gb/s</th><th>latency us</th><th>threshold Gb/s</th>"
-                   "<th>GPU vs host</th><th>verdict</th><th>reason</th></tr>")
-        for row in bench:
-            out.append("<tr>%s<td>%s</td><td class=\"detail\">%s</td></tr>" % ("".join("<td>%s</td>" % _e(row[k]) for k in (
-                "nic", "port", "test", "memory", "gpu", "gbps", "lat_us", "threshold", "vs_host")),
-                _badge(row["verdict"]) if row["verdict"] else "-", _e(row["reason"])))
-        out.append("</table>")
+        out.append("<h4>RDMA benchmarks (host vs GPU memory)</h4>")
+        shown, runs = folds(bench, reason_of=lambda row: fold_reason({"detail": row.get("reason")}))
+        out.append(_rdma_bench_rows(shown) if shown else "")
+        out += [folded(label, _rdma_bench_rows(group)) for label, group in runs]
+    return "".join(out)
+
+
+def _port_rows(ports):
+    out = ["<table><tr><th>NIC</th><th>port</th><th>netdev</th><th>link layer</th><th>state</th><th>rate</th>"
+           "<th>PCIe</th><th>NUMA</th><th>firmware</th><th>paired GPUs</th><th>verdict</th></tr>"]
+    for row in ports:
+        out.append("<tr>%s<td>%s</td></tr>" % ("".join("<td>%s</td>" % _e(row[k]) for k in (
+            "nic", "port", "netdev", "link_layer", "state", "rate", "pcie", "numa", "fw", "gpus")),
+            _badge(row["verdict"]) if row["verdict"] else "-"))
+    out.append("</table>")
+    return "".join(out)
+
+
+def _rdma_bench_rows(rows):
+    out = ["<table><tr><th>NIC</th><th>port</th><th>test</th><th>memory</th><th>GPU</th><th>Gb/s</th><th>latency us</th>"
+           "<th>threshold Gb/s</th><th>GPU vs host</th><th>verdict</th><th>reason</th></tr>"]
+    for row in rows:
+        out.append("<tr>%s<td>%s</td><td class=\"detail\">%s</td></tr>" % ("".join("<td>%s</td>" % _e(row[k]) for k in (
+            "nic", "port", "test", "memory", "gpu", "gbps", "lat_us", "threshold", "vs_host")),
+            _badge(row["verdict"]) if row["verdict"] else "-", _e(row["reason"])))
+    out.append("</table>")
     return "".join(out)
