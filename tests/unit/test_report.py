@@ -64,15 +64,34 @@ def test_a_host_without_checks_is_an_error():
     assert host_document("h", {}, {})["verdict"] == "ERROR"
 
 
-def test_junit_parses_with_a_testcase_per_check():
+def host_suites(root, host):
+    """{area: testsuite} of one host in a JUnit document (a testsuite per host and area)."""
+    out = {}
+    for suite in root.iter("testsuite"):
+        props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+        if props.get("host") == host:
+            out[props["area"]] = suite
+    return out
+
+
+def test_junit_has_a_testsuite_per_area_problems_first_and_runs_folded():
     docs = docs_for(sample_hosts())
     root = ET.fromstring(junit(summary("r", "s", "f", docs)).split("\n", 1)[1])
-    suites = {s.get("name"): s for s in root.findall("testsuite")}
-    bad = suites["bad"]
-    assert bad.get("tests") == "4" and bad.get("failures") == "1" and bad.get("skipped") == "1"
-    cases = {c.get("name"): c for c in bad.findall("testcase")}
+    bad = host_suites(root, "bad")
+    assert sorted(bad) == ["acs", "bench"] and bad["bench"].get("name") == "bad: bench"
+    bench = bad["bench"]
+    assert (bench.get("tests"), bench.get("failures"), bench.get("errors"), bench.get("skipped")) == ("3", "1", "0", "1")
+    cases = {c.get("name"): c for c in bench.findall("testcase")}
     assert cases["bench: raid1 seq_read: io path"].find("failure") is not None
     assert "WARN" in cases["bench: raid1 seq_read: throughput_gib_s"].find("system-out").text
+    # a run of SKIP (one reason) is one test case naming its checks
+    skipped = [c for c in bench.findall("testcase") if c.find("skipped") is not None]
+    assert len(skipped) == 1 and skipped[0].get("name").startswith("bench: 1 SKIP")
+    assert skipped[0].find("system-out").text == "bench: raid1 rand_read: <iops>"
+    # a run of PASS is one test case: its count, the names inside
+    acs = host_suites(root, "good")["acs"]
+    (case,) = acs.findall("testcase")
+    assert case.get("name") == "acs: 1 PASS" and case.find("system-out").text == "acs: 0000:04:10.0"
 
 
 class _Collector(HTMLParser):
@@ -548,8 +567,10 @@ def test_hostile_strings_through_every_writer(tmp_path):
         strict_json(raw[host_file_name(host_name) + ".json"])
     # JUnit: a strict XML parser reads it; control characters shown as escapes
     root = ET.fromstring(raw["junit.xml"])
-    suite = [s for s in root.iter("testsuite") if s.get("name") == "esc\\x1b[2Jhost"][0]
-    case_names = [c.get("name") for c in suite.iter("testcase")]
+    suite = host_suites(root, "esc\\x1b[2Jhost")["netfs"]
+    # a problem is a test case of its own; the checks of a folded run are named in its system-out
+    case_names = [c.get("name") for c in suite.iter("testcase")] + [
+        line for c in suite.iter("testcase") for line in (c.findtext("system-out") or "").split("\n")]
     assert "netfs: esc \\x1b[31mred\\x1b[0m" in case_names and "netfs: nul \\x00 byte" in case_names
     assert "netfs: cdata ]]> end" in case_names and "netfs: <script>alert(1)</script>" in case_names
     # HTML: no markup of the data's own (one script, ours; no event handler; no tag from the data)
@@ -752,8 +773,9 @@ def test_one_hosts_odd_entry_is_that_hosts_error_in_every_file(tmp_path):
     odd_doc = strict_json((run / "odd.json").read_bytes())
     assert odd_doc["verdict"] == "ERROR" and "topology" in odd_doc and "bench" not in odd_doc
     assert "bench: raid1 seq_read: throughput_gib_s" in [c["name"] for c in odd_doc["checks"]]
-    suite = [s for s in ET.fromstring((run / "junit.xml").read_bytes()).iter("testsuite") if s.get("name") == "odd"][0]
-    assert suite.get("errors") == "1" and reason in [e.get("message") for e in suite.iter("error")][0]
+    suites = host_suites(ET.fromstring((run / "junit.xml").read_bytes()), "odd")
+    assert sum(int(s.get("errors")) for s in suites.values()) == 1
+    assert reason in [e.get("message") for s in suites.values() for e in s.iter("error")][0]
     page = (run / "report.html").read_text()
     odd_section = page[page.index('<h2 id="host-odd">'):]
     assert html_text(reason) in odd_section and "GPU / NVMe affinity" in odd_section

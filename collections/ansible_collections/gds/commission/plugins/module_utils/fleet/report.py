@@ -38,11 +38,11 @@ from ansible_collections.gds.commission.plugins.module_utils.fleet.report_files 
     INPUTS_SUFFIX, host_file_name, point_latest, run_id_error, set_aside_other_hosts, write_run, write_run_dir,
 )
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_text import (
-    epoch_of, figure_text, json_ready, share_text, short_text, table_figure, to_json,
+    epoch_of, figure_text, folds, json_ready, share_text, short_text, table_figure, to_json,
 )
 
 __all__ = [
-    "host_document", "summary", "junit", "junit_suite", "drift_document", "areas_of", "build_report", "publish_run",
+    "host_document", "summary", "junit", "junit_suites", "drift_document", "areas_of", "build_report", "publish_run",
     "INPUT_CHECK", "HOST_FILE_CHECK", "INPUTS_SUFFIX",
     "NO_DRIFT_STATE", "host_verdict", "VERDICTS", "OutDir", "RefusedPath", "CHECK_KEYS", "CHECK_VARS", "INPUT_SHAPE",
     "REBOOT_VARS", "REPORT_FACTS", "REPORT_VARS", "REQUIRED_AREAS", "flatten", "host_inputs",
@@ -122,40 +122,53 @@ def summary(run_id, started, finished, docs):
 
 
 def junit(summary_doc, suites=None):
-    """A testsuite per host, a testcase per check (WARN passes with a note, SKIP is skipped).
-    ``suites``: {host: junit_suite(...)} built already (build_report's, one host at a time)."""
+    """A testsuite per host and area (``HOST: AREA``), problems a testcase each, each run of PASS
+    and of SKIP (one reason) one testcase (report_text.folds, as report.html folds them).
+    ``suites``: {host: junit_suites(...)} built already (build_report's, one host at a time)."""
     root = ET.Element("testsuites", name=printable("gds-commission %s" % summary_doc["run_id"]))
     for host, doc in sorted(summary_doc["hosts"].items()):
-        suite = (suites or {}).get(host)  # an Element: its truth is its number of children
-        root.append(suite if suite is not None else junit_suite(host, doc["checks"]))
+        mine = (suites or {}).get(host)
+        root.extend(mine if mine is not None else junit_suites(host, doc["checks"]))
     ET.indent(root)
     return "<?xml version='1.0' encoding='UTF-8'?>\n" + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def junit_suite(host, checks):
-    """One host's testsuite. ElementTree escapes markup (& < > and quotes); what XML 1.0 cannot
-    hold at all (control characters, bytes that were not UTF-8) is written as its escape first
-    (core/files.printable)."""
+def junit_suites(host, checks):
+    """One host's testsuites, one an area. ElementTree escapes markup (& < > and quotes); what XML
+    1.0 cannot hold at all (control characters, bytes that were not UTF-8) is written as its
+    escape first (core/files.printable)."""
     x = printable
-    suite = ET.Element("testsuite", name=x(host), tests=str(len(checks)),
-                       failures=str(sum(c["verdict"] == "FAIL" for c in checks)),
-                       errors=str(sum(c["verdict"] in ("ERROR", "UNREACHABLE") for c in checks)),
-                       skipped=str(sum(c["verdict"] == "SKIP" for c in checks)))
+    by_area = {}
     for check in checks:
-        area = area_of(check)
-        case = ET.SubElement(suite, "testcase", classname=x("%s.%s" % (host, area.replace(" ", "_"))),
-                             name=x(check["name"]))
-        text = x("expected %s, actual %s%s" % (check.get("expected"), check.get("actual"),
-                                               ("; " + check["detail"]) if check.get("detail") else ""))
-        if check["verdict"] == "FAIL":
-            ET.SubElement(case, "failure", message=text).text = text
-        elif check["verdict"] in ("ERROR", "UNREACHABLE"):
-            ET.SubElement(case, "error", message=text).text = text
-        elif check["verdict"] == "SKIP":
-            ET.SubElement(case, "skipped", message=x(check.get("detail") or "skipped"))
-        elif check["verdict"] == "WARN":
-            ET.SubElement(case, "system-out").text = "WARN: " + text
-    return suite
+        by_area.setdefault(area_of(check) or "other", []).append(check)
+    out = []
+    for area, mine in by_area.items():
+        shown, runs = folds(mine)
+        suite = ET.Element("testsuite", name=x("%s: %s" % (host, area)), tests=str(len(shown) + len(runs)),
+                           failures=str(sum(c["verdict"] == "FAIL" for c in shown)),
+                           errors=str(sum(c["verdict"] in ("ERROR", "UNREACHABLE") for c in shown)),
+                           skipped=str(sum(run[0]["verdict"] == "SKIP" for dummy, run in runs)))
+        properties = ET.SubElement(suite, "properties")
+        ET.SubElement(properties, "property", name="host", value=x(host))
+        ET.SubElement(properties, "property", name="area", value=x(area))
+        classname = x("%s.%s" % (host, area.replace(" ", "_")))
+        for check in shown:
+            case = ET.SubElement(suite, "testcase", classname=classname, name=x(check["name"]))
+            text = x("expected %s, actual %s%s" % (check.get("expected"), check.get("actual"),
+                                                   ("; " + check["detail"]) if check.get("detail") else ""))
+            if check["verdict"] == "FAIL":
+                ET.SubElement(case, "failure", message=text).text = text
+            elif check["verdict"] in ("ERROR", "UNREACHABLE"):
+                ET.SubElement(case, "error", message=text).text = text
+            elif check["verdict"] == "WARN":
+                ET.SubElement(case, "system-out").text = "WARN: " + text
+        for title, run in runs:  # "12 PASS", "88 SKIP: simulated node": the checks' names inside
+            case = ET.SubElement(suite, "testcase", classname=classname, name=x("%s: %s" % (area, title)))
+            if run[0]["verdict"] == "SKIP":
+                ET.SubElement(case, "skipped", message=x(title.split(": ", 1)[-1]))
+            ET.SubElement(case, "system-out").text = x("\n".join(c["name"] for c in run))
+        out.append(suite)
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -357,7 +370,7 @@ def _host_doc(host, data, state, required_areas, check_run=False):
 
 def _rendered(host, doc, stamp):
     """Everything of one host's in the run's files, rendered (raises what its inputs raise)."""
-    return {"json": to_json(doc), "prom": commission_metrics(doc, stamp), "suite": junit_suite(host, doc["checks"]),
+    return {"json": to_json(doc), "prom": commission_metrics(doc, stamp), "suite": junit_suites(host, doc["checks"]),
             "section": host_html(host, doc), "row": fleet_row(host, doc)}
 
 

@@ -7,14 +7,15 @@ Every value is escaped for HTML (_e); nothing is fetched."""
 from __future__ import annotations
 
 import html
-import re
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import FAILING, SEVERITY, gb_text, worst
 from ansible_collections.gds.commission.plugins.module_utils.core.files import natural_key, printable
 from ansible_collections.gds.commission.plugins.module_utils.core.numbers import is_figure
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_baselines import UNKNOWN_PLATFORM
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_links import group_path, link_state
-from ansible_collections.gds.commission.plugins.module_utils.fleet.report_text import as_text, figure_text, share_text, table_figure
+from ansible_collections.gds.commission.plugins.module_utils.fleet.report_text import (
+    FOLDED, as_text, figure_text, fold_reason, folds, share_text, table_figure,
+)
 
 COLORS = {"PASS": "#2e7d32", "WARN": "#ef8f00", "FAIL": "#c62828", "SKIP": "#757575",
           "ERROR": "#6a1b9a", "UNREACHABLE": "#37474f"}
@@ -511,36 +512,6 @@ def _link_rows(rows):
             _badge(link["verdict"]), _e(link.get("slow") or link.get("detail") or "")))
     out.append("</table>")
     return "".join(out)
-
-
-# Problems first: every check that is not PASS or SKIP on a row of its own, then each run of PASS
-# as one line and each run of SKIP of one reason as one line (<details>, unfolded on a click): a
-# host whose checks all pass reads in a few lines, whatever the count of its links or ports.
-FOLDED = ("PASS", "SKIP")
-_ADDRESS = re.compile(r"\b[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\b|\b(mlx5|nvme|md|GPU|gpu|vd|sd)[0-9]+(n[0-9]+)?\b")
-
-
-def fold_reason(check):
-    """A SKIP's reason with its device names made alike, so that one reason folds one run of rows."""
-    text = str(check.get("detail") or check.get("actual") or "")
-    return re.sub(r"\s+", " ", _ADDRESS.sub("…", text)).strip()[:160] or "no reason given"
-
-
-def folds(rows, verdict_of=lambda row: row["verdict"], reason_of=fold_reason):
-    """(shown, [(title, rows)]): the rows that are not PASS or SKIP, then the folds: every PASS
-    row in one, the SKIP rows in one per reason, in the order they first appear."""
-    shown, passed, skipped = [], [], {}
-    for row in rows:
-        verdict = verdict_of(row)
-        if verdict == "PASS":
-            passed.append(row)
-        elif verdict == "SKIP":
-            skipped.setdefault(reason_of(row), []).append(row)
-        else:
-            shown.append(row)
-    out = [("%d PASS" % len(passed), passed)] if passed else []
-    out += [("%d SKIP: %s" % (len(group), reason), group) for reason, group in skipped.items()]
-    return shown, out
 
 
 def folded(title, table):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import re
 import time
 
 from ansible_collections.gds.commission.plugins.module_utils.core.numbers import is_figure
@@ -95,3 +96,34 @@ def to_json(doc, indent=2):
         doc = json_ready(doc)
     separators = None if indent is not None else (",", ":")
     return json.dumps(doc, indent=indent, sort_keys=True, allow_nan=False, separators=separators) + "\n"
+
+
+# Problems first: every check that is not PASS or SKIP on a row of its own, then each run of PASS
+# as one line and each run of SKIP of one reason as one line (report.html's <details>, opened on a
+# click; the JUnit's one test case): a host whose checks all pass reads in a few lines, whatever
+# the count of its links or ports.
+FOLDED = ("PASS", "SKIP")
+_ADDRESS = re.compile(r"\b[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\b|\b(mlx5|nvme|md|GPU|gpu|vd|sd)[0-9]+(n[0-9]+)?\b")
+
+
+def fold_reason(check):
+    """A SKIP's reason with its device names made alike, so that one reason folds one run of rows."""
+    text = str(check.get("detail") or check.get("actual") or "")
+    return re.sub(r"\s+", " ", _ADDRESS.sub("…", text)).strip()[:160] or "no reason given"
+
+
+def folds(rows, verdict_of=lambda row: row["verdict"], reason_of=fold_reason):
+    """(shown, [(title, rows)]): the rows that are not PASS or SKIP, then the folds: every PASS
+    row in one, the SKIP rows in one per reason, in the order they first appear."""
+    shown, passed, skipped = [], [], {}
+    for row in rows:
+        verdict = verdict_of(row)
+        if verdict == "PASS":
+            passed.append(row)
+        elif verdict == "SKIP":
+            skipped.setdefault(reason_of(row), []).append(row)
+        else:
+            shown.append(row)
+    out = [("%d PASS" % len(passed), passed)] if passed else []
+    out += [("%d SKIP: %s" % (len(group), reason), group) for reason, group in skipped.items()]
+    return shown, out
