@@ -641,23 +641,26 @@ def network_html(doc):
     return "".join(out)
 
 
-def _port_rows(ports):
-    out = ["<table><tr><th>NIC</th><th>port</th><th>netdev</th><th>link layer</th><th>state</th><th>rate</th>"
-           "<th>PCIe</th><th>NUMA</th><th>firmware</th><th>paired GPUs</th><th>verdict</th></tr>"]
-    for row in ports:
-        out.append("<tr>%s<td>%s</td></tr>" % ("".join("<td>%s</td>" % _e(row[k]) for k in (
-            "nic", "port", "netdev", "link_layer", "state", "rate", "pcie", "numa", "fw", "gpus")),
-            _badge(row["verdict"]) if row["verdict"] else "-"))
+def _rows_table(headers, keys, rows, detail=None):
+    """A table of ``rows`` (dicts): a column a key, then the verdict's badge, then ``detail``'s text."""
+    out = ["<table><tr>%s</tr>" % "".join("<th>%s</th>" % header for header in headers)]
+    for row in rows:
+        cells = "".join("<td>%s</td>" % _e(row[k]) for k in keys)
+        cells += "<td>%s</td>" % (_badge(row["verdict"]) if row["verdict"] else "-")
+        if detail:
+            cells += "<td class=\"detail\">%s</td>" % _e(row[detail])
+        out.append("<tr>%s</tr>" % cells)
     out.append("</table>")
     return "".join(out)
+
+
+def _port_rows(ports):
+    return _rows_table(("NIC", "port", "netdev", "link layer", "state", "rate", "PCIe", "NUMA", "firmware",
+                        "paired GPUs", "verdict"),
+                       ("nic", "port", "netdev", "link_layer", "state", "rate", "pcie", "numa", "fw", "gpus"), ports)
 
 
 def _rdma_bench_rows(rows):
-    out = ["<table><tr><th>NIC</th><th>port</th><th>test</th><th>memory</th><th>GPU</th><th>Gb/s</th><th>latency us</th>"
-           "<th>threshold Gb/s</th><th>GPU vs host</th><th>verdict</th><th>reason</th></tr>"]
-    for row in rows:
-        out.append("<tr>%s<td>%s</td><td class=\"detail\">%s</td></tr>" % ("".join("<td>%s</td>" % _e(row[k]) for k in (
-            "nic", "port", "test", "memory", "gpu", "gbps", "lat_us", "threshold", "vs_host")),
-            _badge(row["verdict"]) if row["verdict"] else "-", _e(row["reason"])))
-    out.append("</table>")
-    return "".join(out)
+    return _rows_table(("NIC", "port", "test", "memory", "GPU", "Gb/s", "latency us", "threshold Gb/s", "GPU vs host",
+                        "verdict", "reason"),
+                       ("nic", "port", "test", "memory", "gpu", "gbps", "lat_us", "threshold", "vs_host"), rows, "reason")
