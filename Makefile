@@ -125,7 +125,8 @@ test: setup
 # The oldest maintained ansible-core (CI runs it after `make test`, which is on the newest): the demo,
 # drift, the collection's sanity, the drift-never-acts test and the fleet tests, in .venv-core-<oldest>/
 FLEET_TESTS := tests/unit/test_drift_never_acts.py tests/unit/test_check_mode_contract.py tests/unit/test_fleet_scale.py \
-	tests/unit/test_node_local.py tests/unit/test_sliced_run.py tests/unit/test_callback.py tests/integration/test_demo.py
+	tests/unit/test_node_local.py tests/unit/test_sliced_run.py tests/unit/test_callback.py tests/unit/test_run_edges.py \
+	tests/integration/test_demo.py
 test-oldest:
 	$(MAKE) CORE=$(OLDEST_CORE) demo
 	$(MAKE) CORE=$(OLDEST_CORE) drift
