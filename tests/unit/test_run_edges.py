@@ -188,6 +188,7 @@ def test_gds_merge_without_the_hosts_is_never_green(tmp_path):
     hosts.write_text("a\nb\nc\n")
     proc = subprocess.run(merge + ["--hosts", str(hosts)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "b, c" in proc.stdout, proc.stdout
+    assert proc.stdout.rstrip().endswith("report: %s/report.html" % (tmp_path / "r1"))
 
 
 def test_the_push_report_holds_each_host_to_its_own_required_areas(tmp_path):

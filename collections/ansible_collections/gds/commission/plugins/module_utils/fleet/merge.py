@@ -169,7 +169,8 @@ def _read_record(folder, name, run_id):
     except OSError as exc:  # a link or no regular file (RefusedPath), no permission, an I/O error
         raise _Bad("unreadable", "cannot read %s: %s" % (where, exc))
     if data is None:
-        raise _Bad("missing", "no %s: the host's run wrote no inputs file (see its log)" % where)
+        raise _Bad("missing", "no %s: the host's run wrote no inputs file: it never started or died before its report "
+                   "(its output: the Slurm job's output file, or its AWX slice's job)" % where)
     if len(data) > MAX_BYTES:
         raise _Bad("unreadable", "%s is larger than %d MiB" % (where, MAX_BYTES // (1024 * 1024)))
     try:
