@@ -250,7 +250,7 @@ def test_the_runs_last_lines_are_its_verdict_and_where_its_report_is():
     drift = {"run_dir": "/r/d-1", "drifted": ["h%d" % i for i in range(25)], "drift": {}}
     assert callback.closing_lines(drift) == ["gds_commission: drifted or not checked: %s and 5 more"
                                              % ", ".join("h%d" % i for i in range(20)),
-                                             "gds_commission: drift: /r/d-1/drift.json"]
+                                             "gds_commission: drift: /r/d-1/report.html (/r/d-1/drift.json)"]
     assert callback.closing_lines({"run_dir": "/r/x", "drifted": [], "drift": {}})[0].endswith(": none")
     host_scope = {"run_dir": "/r/s", "inputs": ["a.inputs.json"], "summary": {"counts": {"PASS": 1}, "hosts": {"a": {}}}}
     assert callback.closing_lines(host_scope) == ["gds_commission: host files: /r/s/*.inputs.json (gds-merge makes the report)"]

@@ -947,3 +947,21 @@ def test_every_gpu_section_shows_unknowns_and_no_hostile_figure():
     assert "unknown: no single figure for gpu1 vda" in html_text and "unknown: all host did not complete" in html_text
     assert "nan" not in html_text and "inf" not in html_text and "<b>" not in html_text and "&lt;b&gt;" in html_text
     assert gds_report.every_gpu_html([{"name": "single", "watch": {}}]) == ""
+
+
+def test_a_drift_run_has_a_page_naming_what_drifted():
+    """Drift's HTML view: each host that drifted or was not checked with every setting's expected
+    and actual value, escaped; the hosts with nothing drifted one folded line."""
+    drift = {"a": [{"setting": "/etc/cufile.json: properties.<script>x</script>", "expected": "16384", "actual": "8192"}],
+             "b": [], "c": []}
+    states = {"d": {"unreachable": True, "msg": "ssh: timed out"}}
+    files, result = build_report("d-1", "s", "f", "drift", {}, ["a", "b", "c", "d"], states, drift=dict(drift, d=[]))
+    page = files["report.html"]
+    parser = _Strict()
+    parser.feed(page)
+    parser.close()
+    assert "script" not in parser.tags and parser.handlers == [] and parser.external == []
+    assert '<h2 id="host-a">' in page and '<h2 id="host-d">' in page and '<h2 id="host-b">' not in page
+    assert "properties.&lt;script&gt;x&lt;/script&gt;</td><td>16384</td><td>8192" in page
+    assert "2 hosts with nothing drifted" in page and "ssh: timed out" in page
+    assert sorted(result["drifted"]) == ["a", "d"]

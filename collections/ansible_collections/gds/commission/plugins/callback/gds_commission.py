@@ -119,7 +119,7 @@ def closing_lines(result):
     if "drifted" in result:
         drifted = result.get("drifted") or []
         return ["gds_commission: drifted or not checked: %s" % (_listed(drifted) or "none"),
-                "gds_commission: drift: %s/drift.json" % run_dir]
+                "gds_commission: drift: %s/report.html (%s/drift.json)" % (run_dir, run_dir)]
     if "inputs" in result:  # host scope: each host's inputs file, no report yet
         return ["gds_commission: host files: %s/*.inputs.json (gds-merge makes the report)" % run_dir]
     summ = result.get("summary") or {}

@@ -32,7 +32,7 @@ from ansible_collections.gds.commission.plugins.module_utils.fleet.report_baseli
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_html import (
     COLORS, FLEET_ORDER, affinity_rows, bar_chart, ceiling_text, every_gpu_html, every_gpu_rows, first_problem,
     fleet_html, fleet_row, fleet_status, host_html, links_html, network_html, network_rows, pairing_rows,
-    platform_summary, rdma_bench_rows, render_html, watch_chart,
+    platform_summary, rdma_bench_rows, render_drift_html, render_html, watch_chart,
 )
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_files import (
     INPUTS_SUFFIX, host_file_name, point_latest, run_id_error, set_aside_other_hosts, write_run, write_run_dir,
@@ -52,7 +52,7 @@ __all__ = [
     "per_host", "write_history", "COLORS", "FLEET_ORDER", "affinity_rows", "bar_chart", "ceiling_text",
     "every_gpu_html", "every_gpu_rows", "first_problem",
     "fleet_html", "fleet_row", "fleet_status", "host_html", "links_html", "network_html",
-    "network_rows", "pairing_rows", "platform_summary", "rdma_bench_rows", "render_html", "watch_chart",
+    "network_rows", "pairing_rows", "platform_summary", "rdma_bench_rows", "render_drift_html", "render_html", "watch_chart",
     "host_file_name", "point_latest", "run_id_error", "write_run", "write_run_dir", "epoch_of",
     "figure_text", "json_ready", "share_text", "short_text", "table_figure", "to_json"
 ]
@@ -233,7 +233,7 @@ def build_report(run_id, started, finished, mode, hosts, all_hosts, states, drif
     if mode == "drift":
         doc = drift_document(run_id, all_hosts, drift, states)
         metrics = {host: drift_metrics(entry, stamp) for host, entry in doc["hosts"].items()}
-        files = {"drift.json": to_json(doc)}
+        files = {"drift.json": to_json(doc), "report.html": render_drift_html(doc)}
         files.update(("%s.drift.prom" % host_file_name(host), text) for host, text in metrics.items())
         return files, dict(
             drift=doc, drifted=[h for h, e in sorted(doc["hosts"].items()) if e["drifted"] is not False],

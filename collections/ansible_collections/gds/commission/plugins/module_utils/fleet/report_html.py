@@ -229,6 +229,33 @@ def render_html(summary_doc, docs, title="GDS commissioning report", parts=None)
     return "".join(out)
 
 
+def render_drift_html(doc, title="GDS drift report"):
+    """The drift run's page (drift.json's content): each host that drifted, or could not be
+    checked, with every setting's expected and actual value; the hosts with nothing drifted
+    folded into one line. Self-contained, as report.html."""
+    hosts = doc.get("hosts") or {}
+    drifted = [(h, e) for h, e in sorted(hosts.items(), key=lambda item: natural_key(item[0])) if e.get("drifted") is not False]
+    calm = [h for h, e in sorted(hosts.items(), key=lambda item: natural_key(item[0])) if e.get("drifted") is False]
+    out = ["<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>%s %s</title><style>%s</style></head><body>"
+           % (_e(title), _e(doc.get("run_id")), CSS),
+           "<h1>%s</h1><div class=\"meta\">run %s &middot; %d hosts: %d drifted or not checked, %d with nothing drifted</div>"
+           % (_e(title), _e(doc.get("run_id")), len(hosts), len(drifted), len(calm))]
+    for host, entry in drifted:
+        state = "not checked" if entry.get("drifted") is None else "%d settings drifted" % len(entry.get("items") or [])
+        out.append("<h2 id=\"host-%s\">%s %s <span class=\"meta\">%s</span></h2>" % (
+            _e(host), _e(host), _badge("ERROR" if entry.get("drifted") is None else "FAIL"), _e(state)))
+        if entry.get("detail"):
+            out.append("<p class=\"slow\">%s</p>" % _e(entry["detail"]))
+        if entry.get("items"):
+            out.append("<table><tr><th>setting</th><th>expected</th><th>actual</th></tr>%s</table>" % "".join(
+                "<tr><td>%s</td><td>%s</td><td>%s</td></tr>" % (_e(i.get("setting")), _e(i.get("expected")), _e(i.get("actual")))
+                for i in entry["items"]))
+    if calm:
+        out.append(folded("%d hosts with nothing drifted" % len(calm), "<p>%s</p>" % ", ".join(_e(h) for h in calm)))
+    out.append("</body></html>")
+    return "".join(out)
+
+
 def host_html(name, doc):
     """One host's section of the page: affinity, links, network, checks, benchmarks, watch."""
     out = ["<h2 id=\"host-%s\">%s %s <a class=\"up\" href=\"#fleet\">fleet</a></h2>"
