@@ -209,13 +209,18 @@ details.fold{margin:2px 0 6px} details.fold>summary{cursor:pointer;color:#455a64
 """
 
 
+def page_head(title, run_id):
+    """A page's head (title, the inline CSS) and the opening of its body: report.html of both modes."""
+    return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>%s %s</title><style>%s</style>"
+            "</head><body>" % (_e(title), _e(run_id), CSS))
+
+
 def render_html(summary_doc, docs, title="GDS commissioning report", parts=None):
     """The page. ``parts``: {host: {"section", "row"}} built already (build_report's, one host at
     a time); the others are rendered here."""
     parts = parts or {}
     counts = summary_doc["counts"]
-    out = ["<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>%s %s</title><style>%s</style></head><body>"
-           % (_e(title), _e(summary_doc["run_id"]), CSS)]
+    out = [page_head(title, summary_doc["run_id"])]
     out.append("<h1>%s</h1><div class=\"meta\">run %s &middot; started %s &middot; finished %s</div>"
                % (_e(title), _e(summary_doc["run_id"]), _e(summary_doc["started"]), _e(summary_doc["finished"])))
     if summary_doc.get("check_mode"):
@@ -236,8 +241,7 @@ def render_drift_html(doc, title="GDS drift report"):
     hosts = doc.get("hosts") or {}
     drifted = [(h, e) for h, e in sorted(hosts.items(), key=lambda item: natural_key(item[0])) if e.get("drifted") is not False]
     calm = [h for h, e in sorted(hosts.items(), key=lambda item: natural_key(item[0])) if e.get("drifted") is False]
-    out = ["<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>%s %s</title><style>%s</style></head><body>"
-           % (_e(title), _e(doc.get("run_id")), CSS),
+    out = [page_head(title, doc.get("run_id")),
            "<h1>%s</h1><div class=\"meta\">run %s &middot; %d hosts: %d drifted or not checked, %d with nothing drifted</div>"
            % (_e(title), _e(doc.get("run_id")), len(hosts), len(drifted), len(calm))]
     for host, entry in drifted:
