@@ -65,7 +65,8 @@ def test_commission_then_no_drift_then_drift_found(demo):
         assert any(": throughput_gib_s" in n for n in names)
         assert any(c["verdict"] == "SKIP" and "GPU" in c["name"] for c in doc["checks"])
     ET.fromstring(latest(demo["reports"], "junit.xml").split("\n", 1)[1])
-    assert "<svg" in latest(demo["reports"], "report.html")
+    assert "sim-h100.html" in latest(demo["reports"], "report.html")
+    assert "<svg" in latest(demo["reports"], "sim-h100.html")
     assert summ["started"] < summ["finished"]  # the run's start, not the report play's
     # the benchmark's data files are gone (gds_bench_keep_files is false)
     assert not glob.glob(str(demo["sim"] / "*" / "raid*" / "gds-bench")), "data files left behind"
@@ -139,8 +140,8 @@ def test_every_host_failing_still_gets_a_report(demo):
     rc, out = demo["play"]("commission.yml", "-e", '{"gds_pcie_acs_bridges": ["not-a-bdf"]}')
     assert rc != 0
     run = os.path.realpath(os.path.join(demo["reports"], "latest"))
-    assert sorted(os.listdir(run)) == ["junit.xml", "report.html", "sim-a100.json", "sim-a100.prom", "sim-h100.json",
-                                       "sim-h100.prom", "summary.json"]
+    assert sorted(os.listdir(run)) == ["junit.xml", "report.html", "sim-a100.html", "sim-a100.json", "sim-a100.prom",
+                                       "sim-h100.html", "sim-h100.json", "sim-h100.prom", "summary.json"]
     summ = json.loads(latest(demo["reports"], "summary.json"))
     jsonschema.validate(summ, schema("summary.schema.json"))
     assert summ["counts"]["ERROR"] == 2

@@ -1,18 +1,15 @@
 """report.html renders in a real browser (headless Chromium), offline."""
 import json
 import os
-import shutil
 import struct
 import subprocess
-import time
 
 import pytest
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
-from ansible_collections.gds.commission.plugins.module_utils.fleet.report import build_report, host_document, render_html, summary
+from ansible_collections.gds.commission.plugins.module_utils.fleet.report import build_report, host_document, host_page, render_html, summary
 from conftest import ROOT
-
-BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
+from devtools import BROWSER, DevTools
 
 
 @pytest.mark.skipif(not BROWSER, reason="chromium is not installed (make test installs Debian's chromium)")
@@ -35,83 +32,8 @@ def test_report_renders_to_a_screenshot(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------
-# The fleet page at 256 nodes, driven in Chromium over the DevTools protocol (a pipe: no port,
-# no network)
+# The fleet page at 256 nodes, driven in Chromium over the DevTools protocol
 # --------------------------------------------------------------------------------------------
-class DevTools(object):
-    """Chromium with --remote-debugging-pipe: JSON messages, each ended by a NUL byte, written to
-    its fd 3 and read from its fd 4."""
-
-    def __init__(self, binary, profile):
-        to_browser, self._out = os.pipe()
-        self._in, from_browser = os.pipe()
-
-        def wire():  # in the child: the pipe ends become fds 3 and 4, inheritable
-            ours = os.dup(to_browser), os.dup(from_browser)
-            os.dup2(ours[0], 3)
-            os.dup2(ours[1], 4)
-
-        self.proc = subprocess.Popen(
-            [binary, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             "--user-data-dir=%s" % profile, "--window-size=1280,900", "about:blank"],
-            preexec_fn=wire, close_fds=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        os.close(to_browser)
-        os.close(from_browser)
-        self._buf, self._id, self.session = b"", 0, None
-
-    def send(self, method, **params):
-        self._id += 1
-        message = {"id": self._id, "method": method, "params": params}
-        if self.session and not method.startswith("Target."):
-            message["sessionId"] = self.session
-        os.write(self._out, json.dumps(message).encode() + b"\0")
-        while True:
-            while b"\0" not in self._buf:
-                chunk = os.read(self._in, 1 << 16)
-                if not chunk:
-                    raise AssertionError("chromium closed the DevTools pipe")
-                self._buf += chunk
-            raw, self._buf = self._buf.split(b"\0", 1)
-            reply = json.loads(raw)
-            if reply.get("id") == self._id:
-                assert "error" not in reply, (method, reply["error"])
-                return reply["result"]
-
-    def open(self, url):
-        target = self.send("Target.createTarget", url="about:blank")["targetId"]
-        self.session = self.send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
-        self.send("Page.navigate", url=url)
-        self.wait_for("document.readyState === 'complete' && location.href === %s" % json.dumps(url))
-
-    def js(self, expression):
-        result = self.send("Runtime.evaluate", expression=expression, returnByValue=True)
-        assert "exceptionDetails" not in result, result["exceptionDetails"]
-        return result["result"].get("value")
-
-    def wait_for(self, expression, tries=200):
-        """Poll a condition (a bounded number of times, no timing asserted)."""
-        for _ in range(tries):
-            if self.js(expression):
-                return
-            time.sleep(0.05)
-        raise AssertionError("never true in the page: %s" % expression)
-
-    def click(self, selector):
-        """A real mouse click in the middle of the element, scrolled into view first."""
-        box = self.js("(function(){var e=document.querySelector(%s); e.scrollIntoView({block:'center'});"
-                      "var r=e.getBoundingClientRect(); return {x:r.left+r.width/2, y:r.top+r.height/2};})()"
-                      % json.dumps(selector))
-        for kind in ("mousePressed", "mouseReleased"):
-            self.send("Input.dispatchMouseEvent", type=kind, x=box["x"], y=box["y"], button="left", clickCount=1)
-
-    def close(self):
-        self.proc.kill()
-        self.proc.wait()
-        os.close(self._out)
-        os.close(self._in)
-
-
 PLATFORMS = (("dgx_a100", 128), ("dgx_h100", 96), ("gh200", 32))
 
 
@@ -142,9 +64,10 @@ def fleet_page(tmp_path_factory):
     hosts, platforms, states = fleet_hosts()
     files, result = build_report("fleet", "s", "2026-11-23T03:00:00+00:00", "commission", hosts, sorted(hosts),
                                  states, fleet={"platforms": platforms})
-    page = tmp_path_factory.mktemp("fleet") / "report.html"
-    page.write_text(files["report.html"])
-    return page, result["summary"]
+    run = tmp_path_factory.mktemp("fleet")
+    for name, text in files.items():
+        (run / name).write_text(text)
+    return run / "report.html", result["summary"]
 
 
 @pytest.fixture
@@ -222,21 +145,21 @@ def test_fleet_page_filters_by_verdict_and_platform(fleet_page, browser):
 
 
 @pytest.mark.skipif(not BROWSER, reason="chromium is not installed (make test installs Debian's chromium)")
-def test_one_click_from_the_fleet_table_to_a_node(fleet_page, browser):
+def test_one_click_from_the_fleet_table_to_a_node_and_back(fleet_page, browser):
+    """The index holds a row a host; a click on a host opens its own page, whose first link goes
+    back to the index."""
     page, summ = fleet_page
     browser.open("file://%s" % page)
+    assert browser.js("document.querySelectorAll('[id^=\"host-\"]').length") == 0  # no host's section on the index
     first = browser.js(ROWS + "[0].dataset.host")
     last = browser.js(ROWS + "[255].dataset.host")
-    in_view = ("(function(){var r=document.getElementById('host-%s').getBoundingClientRect();"
-               "return r.top >= 0 && r.bottom <= window.innerHeight;})()")
     for host in (first, last):
-        browser.js("window.scrollTo(0, 0)")
-        assert not browser.js(in_view % host)  # the click brings the node in view, not the page's layout
         browser.click("#fleet-table tr[data-host='%s'] a" % host)
-        browser.wait_for("location.hash === '#host-%s'" % host)
-        browser.wait_for(in_view % host)
+        browser.wait_for("location.pathname.endsWith('/%s.html') && document.readyState === 'complete'" % host)
         heading = browser.js("document.getElementById('host-%s').textContent" % host)
         assert heading.startswith(host) and summ["hosts"][host]["verdict"] in heading
+        browser.click("a[href='report.html']")
+        browser.wait_for("location.pathname.endsWith('/report.html') && document.readyState === 'complete'")
 
 
 @pytest.mark.skipif(not BROWSER, reason="chromium is not installed (make test installs Debian's chromium)")
@@ -256,8 +179,16 @@ def test_injected_markup_in_the_data_never_runs(tmp_path, browser):
     assert browser.js("typeof window.__pwned") == "undefined"
     assert browser.js("document.querySelectorAll('img, svg:not(.chart), iframe, object').length") == 0
     assert browser.js("document.scripts.length") == 1
+    browser.open("file://%s" % (tmp_path / "r1" / "report.html"))
     text = browser.js("document.body.innerText")
     assert payloads[0] in text and "esc \\x1b[2J nul \\x00 \\xff" in text
+    links = browser.js("Array.prototype.slice.call(document.querySelectorAll('#fleet-table a')).map(function(a){return a.href;})")
+    assert len(links) == len(payloads)
+    for link in links:  # each host's page, as written, and nothing of it runs either
+        browser.open(link)
+        assert browser.js("location.protocol") == "file:" and browser.js("document.querySelector('h1').id").startswith("host-")
+        assert browser.js("typeof window.__pwned") == "undefined" and browser.js("document.scripts.length") == 0
+        assert browser.js("document.querySelectorAll('img, svg:not(.chart), iframe, object').length") == 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -271,8 +202,8 @@ def test_watch_bars_per_gpu_and_drive_against_the_limit(tmp_path, browser):
     with open(os.path.join(ROOT, "tests", "fixtures", "watch", "dgx2-gpu12-result.json")) as handle:
         result = json.load(handle)
     docs = {"dgx2": host_document("dgx2", {"checks": [], "bench": [result]}, {})}
-    page = tmp_path / "report.html"
-    page.write_text(render_html(summary("r1", "s", "f", docs), docs))
+    page = tmp_path / "dgx2.html"
+    page.write_text(host_page("dgx2", docs["dgx2"], "r1"))
     browser.open("file://%s" % page)
     chart = "document.querySelector('svg.watch')"
     assert browser.js(chart + ".getAttribute('data-job')") == result["name"]
@@ -315,8 +246,8 @@ def test_a_host_whose_checks_all_pass_takes_at_most_3000_px(tmp_path, browser):
     """Problems first, the rest folded: each run of PASS rows and each run of SKIP rows of one
     reason is one line (a <details>); an all-PASS 8-GPU host was ~17,000 px."""
     doc = all_pass_host()
-    page = tmp_path / "report.html"
-    page.write_text(render_html(summary("r1", "s", "f", {"node1": doc}), {"node1": doc}))
+    page = tmp_path / "node1.html"
+    page.write_text(host_page("node1", doc, "r1"))
     browser.open("file://%s" % page)
     height = browser.js("document.documentElement.scrollHeight - document.getElementById('host-node1').offsetTop")
     assert 0 < height <= 3000, height

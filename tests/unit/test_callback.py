@@ -98,7 +98,8 @@ def test_every_host_failed_still_gets_the_report(cb, tmp_path):
     cb.v2_runner_on_failed(Result("b", "cufile : Validate", {"msg": "MODULE FAILURE", "module_stderr": "bad override"}))
     cb.v2_playbook_on_stats(Stats({"a": 1, "b": 1}))
     run = tmp_path / "reports" / "run-1"
-    assert sorted(os.listdir(run)) == ["a.json", "a.prom", "b.json", "b.prom", "junit.xml", "report.html", "summary.json"]
+    assert sorted(os.listdir(run)) == ["a.html", "a.json", "a.prom", "b.html", "b.json", "b.prom", "junit.xml", "report.html",
+                                    "summary.json"]
     assert os.readlink(tmp_path / "reports" / "latest") == "run-1"
     summ = json.loads((run / "summary.json").read_text())
     assert summ["counts"]["ERROR"] == 2
@@ -166,8 +167,9 @@ def test_fallback_report_of_odd_host_names_stays_in_reports_dir(cb, tmp_path):
         cb.v2_runner_on_failed(Result(host, "t", {"msg": "boom \x1b[2J"}))
     cb.v2_playbook_on_stats(Stats({"rack1/../../../a": 1, "gpu+01": 1, "gpu=01": 1}))
     run = tmp_path / "reports" / "run-1"
-    assert sorted(os.listdir(run)) == ["gpu%2B01.json", "gpu%2B01.prom", "gpu%3D01.json", "gpu%3D01.prom",
-                                       "junit.xml", "rack1%2F..%2F..%2F..%2Fa.json", "rack1%2F..%2F..%2F..%2Fa.prom",
+    assert sorted(os.listdir(run)) == ["gpu%2B01.html", "gpu%2B01.json", "gpu%2B01.prom", "gpu%3D01.html",
+                                       "gpu%3D01.json", "gpu%3D01.prom", "junit.xml", "rack1%2F..%2F..%2F..%2Fa.html",
+                                       "rack1%2F..%2F..%2F..%2Fa.json", "rack1%2F..%2F..%2F..%2Fa.prom",
                                        "report.html", "summary.json"]
     assert sorted(os.listdir(tmp_path)) == ["reports"]
 

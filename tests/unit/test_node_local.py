@@ -121,7 +121,7 @@ def test_the_merged_run_has_the_push_runs_hosts_verdicts_and_checks(runs):
     missing = merged["hosts"]["fleet-0003"]["checks"]
     assert [(c["name"], c["verdict"], c["actual"]) for c in missing] == [("report: host file", "ERROR", "missing")]
     assert "fleet-0003.inputs.json" in missing[0]["detail"]
-    for name in ("junit.xml", "report.html", "fleet-0001.json", "fleet-0003.prom"):
+    for name in ("junit.xml", "report.html", "fleet-0001.json", "fleet-0001.html", "fleet-0003.prom"):
         assert (tmp / "shared" / runs["run_id"] / name).exists(), name
     assert os.readlink(str(tmp / "shared" / "latest")) == runs["run_id"]
     assert "fleet-0003: no " in runs["merge"].stderr

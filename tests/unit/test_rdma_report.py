@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import discover
 from ansible_collections.gds.commission.plugins.module_utils.tune.rdma import rdma_checks
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report import (
-    host_document, junit, network_html, network_rows, pairing_rows, rdma_bench_rows, render_html, summary,
+    host_document, junit, network_html, network_rows, pairing_rows, rdma_bench_rows, host_page, summary,
 )
 
 BENCH = [
@@ -49,7 +49,7 @@ def test_rdma_bench_results_against_threshold_host_vs_gpu(sim_node):
     page = network_html(doc)
     assert "RDMA benchmarks (host vs GPU memory)" in page and "351.4" in page and "below 93 %" in page
     assert "GPU-NIC pairing" in page
-    full = render_html(summary("r", "s", "f", {"gpu1": doc}), {"gpu1": doc})
+    full = host_page("gpu1", doc, "r")
     assert "Network (GPUDirect RDMA)" in full
 
 

@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
+from urllib.parse import unquote
 from html.parser import HTMLParser
 
 import jsonschema
@@ -16,7 +17,7 @@ from ansible_collections.gds.commission.plugins.module_utils.fleet import report
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import VERDICTS, check, gb_text
 from ansible_collections.gds.commission.plugins.module_utils.hw.health import link_checks
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report import (
-    bar_chart, build_report, drift_document, host_document, host_file_name, json_ready, junit, render_html, summary,
+    bar_chart, build_report, drift_document, host_document, host_file_name, json_ready, junit, host_page, summary,
     watch_chart, write_run,
 )
 from conftest import COLLECTION, ROOT, run_module
@@ -112,14 +113,19 @@ def test_html_is_self_contained_with_charts_and_escaping():
                                 "nvme": [{"name": "nvme0n1", "bdf": "0000:08:00.0", "system": False}],
                                 "groups": [{"id": 1, "gpus": [0], "nvme": ["nvme0n1"], "nics": [], "link": "PXB", "numa_node": 0}]}
     hosts["bad"]["arrays"] = [{"device": "/dev/md1", "mount": "/raid1", "members": ["nvme0n1"], "gpus": [0]}]
-    docs = docs_for(hosts)
-    page = render_html(summary("r", "s", "f", docs), docs)
+    files, dummy = build_report("r", "s", "f", "commission", hosts, sorted(hosts), {})
+    index = _Collector()
+    index.feed(files["report.html"])
+    # the index links each host's page, written beside it; a host's page links the index back
+    assert index.external == ["bad.html", "good.html"] and all(name in files for name in index.external)
+    page = files["bad.html"]
     parser = _Collector()
     parser.feed(page)
-    assert parser.external == []          # nothing to fetch: readable offline
+    assert parser.external == ["report.html"]  # nothing to fetch: readable offline
     assert "svg" in parser.tags and "table" in parser.tags
     assert "/raid1 (/dev/md1)" in page and "0x07" in page and "0x08" in page
     assert "&lt;iops&gt;" in page and "<iops>" not in page
+    assert "bad.html" not in files["report.html"].split("<table id=\"fleet-table\">")[0]  # no host's content on the index
 
 
 def test_bar_chart_draws_bounds():
@@ -145,7 +151,7 @@ def test_watch_chart_draws_limit_gpus_and_drives():
     widths = {g: float(w) for g, w in re.findall(r'class="bar gpu-rx" data-gpu="(\d+)" x="\d+" y="\d+" width="([\d.]+)"', svg)}
     assert widths["0"] > widths["12"] > 0  # GPU 0 received the most: the bounce GPU
     docs = docs_for({"h": {"checks": [], "bench": [result]}})
-    page = render_html(summary("r", "s", "f", docs), docs)
+    page = host_page("h", docs["h"], "r")
     assert "Where the bytes went" in page and page.count('class="chart watch"') == 1
 
 
@@ -188,8 +194,8 @@ def test_module_writes_reports_and_lists_not_pass(tmp_path):
     assert rc == 0, result
     assert result["not_pass"] == ["bad", "gone"]
     run_dir = tmp_path / "reports" / "r1"
-    assert sorted(os.listdir(run_dir)) == ["bad.json", "bad.prom", "gone.json", "gone.prom", "good.json", "good.prom",
-                                           "junit.xml", "report.html", "summary.json"]
+    assert sorted(os.listdir(run_dir)) == ["bad.html", "bad.json", "bad.prom", "gone.html", "gone.json", "gone.prom",
+                                           "good.html", "good.json", "good.prom", "junit.xml", "report.html", "summary.json"]
 
 
 def test_drift_without_the_callbacks_state_checks_no_host(tmp_path):
@@ -334,7 +340,7 @@ def test_degraded_hop_is_named_and_highlighted(bdf, slow, text):
     links = {link["bdf"]: link for link in doc["pcie_links"]}
     assert links[bdf]["slow"] == text and links[bdf]["verdict"] == "FAIL"
     assert all(link["slow"] is None and link["verdict"] == "PASS" for b, link in links.items() if b != bdf)
-    page = render_html(summary("r", "s", "f", {"h": doc}), {"h": doc})
+    page = host_page("h", doc, "r")
     rows = _slow_rows(page)
     assert len(rows) == 1 and bdf in rows[0] and text in rows[0]
     assert "degraded: %s" % text in page
@@ -352,7 +358,7 @@ def test_link_table_per_group_from_root_port_down():
     roles = {link["bdf"]: link["role"] for link in host_document("h", {"checks": [], "topology": topo}, {})["pcie_links"]}
     assert roles["0000:01:00.0"] == "switch upstream port" and roles["0000:00:01.0"] == "root port"
     assert roles["0000:02:00.0"] == "bridge"
-    page = render_html(summary("r", "s", "f", {"h": doc}), {"h": doc})
+    page = host_page("h", doc, "r")
     group = page[page.index("<h4>group 1</h4>"):page.index("<h4>in no group</h4>")]
     order = ["0000:00:01.0", "0000:01:00.0", "0000:02:00.0", "0000:03:00.0", "0000:02:01.0", "0000:04:00.0"]
     assert [group.index(b) for b in order] == sorted(group.index(b) for b in order)
@@ -380,7 +386,7 @@ def test_link_verdict_comes_from_its_check_and_idle_gpu_speed_is_not_a_failure()
     doc = host_document("h", {"checks": checks + [load], "topology": topo}, {})
     gpu = [link for link in doc["pcie_links"] if link["bdf"] == "0000:03:00.0"][0]
     assert gpu["verdict"] == "FAIL" and gpu["slow"] == load["detail"]
-    page = render_html(summary("r", "s", "f", {"h": doc}), {"h": doc})
+    page = host_page("h", doc, "r")
     health = page[page.index("<h3>Hardware health</h3>"):]
     assert "nvme: health nvme0n1" in health and "pcie: link 0000:03:00.0 under load" in health
 
@@ -392,14 +398,14 @@ def test_unknown_link_values_warn_and_render():
     checks = [{"name": "acs: x", "verdict": "PASS"}] + link_checks(topo["pcie_links"])
     doc = host_document("h", {"checks": checks, "topology": topo}, {})
     assert doc["pcie_links"][0]["verdict"] == "WARN" and "Unknown" in doc["pcie_links"][0]["detail"]
-    page = render_html(summary("r", "s", "f", {"h": doc}), {"h": doc})
+    page = host_page("h", doc, "r")
     assert "x? ? GT/s" in page and _slow_rows(page) == []
 
 
 def test_no_links_no_table():
     doc = host_document("h", {"checks": [{"name": "acs: x", "verdict": "PASS"}], "topology": {"groups": []}}, {})
     assert "pcie_links" not in doc
-    assert "PCIe links" not in render_html(summary("r", "s", "f", {"h": doc}), {"h": doc})
+    assert "PCIe links" not in host_page("h", doc, "r")
 
 
 def test_link_checks_carry_their_bdf():
@@ -573,12 +579,17 @@ def test_hostile_strings_through_every_writer(tmp_path):
         line for c in suite.iter("testcase") for line in (c.findtext("system-out") or "").split("\n")]
     assert "netfs: esc \\x1b[31mred\\x1b[0m" in case_names and "netfs: nul \\x00 byte" in case_names
     assert "netfs: cdata ]]> end" in case_names and "netfs: <script>alert(1)</script>" in case_names
-    # HTML: no markup of the data's own (one script, ours; no event handler; no tag from the data)
-    page = raw["report.html"].decode("utf-8")
+    # HTML: no markup of the data's own (one script, ours, on the index; no event handler; no tag
+    # from the data; a link only to a page of the run)
+    pages = [raw["report.html"].decode("utf-8")] + [raw[host_file_name(h) + ".html"].decode("utf-8") for h in hosts]
+    page = "".join(pages)
     parser = _Strict()
-    parser.feed(page)
+    for one in pages:
+        parser.feed(one)
     parser.close()
-    assert parser.tags.count("script") == 1 and parser.handlers == [] and parser.external == []
+    assert parser.tags.count("script") == 1 and parser.handlers == []
+    assert sorted(unquote(link) for link in parser.external) == sorted(
+        ["report.html"] * len(hosts) + [host_file_name(h) + ".html" for h in hosts])
     assert not {"img", "b", "textarea"} & set(parser.tags)
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "\x1b" not in page and "\x00" not in page
     assert page.count('class="chart watch"') == 8  # every job's watch of both hosts drawn, its strings escaped
@@ -735,9 +746,8 @@ def odd_report(odd, tmp_path):
         strict_json(files[name].encode("utf-8"))
     parse_exposition(files["odd.prom"])
     ET.fromstring(files["junit.xml"].encode("utf-8"))
-    page = files["report.html"]
-    parser = _Strict()  # the odd host's section (the last), strictly: the rest is the normal host's
-    parser.feed(page[page.index('<h2 id="host-odd">'):page.rindex("<script>")])
+    parser = _Strict()  # the odd host's page, strictly
+    parser.feed(files["odd.html"])
     parser.close()
     assert parser.tags.count("script") == 0 and parser.handlers == []
     return files, result["summary"]["hosts"]
@@ -776,10 +786,9 @@ def test_one_hosts_odd_entry_is_that_hosts_error_in_every_file(tmp_path):
     suites = host_suites(ET.fromstring((run / "junit.xml").read_bytes()), "odd")
     assert sum(int(s.get("errors")) for s in suites.values()) == 1
     assert reason in [e.get("message") for s in suites.values() for e in s.iter("error")][0]
-    page = (run / "report.html").read_text()
-    odd_section = page[page.index('<h2 id="host-odd">'):]
+    odd_section = (run / "odd.html").read_text()
     assert html_text(reason) in odd_section and "GPU / NVMe affinity" in odd_section
-    big_section = page[page.index('<h2 id="host-big">'):page.index('<h2 id="host-good">')]
+    big_section = (run / "big.html").read_text()
     assert "GiB/s = unknown of 20.0 GB/s" in big_section and 'class="chart watch"' in big_section
 
 
@@ -897,7 +906,7 @@ def test_every_gpu_at_once_is_shown_against_its_singles_the_shared_link_and_the_
              "ceiling": ceiling_entry(record, "all GPUs on nvme23 seq_read host", {"throughput_gib_s": 7.3})}
     result = {"name": job["name"], "record": record, "watch": watch, "checks": []}
     docs = docs_for({"h": {"checks": [], "topology": topology, "bench": [result]}})
-    page = render_html(summary("r", "s", "f", docs), docs)
+    page = host_page("h", docs["h"], "r")
     table = page[page.index("<h3>Every GPU at once</h3>"):]
     table = table[:table.index("</table>")]
     row = re.search(r'<tr data-job="all GPUs on nvme23 seq_read">(.*?)</tr>', table).group(1)
@@ -929,7 +938,7 @@ def test_every_gpu_at_once_into_host_memory_renders(tmp_path):
     docs = docs_for({"h": {"checks": [check("bench: x: run", "PASS", "exit 0", "exit 0")], "topology": topology,
                            "bench": [result]}})
     assert docs["h"]["verdict"] == "PASS", [c for c in docs["h"]["checks"] if c["verdict"] != "PASS"]
-    assert "host memory (no GPU)" in render_html(summary("r", "s", "f", docs), docs)
+    assert "host memory (no GPU)" in host_page("h", docs["h"], "r")
 
 
 def test_every_gpu_section_shows_unknowns_and_no_hostile_figure():

@@ -215,8 +215,9 @@ def test_a_run_id_used_again_sets_the_earlier_runs_other_hosts_aside(tmp_path):
     publish_run(str(tmp_path), "nightly", STARTED, FINISHED, "commission", data, ["a", "b", "c"], {})
     dummy, result, refused = publish_run(str(tmp_path), "nightly", STARTED, FINISHED, "commission",
                                          {"a": data["a"]}, ["a"], {})
-    assert refused == [] and sorted(result["set_aside"]) == ["b.json", "b.prom", "c.json", "c.prom"]
+    assert refused == [] and sorted(result["set_aside"]) == ["b.html", "b.json", "b.prom", "c.html", "c.json", "c.prom"]
     names = sorted(os.listdir(str(tmp_path / "nightly")))
     aside = [n for n in names if n.startswith(".earlier-")]
-    assert [n for n in names if not n.startswith(".")] == ["a.json", "a.prom", "junit.xml", "report.html", "summary.json"]
-    assert len(aside) == 1 and sorted(os.listdir(str(tmp_path / "nightly" / aside[0]))) == ["b.json", "b.prom", "c.json", "c.prom"]
+    assert [n for n in names if not n.startswith(".")] == ["a.html", "a.json", "a.prom", "junit.xml", "report.html", "summary.json"]
+    assert len(aside) == 1 and sorted(os.listdir(str(tmp_path / "nightly" / aside[0]))) == [
+        "b.html", "b.json", "b.prom", "c.html", "c.json", "c.prom"]

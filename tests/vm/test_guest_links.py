@@ -120,6 +120,6 @@ def test_report_names_the_slow_end(topo):
     assert named == {slow: "root port %s x%d of x%d, %.1f GT/s of %.1f GT/s" % (
         slow, rp["current_link"]["width"], rp["max_link"]["width"],
         rp["current_link"]["speed_gts"], rp["max_link"]["speed_gts"])}, named
-    with open(os.path.join(REPORTS, "latest", "report.html")) as f:
+    with open(os.path.join(REPORTS, "latest", "gds-vm.html")) as f:
         page = f.read()
     assert "degraded: %s" % named[slow] in page

@@ -13,7 +13,8 @@ description:
     benchmark records) and what the C(gds_commission) callback saw (unreachable hosts, broken
     plays, check-mode drift) into C(reports/<run-id>/) and points C(reports/latest) at it.
   - Commission mode writes C(summary.json), one C(HOST.json) and one C(HOST.prom) (Prometheus
-    textfile) per host, C(junit.xml) and a self-contained C(report.html). Drift mode writes
+    textfile) per host, C(junit.xml), a self-contained C(report.html) (the fleet's index) and one
+    C(HOST.html) (the host's page) per host. Drift mode writes
     C(drift.json) and one C(HOST.drift.prom) per host.
   - Commission mode also compares each host's benchmark figures with the median of the hosts of
     its platform in the run (C(fleet:) checks) and with its own last PASS run (C(history:)

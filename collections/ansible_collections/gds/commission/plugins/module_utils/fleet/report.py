@@ -31,7 +31,7 @@ from ansible_collections.gds.commission.plugins.module_utils.fleet.report_baseli
 )
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_html import (
     COLORS, FLEET_ORDER, affinity_rows, bar_chart, ceiling_text, every_gpu_html, every_gpu_rows, first_problem,
-    fleet_html, fleet_row, fleet_status, host_html, links_html, network_html, network_rows, pairing_rows,
+    fleet_html, fleet_row, fleet_status, host_html, host_page, host_page_name, links_html, network_html, network_rows, pairing_rows,
     platform_summary, rdma_bench_rows, render_drift_html, render_html, watch_chart,
 )
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_files import (
@@ -51,7 +51,7 @@ __all__ = [
     "fleet_checks", "history_checks", "history_path", "history_update", "load_history", "measured",
     "per_host", "write_history", "COLORS", "FLEET_ORDER", "affinity_rows", "bar_chart", "ceiling_text",
     "every_gpu_html", "every_gpu_rows", "first_problem",
-    "fleet_html", "fleet_row", "fleet_status", "host_html", "links_html", "network_html",
+    "fleet_html", "fleet_row", "fleet_status", "host_html", "host_page", "host_page_name", "links_html", "network_html",
     "network_rows", "pairing_rows", "platform_summary", "rdma_bench_rows", "render_drift_html", "render_html", "watch_chart",
     "host_file_name", "point_latest", "run_id_error", "write_run", "write_run_dir", "epoch_of",
     "figure_text", "json_ready", "share_text", "short_text", "table_figure", "to_json"
@@ -261,15 +261,16 @@ def build_report(run_id, started, finished, mode, hosts, all_hosts, states, drif
             docs[host]["verdict"] = host_verdict(c["verdict"] for c in docs[host]["checks"])
     parts = {}
     for host in docs:
-        docs[host], parts[host] = _host_parts(host, docs[host], stamp)
+        docs[host], parts[host] = _host_parts(host, docs[host], stamp, run_id)
     summ = summary(run_id, started, finished, docs)
     if check_run:
         summ["check_mode"] = True
     files = {"summary.json": to_json(summ), "junit.xml": junit(summ, {h: p["suite"] for h, p in parts.items()}),
-             "report.html": render_html(summ, docs, parts=parts)}
+             "report.html": render_html(summ, docs, rows={host: part["row"] for host, part in parts.items()})}
     for host, part in parts.items():
         files["%s.json" % host_file_name(host)] = part["json"]
         files["%s.prom" % host_file_name(host)] = part["prom"]
+        files[host_page_name(host)] = part["page"]
     result = dict(summary=summ, not_pass=[h for h, d in sorted(docs.items()) if d["verdict"] != "PASS"],
                   metrics={host: part["prom"] for host, part in parts.items()}, metrics_file=COMMISSION_FILE)
     if history is not None:
@@ -368,23 +369,23 @@ def _host_doc(host, data, state, required_areas, check_run=False):
     return _with_error(doc, reason, ", ".join(bad) or None)
 
 
-def _rendered(host, doc, stamp):
+def _rendered(host, doc, stamp, run_id):
     """Everything of one host's in the run's files, rendered (raises what its inputs raise)."""
     return {"json": to_json(doc), "prom": commission_metrics(doc, stamp), "suite": junit_suites(host, doc["checks"]),
-            "section": host_html(host, doc), "row": fleet_row(host, doc)}
+            "page": host_page(host, doc, run_id), "row": fleet_row(host, doc)}
 
 
-def _host_parts(host, doc, stamp):
+def _host_parts(host, doc, stamp, run_id):
     """(doc, its rendered parts), inside the host's boundary: a host whose inputs break a writer
     becomes ERROR with the reason, shown with its checks only (or with that check only)."""
     try:
-        return doc, _rendered(host, doc, stamp)
+        return doc, _rendered(host, doc, stamp, run_id)
     except Exception as exc:
         reason = _reason(exc)
     fallback = _with_error({key: list(doc[key]) if key == "checks" else doc[key]
                             for key in ("host", "verdict", "checks", "profile") if key in doc}, reason)
     try:
-        return fallback, _rendered(host, fallback, stamp)
+        return fallback, _rendered(host, fallback, stamp, run_id)
     except Exception:  # its checks break a writer too: the check that says so, alone
         fallback = _with_error({"host": host, "checks": [], "profile": doc.get("profile") or UNKNOWN_PLATFORM}, reason)
-        return fallback, _rendered(host, fallback, stamp)
+        return fallback, _rendered(host, fallback, stamp, run_id)

@@ -86,13 +86,13 @@ def write_run_dir(reports_dir, run_id, files):
 
 def set_aside_other_hosts(reports_dir, run_id, files, mode):
     """A run id used again (a second push run of the same name): the host files of that earlier
-    run whose hosts this report does not have (HOST.json and HOST.prom; HOST.drift.prom in drift
+    run whose hosts this report does not have (HOST.json, HOST.prom and HOST.html; HOST.drift.prom in drift
     mode) moved into RUN/.earlier-<time>/, so the run directory holds this report's hosts alone and
     nothing is lost. The names moved."""
-    suffixes = (".drift.prom",) if mode == "drift" else (".json", ".prom")
+    suffixes = (".drift.prom",) if mode == "drift" else (".json", ".prom", ".html")
     with OutDir(reports_dir) as reports, reports.child(run_id) as run:
         stale = [name for name in sorted(os.listdir(run.fd))
-                 if name not in files and name not in ("summary.json", "drift.json") and not name.startswith(".")
+                 if name not in files and name not in ("summary.json", "drift.json", "report.html") and not name.startswith(".")
                  and not name.endswith(INPUTS_SUFFIX) and name.endswith(suffixes)
                  and (mode == "drift" or not name.endswith(".drift.prom"))]
         return run.set_aside(stale, ".earlier-%s" % time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())) if stale else []

@@ -1,17 +1,21 @@
 # -*- coding: utf-8 -*-
 # Copyright: gds-commission contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""report.html: the fleet table and its filters, each host's section (affinity, PCIe links,
-network, checks, benchmarks, the watch of each job) as inline SVG and tables; its CSS and script.
-Every value is escaped for HTML (_e); nothing is fetched."""
+"""report.html, the fleet's index (verdicts, per platform, filters, one row per host with its first
+problem) and HOST.html, a page per host (affinity, PCIe links, network, checks, benchmarks, the
+watch of each job) as inline SVG and tables; their CSS and script. Every value is escaped for HTML
+(_e); nothing is fetched. An index of a row a host stays small at 1,000 hosts (tests/perf/
+report_page_perf.py); a host's page holds its own weight alone."""
 from __future__ import annotations
 
 import html
+from urllib.parse import quote
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import FAILING, SEVERITY, gb_text, worst
 from ansible_collections.gds.commission.plugins.module_utils.core.files import natural_key, printable
 from ansible_collections.gds.commission.plugins.module_utils.core.numbers import is_figure
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_baselines import UNKNOWN_PLATFORM
+from ansible_collections.gds.commission.plugins.module_utils.fleet.report_files import host_file_name
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_links import group_path, link_state
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_text import (
     FOLDED, as_text, figure_text, fold_reason, folds, share_text, table_figure,
@@ -215,10 +219,10 @@ def page_head(title, run_id):
             "</head><body>" % (_e(title), _e(run_id), CSS))
 
 
-def render_html(summary_doc, docs, title="GDS commissioning report", parts=None):
-    """The page. ``parts``: {host: {"section", "row"}} built already (build_report's, one host at
+def render_html(summary_doc, docs, title="GDS commissioning report", rows=None):
+    """The run's index page, report.html: the counts, the fleet table (each host a link to its own
+    page, host_page). ``rows``: {host: fleet_row(...)} built already (build_report's, one host at
     a time); the others are rendered here."""
-    parts = parts or {}
     counts = summary_doc["counts"]
     out = [page_head(title, summary_doc["run_id"])]
     out.append("<h1>%s</h1><div class=\"meta\">run %s &middot; started %s &middot; finished %s</div>"
@@ -227,11 +231,21 @@ def render_html(summary_doc, docs, title="GDS commissioning report", parts=None)
         out.append("<p class=\"meta\"><b>Check mode</b>: nothing was measured or changed; this run's verdicts say "
                    "what a run without --check would start from, and reports/latest does not point here.</p>")
     out.append("<p class=\"counts\">%s</p>" % "".join("<span>%s %d</span>" % (_badge(k), v) for k, v in counts.items()))
-    out.append(fleet_html(docs, {host: part["row"] for host, part in parts.items()}))
-    for name, doc in sorted(docs.items(), key=lambda item: natural_key(item[0])):
-        out.append(parts[name]["section"] if name in parts else host_html(name, doc))
+    out.append(fleet_html(docs, rows))
     out.append("<script>%s</script></body></html>\n" % FLEET_JS)
     return "".join(out)
+
+
+def host_page_name(host):
+    """The file name of a host's page, HOST.html beside HOST.json (report_files.host_file_name)."""
+    return "%s.html" % host_file_name(host)
+
+
+def host_page(name, doc, run_id, title="GDS commissioning report"):
+    """A host's own page, HOST.html beside report.html: its section and a link back to the index."""
+    return "".join((page_head("%s: %s" % (title, printable(name)), run_id),
+                    "<div class=\"meta\"><a href=\"report.html\">&larr; fleet index</a> &middot; run %s</div>" % _e(run_id),
+                    host_html(name, doc), "</body></html>\n"))
 
 
 def render_drift_html(doc, title="GDS drift report"):
@@ -262,8 +276,7 @@ def render_drift_html(doc, title="GDS drift report"):
 
 def host_html(name, doc):
     """One host's section of the page: affinity, links, network, checks, benchmarks, watch."""
-    out = ["<h2 id=\"host-%s\">%s %s <a class=\"up\" href=\"#fleet\">fleet</a></h2>"
-           % (_e(name), _e(name), _badge(doc["verdict"]))]
+    out = ["<h1 id=\"host-%s\">%s %s</h1>" % (_e(name), _e(name), _badge(doc["verdict"]))]
     rows = affinity_rows(doc)
     if rows:
         out.append("<h3>GPU / NVMe affinity</h3><table><tr><th>group</th><th>RAID array</th><th>GPU #</th><th>GPU PCIe</th>"
@@ -420,7 +433,7 @@ def platform_summary(docs):
 def fleet_html(docs, rows=None):
     """The fleet part of report.html: a summary per platform, filters (verdict, platform, host
     name; inline script, nothing fetched), and one row per host, failing hosts first, each
-    linking to its section. ``rows``: {host: fleet_row(...)} built already."""
+    linking to its page. ``rows``: {host: fleet_row(...)} built already."""
     summ = platform_summary(docs)
     out = ["<h2 id=\"fleet\">Fleet</h2><h3>Per platform</h3><table id=\"platforms\"><tr><th>platform</th><th>hosts</th>%s"
            "<th>of the PASS, with a %s</th></tr>" % ("".join("<th>%s</th>" % _badge(k) for k in HOST_VERDICTS), _badge("WARN"))]
@@ -453,9 +466,9 @@ def fleet_row(name, doc):
         tally[check["verdict"]] = tally.get(check["verdict"], 0) + 1
     problem = first_problem(doc)
     status = fleet_status(doc)
-    return ("<tr data-host=\"%s\" data-verdict=\"%s\" data-platform=\"%s\"><td><a href=\"#host-%s\">%s</a></td>"
+    return ("<tr data-host=\"%s\" data-verdict=\"%s\" data-platform=\"%s\"><td><a href=\"%s\">%s</a></td>"
             "<td>%s</td><td>%s</td><td class=\"problem\">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>" % (
-                _e(name), _e(status), _e(doc.get("profile") or UNKNOWN_PLATFORM), _e(name), _e(name),
+                _e(name), _e(status), _e(doc.get("profile") or UNKNOWN_PLATFORM), _e(quote(host_page_name(name))), _e(name),
                 _badge(doc["verdict"]) + (" " + _badge("WARN") if status == "WARN" else ""),
                 _e(doc.get("profile") or UNKNOWN_PLATFORM),
                 _e("%s: %s" % (problem["name"], problem.get("detail") or problem.get("actual"))) if problem else "",
@@ -492,6 +505,7 @@ FLEET_JS = """
   [verdict, platform].forEach(function (el) { el.addEventListener('change', apply); });
   host.addEventListener('input', apply);
   apply();
+  if (window.performance && performance.mark) { performance.mark('gds-filters-ready'); }  // tests/perf measures it
 })();
 """
 
