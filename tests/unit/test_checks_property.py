@@ -84,10 +84,10 @@ def test_one_home_for_usable_figures():
     from ansible_collections.gds.commission.plugins.module_utils.hw import health
     from ansible_collections.gds.commission.plugins.module_utils.measure import diskload, devhealth, watch
     from ansible_collections.gds.commission.plugins.module_utils.fleet import (
-        report_baselines, report_html, report_links, report_text,
+        report_baselines, report_html, report_links, report_text, report_tree,
     )
     assert core_checks.is_figure is numbers.is_figure
-    for module in (report_baselines, report_html, report_links, report_text):  # the report's parts
+    for module in (report_baselines, report_html, report_links, report_text, report_tree):  # the report's parts
         assert module.is_figure is numbers.is_figure, module.__name__
     for module in (thresholds, report_baselines, health, diskload, devhealth, watch, pcie_traffic):
         assert module.figure is numbers.figure, module.__name__

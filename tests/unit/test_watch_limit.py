@@ -57,6 +57,7 @@ def test_a_drive_spec_that_is_no_figure_is_no_spec(value):
 def test_guide_pair_is_bound_by_its_two_x4_drives(dgx2):
     limit = path_limit(dgx2, 2, PAIR)
     assert limit["gb_s"] == 7.877 and limit["bound"] == "the drives' links"
+    assert limit["bottleneck"] == ["0000:2e:00.0", "0000:2f:00.0"]  # each drive's x4 link
     assert [d["slowest"]["width"] for d in limit["drives"]] == [4, 4]
     assert limit["gpu"]["slowest"]["width"] == 16 and limit["gpu"]["slowest"]["gb_s"] == 15.754
     assert "note" not in limit  # GPU and drives meet below one switch: nothing unmodelled
@@ -69,6 +70,7 @@ def test_drive_spec_from_the_profile_lowers_the_limit(dgx2):
     spec = spec_bytes({"metric": "throughput_gib_s", "value": 2 * 3.4e9 / 2 ** 30}, {})
     limit = path_limit(dgx2, 2, PAIR, spec_bytes_per_s=spec)
     assert limit["gb_s"] == 6.8 and limit["bound"] == "the drives' spec" and limit["spec_gb_s"] == 6.8
+    assert limit["bottleneck"] == []  # no link bounds it
     # 800k IOPS per drive at 4 KiB: 6.55 GB/s, again below the links
     assert spec_bytes({"metric": "iops", "value": 1600000}, {"io_size_bytes": 4096}) == 1600000 * 4096
     assert spec_bytes({"metric": "lat_us.p99", "value": 100}, {}) is None
@@ -78,6 +80,7 @@ def test_a_gpu_link_at_x4_bounds_the_path(dgx2):
     facts = with_link(dgx2, "0000:39:00.0", current_width=4)
     limit = path_limit(facts, 2, PAIR)
     assert limit["bound"] == "the GPU's link 0000:39:00.0" and limit["gb_s"] == 3.938
+    assert limit["bottleneck"] == ["0000:39:00.0"]
 
 
 def test_idle_gpu_link_counts_at_its_speed_under_load(dgx2):
@@ -94,6 +97,7 @@ def test_a_shared_upstream_link_carries_both_drives(dgx2):
     facts = with_link(dgx2, "0000:2c:00.0", current_width=4)
     limit = path_limit(facts, 12, PAIR)
     assert limit["bound"] == "a link the drives share, 0000:2c:00.0" and limit["gb_s"] == 3.938
+    assert limit["bottleneck"] == ["0000:2c:00.0"]
     assert "root complex" in limit["note"]  # the link between sockets is not modelled
     assert path_limit(dgx2, 12, PAIR)["gb_s"] == 7.877
 

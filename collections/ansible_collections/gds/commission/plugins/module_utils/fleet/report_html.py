@@ -8,7 +8,6 @@ watch of each job) as inline SVG and tables; their CSS and script. Every value i
 report_page_perf.py); a host's page holds its own weight alone."""
 from __future__ import annotations
 
-import html
 from urllib.parse import quote
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import FAILING, SEVERITY, gb_text, worst
@@ -17,18 +16,16 @@ from ansible_collections.gds.commission.plugins.module_utils.core.numbers import
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_baselines import UNKNOWN_PLATFORM
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_files import host_file_name
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_links import group_path, link_state
+from ansible_collections.gds.commission.plugins.module_utils.fleet.report_tree import tree_html
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_text import (
-    FOLDED, as_text, figure_text, fold_reason, folds, share_text, table_figure,
+    FOLDED, as_text, figure_text, fold_reason, folds, html_text, share_text, table_figure,
 )
 
 COLORS = {"PASS": "#2e7d32", "WARN": "#ef8f00", "FAIL": "#c62828", "SKIP": "#757575",
           "ERROR": "#6a1b9a", "UNREACHABLE": "#37474f"}
 
 
-def _e(value):
-    """Text for HTML, in an element or a quoted attribute: markup and quotes escaped, characters
-    no page should hold (controls, bytes that were not UTF-8) written as their escape."""
-    return html.escape(printable(value), quote=True)
+_e = html_text  # every value the page shows goes through it
 
 
 def _badge(verdict):
@@ -209,6 +206,11 @@ th{background:#eceff1} .badge{color:#fff;border-radius:3px;padding:1px 6px;font-
 h4{font-size:13px;margin:10px 0 4px} .filters{margin:6px 0;font-size:13px} .filters label{margin-right:12px}
 a.up{font-size:12px;font-weight:400;margin-left:8px} td.problem{max-width:460px;color:#555}
 tr.slow td{background:#ffebee;font-weight:600} p.slow{color:#c62828;font-weight:600;margin:4px 0}
+.tree-wrap{overflow-x:auto;max-width:100%} svg.tree text{text-anchor:middle} svg.tree .name{font-size:11px;fill:#212121}
+svg.tree .sub{font-size:10px;fill:#546e7a} svg.tree .bus{stroke:#b0bec5;stroke-dasharray:3 3} svg.tree .caption{font-size:12px;fill:#0d47a1;text-anchor:start} svg.tree g.job{display:none} svg.tree g.job:target{display:inline}
+svg.tree .path{stroke:#1565c0;stroke-opacity:.55;stroke-width:9} svg.tree .bytes{font-size:11px;fill:#0d47a1;text-anchor:start;font-weight:600}
+svg.tree .bottleneck{fill:none;stroke:#c62828;stroke-width:3;stroke-dasharray:4 2} svg.tree .crossed{fill:none;stroke:#1565c0;stroke-width:3}
+.legend{font-size:12px;color:#455a64;margin:2px 0 8px} .swatch{display:inline-block;width:12px;height:12px;border:1px solid #90a4ae;vertical-align:middle}
 details.fold{margin:2px 0 6px} details.fold>summary{cursor:pointer;color:#455a64;font-size:13px}
 """
 
@@ -285,6 +287,7 @@ def host_html(name, doc):
             out.append("<tr>%s</tr>" % "".join("<td>%s</td>" % _e(row[k]) for k in
                                                ("group", "array", "gpus", "gpu_bus", "nvme", "nvme_bus", "nics", "link", "numa")))
         out.append("</table>")
+    out.append(tree_html(doc, COLORS))
     out.append(links_html(doc))
     out.append(network_html(doc))
     bench = [c for c in doc["checks"] if c.get("area") == "bench"]

@@ -6,6 +6,7 @@ for what is no figure, messages cut short, and strict JSON. Never raises on what
 from __future__ import annotations
 
 import datetime
+import html
 import json
 import math
 import re
@@ -20,6 +21,12 @@ def check_value(value):
     Figures no float can hold stay numbers: where one is needed they are skipped (_figure,
     fleet/metrics.format_value)."""
     return printable(value) if isinstance(value, int) and value.bit_length() > 10000 else value
+
+
+def html_text(value):
+    """Text for HTML, in an element or a quoted attribute: markup and quotes escaped, characters
+    no page should hold (controls, bytes that were not UTF-8) written as their escape."""
+    return html.escape(printable(value), quote=True)
 
 
 def as_text(value):

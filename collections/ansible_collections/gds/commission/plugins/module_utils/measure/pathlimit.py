@@ -232,18 +232,20 @@ def _path_limit(model, route, gpu, drives, spec_bytes_per_s):
     per_drive = [{"name": n, "bdf": chains[n][0], "slowest": _public(slowest[n])} for n in drives]
     drives_sum = sum(link["bytes_per_s"] for link in slowest.values()) if all(slowest.values()) else None
     limit = min(drive_side, gpu_side)
+    # bound: what limits the path, said; bottleneck: the links it names (none for the drives' spec)
     if gpu_side < drive_side:
-        bound = "the GPU's link %s" % gpu_link["bdf"]
+        bound, narrowest = "the GPU's link %s" % gpu_link["bdf"], [gpu_link["bdf"]]
     elif shared:
-        bound = "a link the drives share, %s" % min(shared, key=lambda s: s["bytes_per_s"])["bdf"]
+        narrowest = [min(shared, key=lambda s: s["bytes_per_s"])["bdf"]]
+        bound = "a link the drives share, %s" % narrowest[0]
     elif spec_bytes_per_s and drive_side >= spec_bytes_per_s * 0.999:
-        bound = "the drives' spec"
+        bound, narrowest = "the drives' spec", []
     else:
-        bound = "the drives' links"
+        bound, narrowest = "the drives' links", sorted({slowest[n]["bdf"] for n in drives if slowest[n]})
     if limit == INF:
         return _unknown("no PCIe link between the drives and the %s" % ("GPU" if gpu is not None else "host"), route)
     out = {"bytes_per_s": round(limit), "gb_s": _gb(limit), "gib_s": round(limit / GIB, 3), "bound": bound,
-           "drives": per_drive, "drives_gb_s": _gb(drives_sum), "spec_gb_s": _gb(spec_bytes_per_s),
+           "bottleneck": narrowest, "drives": per_drive, "drives_gb_s": _gb(drives_sum), "spec_gb_s": _gb(spec_bytes_per_s),
            "shared": [_public(s) for s in shared],
            "gpu": {"index": gpu, "bdf": gpu_chain[0], "slowest": _public(gpu_link)} if gpu_chain else None}
     if route["root_complex"]:
