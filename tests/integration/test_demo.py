@@ -58,6 +58,13 @@ def test_commission_then_no_drift_then_drift_found(demo):
     summ = json.loads(latest(demo["reports"], "summary.json"))
     jsonschema.validate(summ, schema("summary.schema.json"))
     assert summ["counts"]["PASS"] == 2 and set(summ["hosts"]) == {"sim-a100", "sim-h100"}
+    # the benchmark runs in the background, a console line a job as it starts and as it ends
+    planned = [r["name"] for r in json.loads(latest(demo["reports"], "sim-h100.json"))["bench"]]
+    ran = [r for r in json.loads(latest(demo["reports"], "sim-h100.json"))["bench"] if r.get("cmd")]
+    assert ran and "(item=job 2 of %d: raid1 seq_read, CPUONLY starts (about 1 s))" % len(planned) in out
+    ends = [line for line in out.splitlines() if line.startswith("gds_commission: sim-h100 job ")]
+    assert len(ends) == len(ran), ends  # one end line a job that ran; a planned skip has none
+    assert all(": PASS, " in line and (" s of about 1 s" in line or "(one full pass)" in line) for line in ends), ends
     for host in summ["hosts"]:
         doc = json.loads(latest(demo["reports"], host + ".json"))
         assert doc["topology"]["groups"], host

@@ -49,6 +49,7 @@ from ansible.plugins.callback import CallbackBase
 _MAX_TEXT = 600
 REPORT_ACTION = "gds_report"
 MERGE_ACTION = "gds_merge"
+PROGRESS_ACTION = "gds_bench_progress"
 
 
 def _short(value):
@@ -393,8 +394,25 @@ class CallbackModule(CallbackBase):
         self._changed_in_check_mode(result)
 
     def v2_runner_item_on_ok(self, result):
+        if result.task.action.split(".")[-1] == PROGRESS_ACTION:
+            self._job_ended(result)
         if not self._nothing_to_read(result):
             self._changed_in_check_mode(result)
+
+    def _job_ended(self, result):
+        """A benchmark job's end as it happens (roles/gds_bench follows the run job by job): its
+        verdict and the seconds it took of those expected; a start is the loop item's own label."""
+        res = result.result
+        step = res.get(res.get("ansible_loop_var") or "item")
+        if not isinstance(step, dict) or step.get("state") != "ended":
+            return
+        from ansible_collections.gds.commission.plugins.module_utils.measure.progress import progress_line
+        host = result.host.get_name()
+        line = progress_line(host, res.get("event"))
+        if line is None:
+            line = "%s %s: %s after %s s" % (host, step.get("label"), "the run ended first" if res.get("finished")
+                                             else "no end seen", res.get("waited_s"))
+        self._display.display("gds_commission: %s" % line)
 
     def v2_playbook_on_stats(self, stats):
         """Write the report when the playbook's report play did not (every host failed before it);

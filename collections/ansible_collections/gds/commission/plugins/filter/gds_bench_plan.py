@@ -21,6 +21,9 @@ through a NIC far from it (a write there first, so that the read has files).
 ``gds_netfs_bench_targets``: those targets from the gds_netfs mounts and the topology: each GPU
 against the mount of its own NIC, plus the mount through its farthest NIC.
 
+``gds_bench_progress_steps``: the waits that follow a background run job by job (each job's
+start and end with the console's words and a bound, then the run's end; measure/progress.py).
+
 ``gds_gdsio_jobfile``: a gdsio configuration file (``[global]`` and ``[jobN]`` sections with
 ``numa_node``, ``gpu_dev_id``, ``num_threads``, ``directory``) that runs jobs of one template at
 once, in the guide's format.
@@ -28,6 +31,7 @@ once, in the guide's format.
 from __future__ import annotations
 
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import LINK_CLASSES, class_rank
+from ansible_collections.gds.commission.plugins.module_utils.measure.progress import progress_steps
 from ansible_collections.gds.commission.plugins.module_utils.measure.thresholds import drive_spec_error
 from ansible_collections.gds.commission.plugins.module_utils.measure.vocab import (
     GPU_XFER_TYPES, IO_TYPES, io_is_read, io_is_write, key_range, size_bytes, xfer_type_error, xfer_types,
@@ -546,4 +550,5 @@ class FilterModule(object):
     def filters(self):
         return {"gds_bench_plan": _filter_errors(gds_bench_plan),
                 "gds_netfs_bench_targets": _filter_errors(gds_netfs_bench_targets),
-                "gds_gdsio_jobfile": _filter_errors(gds_gdsio_jobfile)}
+                "gds_gdsio_jobfile": _filter_errors(gds_gdsio_jobfile),
+                "gds_bench_progress_steps": progress_steps}

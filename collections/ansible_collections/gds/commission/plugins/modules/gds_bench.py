@@ -167,6 +167,14 @@ options:
     type: list
     elements: int
     default: []
+  progress_file:
+    description:
+      - "A file of the product's own (in gds_bench's directory) where an event is written, whole,
+        as each job starts and ends (job N of M, its name, GPU and transfer type, the expected and
+        the elapsed seconds, its first verdict), for M(gds.commission.gds_bench_progress) to wait
+        on while this module runs in the background. Empty: none written. A file that cannot be
+        written never changes the run."
+    type: path
   watch_thresholds:
     description:
       - "What the watch of each job judges (docs/profiles.md): C(drive_skew_tolerance),
@@ -283,7 +291,7 @@ import tempfile
 import time
 
 from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule, SYSFS_ROOT, PROCFS_ROOT  # results valid UTF-8
-from ansible_collections.gds.commission.plugins.module_utils.core.checks import check, subject
+from ansible_collections.gds.commission.plugins.module_utils.core.checks import check, subject, worst
 from ansible_collections.gds.commission.plugins.module_utils.tune.driver import udev_record_check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import (
     UnsafeFile, data_file, new_regular_file, open_dir, remove_dir, remove_file,
@@ -292,6 +300,7 @@ from ansible_collections.gds.commission.plugins.module_utils.measure.concurrency
     ceiling_check, ceiling_entry, concurrency_entry, every_gpu_check, scaling_check,
 )
 from ansible_collections.gds.commission.plugins.module_utils.measure.devhealth import HealthConfigError, HealthRun
+from ansible_collections.gds.commission.plugins.module_utils.measure.progress import PASS_TIMEOUT, Progress
 from ansible_collections.gds.commission.plugins.module_utils.core.proc import run as proc_run
 from ansible_collections.gds.commission.plugins.module_utils.measure.watch import JobWatch, WatchConfigError, gds_stats_tool, watches_gpus
 from ansible_collections.gds.commission.plugins.module_utils.measure.thresholds import (
@@ -561,17 +570,21 @@ def run_all(params, check_mode, env, health=None, watch=None):
     ``watch`` (measure/watch.JobWatch) reads the drives and GPUs right before and after each job."""
     results, records, errors, skips = [], {}, [], []
     workspace, halted = Workspace(), None
+    progress = Progress(None if check_mode else params["progress_file"], params["jobs"])
     if health is not None:
         health.begin()  # AER and SMART counters right before the first job, NVML sampling on
     try:
-        for job in params["jobs"]:
+        for number, job in enumerate(params["jobs"], 1):
             reason = job.get("skip") or ("check mode: nothing was run" if check_mode else None) or halted
             if reason:
+                progress.skipped(number, job, reason)
                 skips.append(reason)
                 results.append({"name": job["name"], "cmd": [], "record": {}, "path": None, "stderr": "",
                                 "checks": skipped_job_checks(job, reason)})
                 continue
             cmd, record, failure, stderr, udev, jobdir = [], None, None, "", None, None
+            progress.started(number, job)
+            began = time.monotonic()
             try:
                 if not job.get("target") and not job.get("file") and not job.get("jobs"):
                     raise JobError("has neither a target directory nor a file")
@@ -602,6 +615,10 @@ def run_all(params, check_mode, env, health=None, watch=None):
                 checks += more
             elif watch is not None:
                 watch.abandon()
+            verdict = worst([c["verdict"] for c in checks])
+            problem = next((c for c in checks if c["verdict"] == verdict), {})
+            progress.ended(number, job, time.monotonic() - began, verdict,
+                           None if verdict == "PASS" else "%s: %s" % (problem.get("name"), problem.get("detail") or problem.get("actual")))
             if checks[0]["verdict"] == "ERROR":
                 errors.append("%s: %s" % (job["name"], checks[0].get("detail") or checks[0]["actual"]))
                 if fatal:
@@ -641,7 +658,7 @@ def main():
             binary=dict(type="path", required=True),
             jobs=dict(type="list", elements="dict", required=True),
             timeout_grace=dict(type="int", default=60),
-            pass_timeout=dict(type="int", default=1800),
+            pass_timeout=dict(type="int", default=PASS_TIMEOUT, no_log=False),  # a timeout, not a password
             cufile_config=dict(type="path"),
             udev_root=dict(type="str", default="/run/udev"),
             keep_files=dict(type="bool", default=False),
@@ -657,6 +674,7 @@ def main():
             topology=dict(type="dict", default={}),
             expect_gpus=dict(type="list", elements="int", default=[]),
             watch_thresholds=dict(type="dict", default={}),
+            progress_file=dict(type="path"),
             gds_stats=dict(type="str", default="gds_stats"),
         ),
         supports_check_mode=True,

@@ -32,6 +32,12 @@ CUFILE_XFER_TYPES = xfer_types("cufile")
 BUFFERED_XFER_TYPES = xfer_types(without="odirect")
 
 
+def xfer_name(value):
+    """A transfer type's name ("GPUD", "CPUONLY"...), or the value as text when it names none."""
+    t = _TYPES.get(value) if isinstance(value, int) and not isinstance(value, bool) else None
+    return t["name"] if t else str(value)
+
+
 def xfer_type_error(value):
     """Why ``value`` is not a transfer type gdsbench runs (None when it is one)."""
     if isinstance(value, bool) or not isinstance(value, int):
