@@ -903,7 +903,10 @@ def test_every_gpu_at_once_is_shown_against_its_singles_the_shared_link_and_the_
     records = {"nvme23 gpu0 seq_read": {"throughput_gib_s": 6.5}, "nvme23 gpu1 seq_read": {"throughput_gib_s": 6.4},
                "nvme23 gpu4 seq_read": {"throughput_gib_s": 6.1}}
     watch = {"limit": concurrent_limit(topology, parts_of(job)), "concurrency": concurrency_entry(job, record, records, topology),
-             "ceiling": ceiling_entry(record, "all GPUs on nvme23 seq_read host", {"throughput_gib_s": 7.3})}
+             "ceiling": ceiling_entry(record, "all GPUs on nvme23 seq_read host", {"throughput_gib_s": 7.3}),
+             "gpu_shares": [{"index": 0, "bytes": 3, "share": 0.345}, {"index": 1, "bytes": 3, "share": 0.33},
+                            {"index": 4, "bytes": None, "share": None, "unknown": "not sampled"}],
+             "seconds": 10.0, "window_seconds": 53.0, "outside_io_seconds": 43.0, "drives": []}
     result = {"name": job["name"], "record": record, "watch": watch, "checks": []}
     docs = docs_for({"h": {"checks": [], "topology": topology, "bench": [result]}})
     page = host_page("h", docs["h"], "r")
@@ -915,6 +918,8 @@ def test_every_gpu_at_once_is_shown_against_its_singles_the_shared_link_and_the_
     assert cells[6].startswith("a link the GPUs share, NVMe controller 0000:2e:00.0: 3.938 GB/s")
     assert "switch upstream port 0000:32:00.0 15.754 GB/s" in cells[7]
     assert cells[8] == "96 % (all GPUs on nvme23 seq_read host: 7.3 GiB/s)"
+    assert cells[9] == "GPU0 34 %, GPU1 33 %, GPU4 unknown"  # what each GPU carried of the job's bytes
+    assert "util over the benchmark&#x27;s 10.0 s of I/O; 43.0 s of its processes&#x27; start and stop left out" in page
     assert "per affinity group: affinity group 1</td><td>0, 1</td><td>4.7</td><td>12.9</td>" in table
     assert "per root port: root port 0000:4e:00.0</td><td>4</td>" in table
     # the records table and the job's chart give the host read too

@@ -421,3 +421,32 @@ def test_the_watch_judges_the_bytes_the_benchmark_reported(tmp_path):
     _, checks = watch.end(job, {"bytes": 3 * drives_read})
     check = {c["name"]: c for c in checks}["bench: j: drive load"]
     assert check["verdict"] == "FAIL" and "the rest came from memory (the page cache)" in check["actual"]
+
+
+def test_rates_over_the_benchmarks_timed_window_with_the_rest_named(tmp_path, monkeypatch):
+    """Every GPU at once on four H200s: 32 worker processes spent ~43 s of the job's window
+    starting and stopping; the drives' utilisation over the whole window read 10.7 %. Over the
+    benchmark's own timed window (its record's elapsed_s) it is the drives' load while it ran."""
+    from ansible_collections.gds.commission.plugins.module_utils.measure import diskload
+    now = [1000.0]
+    monkeypatch.setattr(diskload.time, "monotonic", lambda: now[0])
+    before, after = pair({"nvme2n1": from_iostat(r_s=100, rkb_s=400000, util=90.0, seconds=10.0),
+                          "nvme3n1": from_iostat(r_s=100, rkb_s=400000, util=90.0, seconds=10.0)})
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    (proc / "diskstats").write_text(before)
+    watch = JobWatch({}, str(proc), str(tmp_path / "nosys"), {})
+    job = {"name": "j", "io_type": "read", "members": ["nvme2n1", "nvme3n1"], "xfer_type": 0}
+    watch.begin(job)
+    (proc / "diskstats").write_text(after)
+    now[0] += 53.0  # the window: 10 s of I/O, 43 s of start-up and wind-down
+    entry, dummy = watch.end(job, {"elapsed_s": 10.0})
+    assert (entry["seconds"], entry["window_seconds"], entry["outside_io_seconds"]) == (10.0, 53.0, 43.0)
+    assert [d["util_pct"] for d in entry["drives"]] == [90.0, 90.0] and entry["drives"][0]["rkB_s"] == 400000.0
+    # no timed window in the record (or one longer than the watch's): the whole window, nothing named
+    (proc / "diskstats").write_text(before)
+    watch.begin(job)
+    (proc / "diskstats").write_text(after)
+    now[0] += 53.0
+    entry, dummy = watch.end(job, {"elapsed_s": "x"})
+    assert entry["seconds"] == 53.0 and "window_seconds" not in entry and entry["drives"][0]["util_pct"] == round(900 / 53.0, 2)

@@ -411,3 +411,33 @@ def test_no_source_names_all_three_reasons(dgx2, tmp_path):
     fake = FakeNvml(counters=False, throughput=False, gpm=())
     entry, _ = one_job(fake, dgx2, 2, 10 ** 9, lambda h: None, tmp_path)
     assert entry["gpus"][0]["unknown"].startswith("GPM: not supported on this GPU; PCIe byte counters: field 198")
+
+
+# --------------------------------------------------------------------------------------------
+# Every GPU at once: what each GPU carried of the job (a four-H200 run: each GPU 0.29-0.30 of the
+# write bytes, an NVML sampler beside it; issue 42)
+# --------------------------------------------------------------------------------------------
+def test_every_gpu_at_once_gives_each_gpus_bytes_and_share(dgx2, tmp_path):
+    fake = FakeNvml()
+    health = HealthRun([], gpu_indices=[0, 1, 2, 3], interval=3600, pynvml=fake, traffic=True)
+    health.begin()
+    watch = JobWatch({}, str(tmp_path / "noproc"), str(tmp_path / "nosys"), dgx2, health)
+    job = {"name": "all GPUs at once seq_write", "xfer_type": 0, "io_type": "write", "jobs": [
+        {"name": "g%d" % g, "gpu": g, "target": "/raid%d" % g, "members": PAIR} for g in range(4)]}
+    watch.begin(job)
+    total = 4 * 10 ** 9
+    sent = {0: 0.30, 1: 0.29, 2: 0.30, 3: 0.11}  # a write: the GPUs send
+    fake.move({g: (int(share * total), 1000) for g, share in sent.items()}, health.sampler)
+    entry, checks = watch.end(job, {"bytes": total, "throughput_gib_s": 4.0})
+    health.end()
+    assert [(s["index"], s["bytes"], s["share"]) for s in entry["gpu_shares"]] == [
+        (0, 1200000000, 0.3), (1, 1160000000, 0.29), (2, 1200000000, 0.3), (3, 440000000, 0.11)]
+    assert len(entry["gpus"]) == 16 and not [c for c in checks if c["name"].endswith(": bounce")]  # no one GPU's bounce
+
+
+def test_every_gpu_at_once_of_a_cpu_transfer_type_follows_no_gpu(dgx2, tmp_path):
+    from ansible_collections.gds.commission.plugins.module_utils.measure.watch import job_gpus, watches_gpus
+    job = {"name": "all", "xfer_type": 1, "jobs": [{"gpu": 0}, {"gpu": 1}]}
+    assert job_gpus(job) == [] and not watches_gpus([job])
+    job["xfer_type"] = 0
+    assert job_gpus(job) == [0, 1] and watches_gpus([job]) and not watches_gpus([dict(job, skip="x")])

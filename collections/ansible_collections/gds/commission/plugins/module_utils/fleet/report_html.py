@@ -159,6 +159,9 @@ def watch_chart(result, width=860):
                      "%s%s" % (gb_text(total), ", util %s%%" % util if is_figure(util) else ""), {"data-drive": drive.get("name")}))
     if watch.get("drives_unknown"):
         rows.append(("note", "drives", None, None, "unknown: %s" % watch["drives_unknown"], {}))
+    if is_figure(watch.get("outside_io_seconds")) and is_figure(watch.get("seconds")):
+        rows.append(("note", "window", None, None, "util over the benchmark's %s s of I/O; %s s of its processes' "
+                     "start and stop left out" % (figure_text(watch["seconds"], "%.1f"), figure_text(watch["outside_io_seconds"], "%.1f")), {}))
     cufile = watch.get("cufile") if isinstance(watch.get("cufile"), dict) else {}
     if isinstance(cufile.get("buffer_gpus"), list) and cufile["buffer_gpus"]:
         rows.append(("note", "cuFile bounce buffers", None, None,
@@ -363,6 +366,9 @@ def every_gpu_rows(results):
             else "unknown", "bound": as_text(limit.get("bound") or ("unknown: %s" % limit["unknown"] if limit.get("unknown")
                                                                     else "-")),
             "shared": "; ".join(shared) or "-", "ceiling": ceiling_text(result), "unknown": as_text(entry.get("unknown") or ""),
+            # what each GPU carried of the job's bytes (NVML's PCIe counters), or why unknown
+            "carried": ", ".join("GPU%s %s" % (as_text(s.get("index")), share_text(s.get("share"), 1) if is_figure(s.get("share"))
+                                                 else "unknown") for s in _dicts(watch.get("gpu_shares"))) or "-",
             "parts": [(title, [{"key": as_text(b.get("key")), "gpus": ", ".join(as_text(g) for g in b.get("gpus") or []),
                                 "aggregate": table_figure(b.get("aggregate_gib_s")), "singles": table_figure(b.get("singles_gib_s")),
                                 "scaling": share_text(b.get("scaling"), 1), "limit": table_figure(b.get("limit_gb_s")),
@@ -380,16 +386,17 @@ def every_gpu_html(results):
            "the sum of what each GPU reached alone, against the limit of the links the GPUs share (the path "
            "model) and against the same drives read into host memory</p>"
            "<table class=\"every-gpu\"><tr><th>run</th><th>GPUs</th><th>aggregate GiB/s</th><th>sum of singles GiB/s</th>"
-           "<th>aggregate / sum</th><th>limit GB/s</th><th>what bounds it</th><th>shared</th><th>of the host read</th></tr>"]
+           "<th>aggregate / sum</th><th>limit GB/s</th><th>what bounds it</th><th>shared</th><th>of the host read</th>"
+           "<th>each GPU's share of the bytes</th></tr>"]
     for row in rows:
         out.append("<tr data-job=\"%s\">%s</tr>" % (_e(row["name"]), "".join("<td>%s</td>" % _e(v) for v in (
             row["name"], ", ".join(as_text(g) for g in row["gpus"]), row["aggregate"], row["singles"], row["scaling"],
-            row["limit"], row["bound"], row["shared"], row["ceiling"]))))
+            row["limit"], row["bound"], row["shared"], row["ceiling"], row["carried"]))))
         if row["unknown"]:
-            out.append("<tr><td></td><td colspan=\"8\" class=\"detail\">unknown: %s</td></tr>" % _e(row["unknown"]))
+            out.append("<tr><td></td><td colspan=\"9\" class=\"detail\">unknown: %s</td></tr>" % _e(row["unknown"]))
         for title, parts in row["parts"]:
             for part in parts:
-                out.append("<tr class=\"part\"><td>%s</td>%s<td></td><td></td></tr>" % (
+                out.append("<tr class=\"part\"><td>%s</td>%s<td></td><td></td><td></td></tr>" % (
                     _e("%s: %s" % (title, part["key"])), "".join("<td>%s</td>" % _e(part[k]) for k in (
                         "gpus", "aggregate", "singles", "scaling", "limit", "bound"))))
     out.append("</table>")

@@ -22,7 +22,7 @@ import time
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import UnreadableFile, is_live_root, read_file
-from ansible_collections.gds.commission.plugins.module_utils.core.numbers import BadNumber, counter, figure
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import BadNumber, counter, figure, is_figure
 from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import base_disk, source_disks
 from ansible_collections.gds.commission.plugins.module_utils.measure.vocab import io_is_write
 
@@ -165,9 +165,17 @@ class DriveWatch(object):
                 ", and no block device under %s" % target if target else "")
         self.started = time.monotonic()
 
-    def end(self):
-        """{drives: [{name, ...iostat figures}], array, seconds, source} or {unknown: why}."""
-        seconds = time.monotonic() - self.started
+    def end(self, io_seconds=None):
+        """{drives: [{name, ...iostat figures}], array, seconds, source} or {unknown: why}.
+
+        ``io_seconds``: the benchmark's own timed I/O window (its record's ``elapsed_s``). Its
+        processes start and stop outside it (32 workers took ~43 s of a job's window on four
+        H200s): the rates and utilisation are then over the I/O window, and ``window_seconds``
+        and ``outside_io_seconds`` say what was left out. The bytes are the whole window's."""
+        window = time.monotonic() - self.started
+        seconds, outside = window, None
+        if is_figure(io_seconds) and 0 < io_seconds < window:
+            seconds, outside = io_seconds, window - io_seconds
         if self.before is None:
             return {"unknown": self.problem}
         after, garbled, problem = read_diskstats(self.procfs)
@@ -175,6 +183,8 @@ class DriveWatch(object):
             return {"unknown": problem}
         drives = [self._load(name, after, garbled, seconds) for name in self.drives]
         out = {"drives": drives, "seconds": round(seconds, 3), "source": self.source}
+        if outside is not None:
+            out.update(window_seconds=round(window, 3), outside_io_seconds=round(outside, 3))
         if self.md:
             array = self._load(self.md, after, garbled, seconds)
             if any(self.md in d for d in (self.before, after, self.garbled or {}, garbled)):

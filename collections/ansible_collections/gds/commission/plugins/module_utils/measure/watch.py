@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check, non_negative_number, profile_thresholds
-from ansible_collections.gds.commission.plugins.module_utils.core.numbers import figure
+from ansible_collections.gds.commission.plugins.module_utils.core.numbers import figure, is_figure
 from ansible_collections.gds.commission.plugins.module_utils.measure.cufile_stats import GdsStatsWatcher, stats_level_note
 from ansible_collections.gds.commission.plugins.module_utils.measure.devhealth import find_cli
 from ansible_collections.gds.commission.plugins.module_utils.measure.concurrency import concurrent_limit, parts_of
@@ -28,7 +28,9 @@ from ansible_collections.gds.commission.plugins.module_utils.measure.pcie_traffi
 from ansible_collections.gds.commission.plugins.module_utils.measure.thresholds import evaluate
 # by gdsbench's flags: data lands in GPU memory (the path ends at the GPU); through libcufile
 # (gds_stats has its statistics); buffered (the page cache may serve it all)
-from ansible_collections.gds.commission.plugins.module_utils.measure.vocab import BUFFERED_XFER_TYPES, CUFILE_XFER_TYPES, GPU_XFER_TYPES
+from ansible_collections.gds.commission.plugins.module_utils.measure.vocab import (
+    BUFFERED_XFER_TYPES, CUFILE_XFER_TYPES, GPU_XFER_TYPES, io_is_write,
+)
 
 OPTION_VERDICTS = ("WARN", "FAIL")  # what a *_verdict threshold may name
 DEFAULT_THRESHOLDS = {
@@ -75,9 +77,34 @@ def job_gpu(job):
     return int(job["gpu"])
 
 
+def job_gpus(job):
+    """The GPUs of every GPU at once (its sub-jobs' GPUs, a GPU transfer type), else []."""
+    if not job.get("jobs") or int(job.get("xfer_type", 0)) not in GPU_XFER_TYPES:
+        return []
+    return sorted({int(sub["gpu"]) for sub in job["jobs"] if isinstance(sub, dict) and sub.get("gpu") is not None})
+
+
 def watches_gpus(jobs):
     """Whether any job that will run has a GPU: then every GPU's PCIe traffic is followed."""
-    return any(not j.get("skip") and job_gpu(j) is not None for j in jobs or [])
+    return any(not j.get("skip") and (job_gpu(j) is not None or job_gpus(j)) for j in jobs or [])
+
+
+def gpu_shares(gpus, job_gpus_, job_bytes, io_type):
+    """Each GPU of every GPU at once with the bytes it carried in the job's direction (received
+    for a read, sent for a write) and their share of the job's bytes: [{index, bytes, share}], a
+    GPU without figures with its ``unknown``."""
+    key = "tx_bytes" if io_is_write(io_type) else "rx_bytes"
+    by_index = {g.get("index"): g for g in gpus if isinstance(g, dict)}
+    out = []
+    for index in job_gpus_:
+        entry = by_index.get(index) or {"unknown": "NVML gave no figures for this GPU"}
+        moved = entry.get(key)
+        if entry.get("unknown") or not is_figure(moved):
+            out.append({"index": index, "bytes": None, "share": None, "unknown": entry.get("unknown") or "no %s" % key})
+            continue
+        out.append({"index": index, "bytes": moved,
+                    "share": round(moved / float(job_bytes), 3) if is_figure(job_bytes) and job_bytes > 0 else None})
+    return out
 
 
 def gds_stats_tool(name, cufile_config=None):
@@ -121,7 +148,7 @@ class JobWatch(object):
         except Exception as exc:
             self.broken["drives"] = failed(exc)
         try:
-            if job_gpu(job) is not None:
+            if job_gpu(job) is not None or job_gpus(job):
                 if self.health is None:
                     self.traffic_problem = "NVML was not started"
                 else:
@@ -193,7 +220,9 @@ class JobWatch(object):
         checks.append(check(prefix + check_name, "SKIP", None, "unknown", why))
 
     def _drives_part(self, prefix, job, record, watch, checks):
-        load = {"unknown": self.broken["drives"]} if self.broken.get("drives") else self.drives.end()
+        # the drives' rates over the benchmark's own timed I/O window, not the processes' start-up
+        load = {"unknown": self.broken["drives"]} if self.broken.get("drives") else \
+            self.drives.end((record or {}).get("elapsed_s"))
         names = [d["name"] for d in load.get("drives") or []]
         # the disks of another machine than the node's facts (a simulated node's jobs) are found
         # in that machine's sysfs, never by name in the node's topology
@@ -203,6 +232,8 @@ class JobWatch(object):
             drive["bdf"] = bdf_of.get(drive["name"])
         watch.update({"drives": load.get("drives") or [], "drives_source": load.get("source"),
                       "seconds": load.get("seconds")})
+        if load.get("window_seconds") is not None:
+            watch.update(window_seconds=load["window_seconds"], outside_io_seconds=load["outside_io_seconds"])
         if "array" in load:
             watch["array"] = load["array"]
         if "unknown" in load:
@@ -230,6 +261,13 @@ class JobWatch(object):
 
     def _gpu_part(self, prefix, job, record, watch, checks):
         gpu = job_gpu(job)
+        if gpu is None and job_gpus(job):  # every GPU at once: what each GPU carried of the job
+            gpus, problem = self.traffic()
+            watch["gpus"] = gpus
+            if problem:
+                watch["gpus_unknown"] = problem
+            watch["gpu_shares"] = gpu_shares(gpus, job_gpus(job), (record or {}).get("bytes"), job.get("io_type", "read"))
+            return
         if gpu is None:
             return
         gpus, problem = self.traffic()
