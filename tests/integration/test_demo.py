@@ -61,10 +61,14 @@ def test_commission_then_no_drift_then_drift_found(demo):
     # the benchmark runs in the background, a console line a job as it starts and as it ends
     planned = [r["name"] for r in json.loads(latest(demo["reports"], "sim-h100.json"))["bench"]]
     ran = [r for r in json.loads(latest(demo["reports"], "sim-h100.json"))["bench"] if r.get("cmd")]
-    assert ran and "(item=job 2 of %d: raid1 seq_read, CPUONLY starts (about 1 s))" % len(planned) in out
-    ends = [line for line in out.splitlines() if line.startswith("gds_commission: sim-h100 job ")]
-    assert len(ends) == len(ran), ends  # one end line a job that ran; a planned skip has none
-    assert all(": PASS, " in line and (" s of about 1 s" in line or "(one full pass)" in line) for line in ends), ends
+    assert ran and "(item=job 1 of %d: raid1 seq_write, CPUONLY starts (one full pass))" % len(planned) in out
+    lines = [line for line in out.splitlines() if line.startswith("gds_commission: sim-h100 job ")]
+    ends = [line for line in lines if ": PASS, " in line]
+    assert len(ends) == len(ran), lines  # one end line a job that ran; a planned skip has none
+    assert all(" s of about 1 s" in line or "(one full pass)" in line for line in ends), ends
+    starts = [line for line in lines if line.endswith(" started (about 1 s)") or line.endswith(" started (one full pass)")]
+    assert len(starts) == len(ran) - 1 and len(lines) == len(ends) + len(starts), lines  # the first: the loop's label
+    assert "gds_commission: sim-h100 job 2 of %d: raid1 seq_read, CPUONLY started (about 1 s)" % len(planned) in starts
     for host in summ["hosts"]:
         doc = json.loads(latest(demo["reports"], host + ".json"))
         assert doc["topology"]["groups"], host

@@ -50,14 +50,16 @@ def test_a_progress_file_that_cannot_be_written_never_stops_the_run(tmp_path):
     assert Progress(None, JOBS).error is None  # none asked for: nothing written
 
 
-def test_steps_follow_each_job_that_runs_then_the_runs_end():
+def test_steps_one_wait_a_job_then_the_runs_end():
     steps = progress_steps(JOBS, 60)
-    assert [(s["job"], s["state"]) for s in steps] == [(1, "started"), (1, "ended"), (2, "started"), (2, "ended"),
-                                                      (4, "started"), (4, "ended"), (0, "finished")]
+    assert [(s["job"], s["state"]) for s in steps] == [(1, "started"), (1, "ended"), (2, "ended"), (4, "ended"),
+                                                      (0, "finished")]
     assert steps[0]["label"] == "job 1 of 4: raid1 seq_write, GPU 0, GPUD starts (one full pass)"
-    assert steps[2]["label"] == "job 2 of 4: raid1 seq_read, GPU 0, GPUD starts (about 30 s)"
-    assert [s["timeout"] for s in steps] == [60, 1860, 60, 90, 60, 90, 60]  # each bounded: duration (or the pass bound) and grace
-    assert steps[4]["label"].startswith("job 4 of 4: host ceiling, CPUONLY starts")
+    assert [s["label"] for s in steps[1:4]] == ["job 1 of 4", "job 2 of 4", "job 4 of 4"]
+    # each bounded: the job's duration (or the pass bound), its start's grace and its own
+    assert [s["timeout"] for s in steps] == [60, 1920, 150, 150, 60]
+    assert progress_steps([{"name": "x", "skip": "no array"}], 60) == [
+        {"job": 0, "state": "finished", "timeout": 60, "label": "the run's last checks"}]
 
 
 def test_a_wait_returns_the_event_the_runs_end_or_its_timeout(tmp_path):
@@ -69,9 +71,27 @@ def test_a_wait_returns_the_event_the_runs_end_or_its_timeout(tmp_path):
     got = wait_for_event(path, str(results), 1, "started", 5, clock=clock, sleep=clock.sleep)
     assert got["event"]["state"] == "started" and not got["timed_out"] and clock.now == 0
     got = wait_for_event(path, str(results), 1, "ended", 5, interval=0.5, clock=clock, sleep=clock.sleep)
-    assert got == {"event": None, "finished": False, "timed_out": True, "waited_s": 5.0}  # bounded
+    assert got == {"event": None, "next": None, "finished": False, "timed_out": True, "waited_s": 5.0}  # bounded
+    # an end brings the next job's start with it; a job the plan skips on the way is not it
+    progress.ended(1, JOBS[0], 7.0, "PASS")
+    progress.started(2, JOBS[1])
+    progress.ended(2, JOBS[1], 30.0, "PASS")
+    progress.skipped(3, JOBS[2], "no other group")
+    progress.started(4, JOBS[3])
+    got = wait_for_event(path, str(results), 2, "ended", 5, next_within=3, clock=clock, sleep=clock.sleep)
+    assert got["event"]["elapsed_s"] == 30.0 and got["next"]["job"] == 4 and got["next"]["state"] == "started"
+    # the last job's end: the next start is waited for at most next_within, less when the run ends
+    before = clock.now
+    got = wait_for_event(path, str(results), 4, "started", 5, next_within=3, clock=clock, sleep=clock.sleep)
+    assert got["next"] is None and clock.now == before  # a start brings nothing more
+    progress.ended(4, JOBS[3], 30.0, "PASS")
+    got = wait_for_event(path, str(results), 4, "ended", 5, next_within=3, clock=clock, sleep=clock.sleep)
+    assert got["next"] is None and clock.now - before == 3
     results.write_text(json.dumps({"failed": True, "msg": "benchmark job(s) broke", "checks": []}))
-    got = wait_for_event(path, str(results), 1, "ended", 5, clock=clock, sleep=clock.sleep)
+    before = clock.now
+    got = wait_for_event(path, str(results), 4, "ended", 5, next_within=3, clock=clock, sleep=clock.sleep)
+    assert got["event"]["job"] == 4 and clock.now == before  # the run has ended: nothing will start
+    got = wait_for_event(path, str(results), 9, "ended", 5, clock=clock, sleep=clock.sleep)
     assert got["finished"] and got["event"] is None  # the run ended before the job did
     assert wait_for_event(path, str(results), 0, "finished", 5, clock=clock, sleep=clock.sleep)["finished"]
 
@@ -110,4 +130,6 @@ def test_the_console_line_of_a_jobs_end():
     assert progress_line("dgx1", event).endswith(": FAIL, 31.0 s (one full pass); bench: x: io path: compat")
     assert progress_line("dgx1", {"label": "job 3 of 4: x", "state": "skipped", "detail": "no other group"}) == \
         "dgx1 job 3 of 4: x: SKIP (no other group)"
-    assert progress_line("dgx1", {"state": "started"}) is None and progress_line("dgx1", None) is None
+    assert progress_line("dgx1", {"label": "job 4 of 4: y", "state": "started", "expected_s": 30}) == \
+        "dgx1 job 4 of 4: y started (about 30 s)"
+    assert progress_line("dgx1", {"state": "queued"}) is None and progress_line("dgx1", None) is None

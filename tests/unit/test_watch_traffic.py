@@ -415,7 +415,7 @@ def test_no_source_names_all_three_reasons(dgx2, tmp_path):
 
 # --------------------------------------------------------------------------------------------
 # Every GPU at once: what each GPU carried of the job (a four-H200 run: each GPU 0.29-0.30 of the
-# write bytes, an NVML sampler beside it; issue 42)
+# write bytes, an NVML sampler beside it)
 # --------------------------------------------------------------------------------------------
 def test_every_gpu_at_once_gives_each_gpus_bytes_and_share(dgx2, tmp_path):
     fake = FakeNvml()

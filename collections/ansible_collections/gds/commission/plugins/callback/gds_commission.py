@@ -401,11 +401,11 @@ class CallbackModule(CallbackBase):
 
     def _job_ended(self, result):
         """A benchmark job's end as it happens (roles/gds_bench follows the run job by job): its
-        verdict and the seconds it took of those expected; a start is the loop item's own label."""
+        verdict and the seconds it took of those expected, then the next job's start."""
         res = result.result
         step = res.get(res.get("ansible_loop_var") or "item")
         if not isinstance(step, dict) or step.get("state") != "ended":
-            return
+            return  # the first job's start is the loop item's own label
         from ansible_collections.gds.commission.plugins.module_utils.measure.progress import progress_line
         host = result.host.get_name()
         line = progress_line(host, res.get("event"))
@@ -413,6 +413,9 @@ class CallbackModule(CallbackBase):
             line = "%s %s: %s after %s s" % (host, step.get("label"), "the run ended first" if res.get("finished")
                                              else "no end seen", res.get("waited_s"))
         self._display.display("gds_commission: %s" % line)
+        following = progress_line(host, res.get("next"))
+        if following:
+            self._display.display("gds_commission: %s" % following)
 
     def v2_playbook_on_stats(self, stats):
         """Write the report when the playbook's report play did not (every host failed before it);

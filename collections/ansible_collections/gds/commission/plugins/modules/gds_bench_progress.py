@@ -13,8 +13,9 @@ description:
     to its progress file as each job starts and ends. This module waits on the node for job
     I(job)'s event I(state) and returns it: the job's words (C(job 3 of 13 raid1 seq_read, GPU 0,
     GPUD)), the seconds it is expected to take and, at its end, the seconds it took and its
-    verdict. Called in a loop (one item a job start and a job end), the console shows each job as
-    it happens; the C(gds.commission.gds_commission) callback prints the end lines."
+    verdict; after an end, the next job's start too (I(next_within)). Called in a loop (one item
+    a job), the console shows each job as it happens; the C(gds.commission.gds_commission)
+    callback prints the lines."
   - It returns early when the background run has ended (its async results file says so), and
     after I(timeout) seconds in any case; neither fails the task (the run's own result says what
     happened). It changes nothing.
@@ -47,6 +48,12 @@ options:
     description: Seconds between reads of the progress file.
     type: float
     default: 0.5
+  next_within:
+    description:
+      - After an end, the most seconds to wait for the next job's start (it follows at once), so
+        that one call a job says both (C(next)). 0 - not waited for.
+    type: float
+    default: 0
 notes:
   - Runs in check mode too (it only reads).
 extends_documentation_fragment:
@@ -71,6 +78,10 @@ event:
       (epoch seconds), C(expected_s) (null for a job that runs a full pass), C(elapsed_s),
       C(verdict) and C(detail) (its worst check, at its end). Null when the run ended or the
       wait timed out first."
+  returned: always
+  type: dict
+next:
+  description: After an end, the next job's start (or skip), when it came within I(next_within); else null.
   returned: always
   type: dict
 finished:
@@ -100,14 +111,16 @@ def main():
             state=dict(type="str", choices=["started", "ended", "finished"], default="ended"),
             timeout=dict(type="float", required=True),
             interval=dict(type="float", default=0.5),
+            next_within=dict(type="float", default=0.0),
         ),
         supports_check_mode=True,
     )
     p = module.params
-    if p["timeout"] < 0 or p["interval"] <= 0:
-        module.fail_json(msg="timeout must be 0 or more and interval above 0; got %r and %r" % (p["timeout"], p["interval"]))
+    if p["timeout"] < 0 or p["next_within"] < 0 or p["interval"] <= 0:
+        module.fail_json(msg="timeout and next_within must be 0 or more and interval above 0; got %r, %r and %r"
+                         % (p["timeout"], p["next_within"], p["interval"]))
     module.exit_json(changed=False, **wait_for_event(p["progress_file"], p["results_file"], p["job"], p["state"],
-                                                     p["timeout"], p["interval"]))
+                                                     p["timeout"], p["interval"], p["next_within"]))
 
 
 if __name__ == "__main__":

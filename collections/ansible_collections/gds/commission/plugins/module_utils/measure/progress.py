@@ -106,52 +106,78 @@ def find_event(events, number, state):
     return None
 
 
-def wait_for_event(path, results_file, number, state, timeout, interval=0.5, clock=time.monotonic, sleep=time.sleep):
+def next_start(events, number):
+    """The start of the first job after ``number`` that started (a job skipped on the way is said
+    at its own step, or is the plan's); None before it."""
+    later = [e for e in events if isinstance(e, dict) and isinstance(e.get("job"), int) and not isinstance(e["job"], bool)
+             and e["job"] > number and e.get("state") == "started"]
+    return min(later, key=lambda e: e["job"]) if later else None
+
+
+def wait_for_event(path, results_file, number, state, timeout, interval=0.5, next_within=0.0,
+                   clock=time.monotonic, sleep=time.sleep):
     """Wait (at most ``timeout`` seconds) until the progress file holds job ``number``'s event
-    ``state`` ("started", "ended"; "finished": none, the run's end only) or the run has ended.
-    {event, finished, timed_out, waited_s}."""
+    ``state`` ("started", "ended"; "finished": none, the run's end only) or the run has ended;
+    after an end, up to ``next_within`` seconds more for the next job's start (it follows at
+    once), so one wait a job says both. {event, next, finished, timed_out, waited_s}."""
     start = clock()
+    found = found_at = None
     while True:
         doc = _json(path, PROGRESS_LIMIT) if state != "finished" else None
         events = doc.get("events") if isinstance(doc, dict) and isinstance(doc.get("events"), list) else []
-        event = find_event(events, number, state)
-        waited = round(clock() - start, 1)
-        if event is not None:
-            return {"event": event, "finished": False, "timed_out": False, "waited_s": waited}
+        if found is None:
+            found = find_event(events, number, state)
+            found_at = clock() if found is not None else None
+        now = clock()
+        waited = round(now - start, 1)
+        if found is not None:
+            following = next_start(events, number) if state == "ended" else None
+            if state != "ended" or following is not None or now - found_at >= next_within or run_finished(results_file):
+                return {"event": found, "next": following, "finished": False, "timed_out": False, "waited_s": waited}
+            sleep(max(0.05, min(interval, next_within - (now - found_at))))
+            continue
         if run_finished(results_file):
-            return {"event": None, "finished": True, "timed_out": False, "waited_s": waited}
+            return {"event": None, "next": None, "finished": True, "timed_out": False, "waited_s": waited}
         if waited >= timeout:
-            return {"event": None, "finished": False, "timed_out": True, "waited_s": waited}
+            return {"event": None, "next": None, "finished": False, "timed_out": True, "waited_s": waited}
         sleep(max(0.05, min(interval, timeout - waited)))
 
 
 def progress_steps(jobs, grace, pass_timeout=PASS_TIMEOUT):
-    """The waits that follow a run of ``jobs`` (roles/gds_bench's loop): for each job the plan
-    runs, its start and its end, each with the words the console shows and the longest it may
-    take (gds_bench's own bound on the job and the grace); then the run's end (its last checks).
-    A job the plan skips has no step: gds_bench records it at once."""
+    """The waits that follow a run of ``jobs`` (roles/gds_bench's loop): the first job's start,
+    then each job's end (which also brings the next job's start: ``next_within``), each with the
+    console's words and the longest it may take (gds_bench's own bound on the job and the grace);
+    then the run's end (its last checks). One wait a job: each is a module run on the node. A
+    job the plan skips has no step: gds_bench records it at once."""
     total, steps = len(jobs), []
     for number, job in enumerate(jobs, 1):
         if job.get("skip"):
             continue
         duration = job.get("duration") if isinstance(job.get("duration"), int) and job.get("duration") > 0 else 0
-        label = job_label(number, total, job)
-        steps.append({"job": number, "state": "started", "timeout": grace,
-                      "label": "%s starts (%s)" % (label, "about %d s" % duration if duration else "one full pass")})
-        steps.append({"job": number, "state": "ended", "timeout": (duration or pass_timeout) + grace,
-                      "label": "job %d of %d ends" % (number, total)})
+        if not steps:
+            steps.append({"job": number, "state": "started", "timeout": grace,
+                          "label": "%s starts (%s)" % (job_label(number, total, job), expected_text(duration))})
+        steps.append({"job": number, "state": "ended", "timeout": (duration or pass_timeout) + 2 * grace,
+                      "label": "job %d of %d" % (number, total)})
     steps.append({"job": 0, "state": "finished", "timeout": grace, "label": "the run's last checks"})
     return steps
 
 
+def expected_text(duration):
+    return "about %d s" % duration if duration else "one full pass"
+
+
 def progress_line(host, event):
-    """The console's line for a job's end: "sim-h100 job 3 of 13: raid1 seq_read, GPU 0, GPUD:
-    PASS, 10.4 s of about 10 s"; None for an event that is no end."""
-    if not isinstance(event, dict) or event.get("state") not in ("ended", "skipped"):
+    """The console's line for a job's event: its end ("sim-h100 job 3 of 13: raid1 seq_read,
+    GPU 0, GPUD: PASS, 10.4 s of about 10 s"), its start ("... started (about 10 s)") or its
+    skip; None for what is no event."""
+    if not isinstance(event, dict) or event.get("state") not in ("started", "ended", "skipped"):
         return None
     if event["state"] == "skipped":
         return "%s %s: SKIP (%s)" % (host, event.get("label"), event.get("detail"))
     expected = event.get("expected_s")
+    if event["state"] == "started":
+        return "%s %s started (%s)" % (host, event.get("label"), expected_text(expected if isinstance(expected, int) else 0))
     took = "%s s%s" % (event.get("elapsed_s"), " of about %s s" % expected if expected else " (one full pass)")
     detail = event.get("detail")
     return "%s %s: %s, %s%s" % (host, event.get("label"), event.get("verdict"), took, "; %s" % detail if detail else "")
