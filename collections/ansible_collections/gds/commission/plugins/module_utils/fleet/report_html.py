@@ -210,7 +210,8 @@ h4{font-size:13px;margin:10px 0 4px} .filters{margin:6px 0;font-size:13px} .filt
 a.up{font-size:12px;font-weight:400;margin-left:8px} td.problem{max-width:460px;color:#555}
 tr.slow td{background:#ffebee;font-weight:600} p.slow{color:#c62828;font-weight:600;margin:4px 0}
 .tree-wrap{overflow-x:auto;max-width:100%} svg.tree text{text-anchor:middle} svg.tree .name{font-size:11px;fill:#212121}
-svg.tree .sub{font-size:10px;fill:#546e7a} svg.tree .bus{stroke:#b0bec5;stroke-dasharray:3 3} svg.tree .caption{font-size:12px;fill:#0d47a1;text-anchor:start} svg.tree g.job{display:none} svg.tree g.job:target{display:inline}
+svg.tree .sub{font-size:10px;fill:#546e7a} svg.tree .bus{stroke:#b0bec5;stroke-dasharray:3 3}
+svg.tree .caption{font-size:12px;fill:#0d47a1;text-anchor:start} svg.tree g.job{display:none} svg.tree g.job:target{display:inline}
 svg.tree .path{stroke:#1565c0;stroke-opacity:.55;stroke-width:9} svg.tree .bytes{font-size:11px;fill:#0d47a1;text-anchor:start;font-weight:600}
 svg.tree .bottleneck{fill:none;stroke:#c62828;stroke-width:3;stroke-dasharray:4 2} svg.tree .crossed{fill:none;stroke:#1565c0;stroke-width:3}
 .legend{font-size:12px;color:#455a64;margin:2px 0 8px} .swatch{display:inline-block;width:12px;height:12px;border:1px solid #90a4ae;vertical-align:middle}
@@ -367,14 +368,19 @@ def every_gpu_rows(results):
                                                                     else "-")),
             "shared": "; ".join(shared) or "-", "ceiling": ceiling_text(result), "unknown": as_text(entry.get("unknown") or ""),
             # what each GPU carried of the job's bytes (NVML's PCIe counters), or why unknown
-            "carried": ", ".join("GPU%s %s" % (as_text(s.get("index")), share_text(s.get("share"), 1) if is_figure(s.get("share"))
-                                                 else "unknown") for s in _dicts(watch.get("gpu_shares"))) or "-",
+            "carried": ", ".join(carried_text(s) for s in _dicts(watch.get("gpu_shares"))) or "-",
             "parts": [(title, [{"key": as_text(b.get("key")), "gpus": ", ".join(as_text(g) for g in b.get("gpus") or []),
                                 "aggregate": table_figure(b.get("aggregate_gib_s")), "singles": table_figure(b.get("singles_gib_s")),
                                 "scaling": share_text(b.get("scaling"), 1), "limit": table_figure(b.get("limit_gb_s")),
                                 "bound": as_text(b.get("bound") or "-")} for b in _dicts(entry.get(key))])
                       for title, key in (("per affinity group", "groups"), ("per root port", "root_ports"))]})
     return rows
+
+
+def carried_text(share):
+    """"GPU0 30 %": what one GPU carried of an all-at-once job's bytes; "GPU3 unknown"."""
+    figure = share_text(share.get("share"), 1) if is_figure(share.get("share")) else "unknown"
+    return "GPU%s %s" % (as_text(share.get("index")), figure)
 
 
 def every_gpu_html(results):

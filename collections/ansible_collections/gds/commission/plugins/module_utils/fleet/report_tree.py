@@ -158,8 +158,9 @@ def fill(box):
 def link_title(link):
     """The hover text of a link: both ends, its state against its maximum, the verdict, why."""
     entry = link["entry"]
-    text = "%s - %s: %s (max %s) %s" % (link["port"], link["bdf"], link_state(entry.get("current_width"), entry.get("current_speed_gts")),
-                                      link_state(entry.get("max_width"), entry.get("max_speed_gts")), link["verdict"])
+    now = link_state(entry.get("current_width"), entry.get("current_speed_gts"))
+    most = link_state(entry.get("max_width"), entry.get("max_speed_gts"))
+    text = "%s - %s: %s (max %s) %s" % (link["port"], link["bdf"], now, most, link["verdict"])
     detail = entry.get("slow") or entry.get("detail") or link["port_entry"].get("detail")
     return text + ("; %s" % printable(detail) if detail else "")
 
