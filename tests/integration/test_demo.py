@@ -69,6 +69,10 @@ def test_commission_then_no_drift_then_drift_found(demo):
     starts = [line for line in lines if line.endswith(" started (about 1 s)") or line.endswith(" started (one full pass)")]
     assert len(starts) == len(ran) - 1 and len(lines) == len(ends) + len(starts), lines  # the first: the loop's label
     assert "gds_commission: sim-h100 job 2 of %d: raid1 seq_read, CPUONLY started (about 1 s)" % len(planned) in starts
+    # measuring changes nothing on the node: the run in the background is no change either (idempotence)
+    for task in ("Run the gdsbench jobs in order", "Follow the benchmark job by job", "Collect the benchmark run's result"):
+        section = out.split("TASK [gds.commission.gds_bench : %s]" % task, 1)[1].split("TASK [", 1)[0]
+        assert "changed: [" not in section, (task, section[:2000])
     for host in summ["hosts"]:
         doc = json.loads(latest(demo["reports"], host + ".json"))
         assert doc["topology"]["groups"], host
