@@ -175,3 +175,17 @@ def test_no_job_is_no_pass(demo):
     host = json.loads(latest(demo["reports"], "summary.json"))["hosts"]["sim-a100"]
     assert host["verdict"] == "FAIL"
     assert [c["verdict"] for c in host["checks"] if c["name"] == "bench: jobs run"] == ["FAIL"]
+
+
+def test_the_benchmarks_progress_leaves_stdout_to_the_stdout_callback(demo):
+    """The job lines go to stderr, as the run's last lines do: with ansible.posix.json (molecule's vm
+    scenario reads bench.yml's result so) stdout is one JSON document."""
+    env = dict(os.environ, GDS_SIM_ROOT=str(demo["sim"]), GDS_REPORTS_DIR=str(demo["reports"]),
+               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+               ANSIBLE_CACHE_PLUGIN="memory", PATH=BIN + os.pathsep + os.environ["PATH"])
+    proc = subprocess.run([PLAYBOOK, "-i", os.path.join(ROOT, "inventory", "demo"), "--limit", "sim-a100",
+                           os.path.join(ROOT, "playbooks", "bench.yml")], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    json.loads(proc.stdout)  # nothing of ours in it
+    assert "gds_commission: sim-a100 job 2 of " in proc.stderr

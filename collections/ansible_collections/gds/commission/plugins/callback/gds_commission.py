@@ -412,10 +412,11 @@ class CallbackModule(CallbackBase):
         if line is None:
             line = "%s %s: %s after %s s" % (host, step.get("label"), "the run ended first" if res.get("finished")
                                              else "no end seen", res.get("waited_s"))
-        self._display.display("gds_commission: %s" % line)
+        # on stderr, as the run's last lines: stdout stays the stdout callback's (ansible.posix.json)
+        self._display.display("gds_commission: %s" % line, stderr=True)
         following = progress_line(host, res.get("next"))
         if following:
-            self._display.display("gds_commission: %s" % following)
+            self._display.display("gds_commission: %s" % following, stderr=True)
 
     def v2_playbook_on_stats(self, stats):
         """Write the report when the playbook's report play did not (every host failed before it);
