@@ -16,7 +16,7 @@ from ansible_collections.gds.commission.plugins.module_utils.core.numbers import
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_links import link_state
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_text import html_text
 from ansible_collections.gds.commission.plugins.module_utils.measure.pathlimit import (
-    PathLoop, PathUnknown, host_bridge, route_links,
+    PathLoop, PathUnknown, faces_up, host_bridge, route_links,
 )
 
 BOX_W, BOX_H, GAP, ROW = 104, 34, 10, 72
@@ -77,7 +77,7 @@ class Tree(object):
                 continue
             port = entries[up]
             parent[bdf] = self._switch_of(up)
-            if entry.get("kind") != "bridge" or entry.get("port") == "upstream":
+            if faces_up(entry):  # a link is named by the function below it (pathlimit's rule)
                 self.links[bdf] = {"bdf": bdf, "port": up, "entry": entry, "port_entry": port,
                                    "verdict": worst([str(entry.get("verdict") or "SKIP"), str(port.get("verdict") or "SKIP")])}
         for bdf, up in parent.items():

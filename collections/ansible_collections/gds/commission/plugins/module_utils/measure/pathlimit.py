@@ -24,7 +24,7 @@ INF = float("inf")
 GIB = float(1 << 30)
 
 
-def _faces_up(entry):
+def faces_up(entry):
     """An endpoint or a switch upstream port: its link goes to the port above it."""
     return entry.get("kind") != "bridge" or entry.get("port") == "upstream"
 
@@ -95,7 +95,7 @@ class PathModel(object):
 
 
 def _slowest(model, bdfs):
-    links = [model.link(b) for b in bdfs if _faces_up(model.links[b])]
+    links = [model.link(b) for b in bdfs if faces_up(model.links[b])]
     if not links:
         return None
     if any(link["bytes_per_s"] is None for link in links):
@@ -185,10 +185,10 @@ def route_links(topology, gpu, drives):
     shares = {}
     for name in drives:
         for bdf in route["below"][name]:
-            if _faces_up(model.links[bdf]):
+            if faces_up(model.links[bdf]):
                 shares[bdf] = shares.get(bdf, 0.0) + 1.0 / len(drives)
     for bdf in route["gpu_below"]:
-        if _faces_up(model.links[bdf]):
+        if faces_up(model.links[bdf]):
             shares[bdf] = 1.0
     return shares, route["root_complex"] or []
 
@@ -209,7 +209,7 @@ def _path_limit(model, route, gpu, drives, spec_bytes_per_s):
         if node in above:  # two drives' chains cross (each above the other): no tree to sum
             raise PathLoop("the PCIe links loop: %s" % " -> ".join(above[above.index(node):] + (node,)))
         own = share if node in leaves else sum(flow(c, above + (node,)) for c in children.get(node, ()))
-        if not _faces_up(model.links[node]):
+        if not faces_up(model.links[node]):
             return own  # a downstream or root port: its link is counted at the device below
         link = model.link(node)
         if link["bytes_per_s"] is None:

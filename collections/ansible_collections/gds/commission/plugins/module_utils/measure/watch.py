@@ -81,7 +81,7 @@ def job_gpus(job):
     """The GPUs of every GPU at once (its sub-jobs' GPUs, a GPU transfer type), else []."""
     if not job.get("jobs") or int(job.get("xfer_type", 0)) not in GPU_XFER_TYPES:
         return []
-    return sorted({int(sub["gpu"]) for sub in job["jobs"] if isinstance(sub, dict) and sub.get("gpu") is not None})
+    return sorted({int(part["gpu"]) for part in parts_of(job) if part["gpu"] is not None})
 
 
 def watches_gpus(jobs):
