@@ -29,7 +29,7 @@ DEBS_VM := qemu-system-x86 qemu-utils debootstrap openssh-client e2fsprogs
 # a real slurmctld/slurmd for the gds_slurm tests (tests/unit/test_slurm.py)
 DEBS_SLURM := slurm-wlm munge
 
-.PHONY: help setup debs test test-oldest unit lint sanity bench demo sim drift report vm-test molecule wheels clean fleet-perf capabilities ee
+.PHONY: help setup debs test test-oldest unit lint sanity bench demo sim drift report vm-test vm-p2p molecule wheels clean fleet-perf capabilities ee
 help:
 	@echo "make demo     commission the bundled simulated nodes and write reports/latest/"
 	@echo "make test     unit tests, benchmark tests, lint, molecule default (and vm when qemu is usable)"
@@ -37,6 +37,7 @@ help:
 	@echo "make fleet-perf  commission + drift over 1/16/64/256 generated simulated nodes (SIZES=1,16)"
 	@echo "make bench    build gdsbench ($(GDSBENCH_SRC)) and compare it with fio (bench/compare_fio.sh)"
 	@echo "make vm-test  molecule vm scenario: a QEMU guest with NVMe behind PCIe switches"
+	@echo "make vm-p2p   P2PDMA in the QEMU guest: each drive pair's predicted and real kernel verdict"
 	@echo "make setup    create .venv/ with the pinned controller dependencies (CORE=2.19: .venv-core-2.19/)"
 	@echo "make test-oldest  on the oldest ansible-core: demo, drift, sanity, the drift and fleet tests"
 	@echo "make wheels   the wheels and collections tarball a GPU machine without an index needs (.whl/)"
@@ -104,6 +105,13 @@ vm-test: setup
 	@scripts/ensure-debs.sh $(DEBS_VM)
 	$(BIN)/molecule test -s vm
 
+# P2PDMA on the guest's real kernel: the product's prediction for every drive pair against the
+# kernel's answer (two boots: QEMU's max CPU with ACS set and cleared, then EPYC; docs/p2pdma.md)
+vm-p2p: setup
+	@scripts/ensure-debs.sh $(DEBS_VM)
+	$(MAKE) -C $(GDSBENCH_SRC) nocuda
+	GDS_VM_P2P=1 $(BIN)/pytest -q -rA -p no:cacheprovider tests/integration/test_guest_p2pdma.py
+
 bench: setup $(GDSBENCH)
 	bench/compare_fio.sh
 
@@ -119,7 +127,7 @@ test: setup
 	$(MAKE) lint
 	$(MAKE) molecule
 	@if scripts/ensure-debs.sh $(DEBS_VM) && [ -e /dev/kvm -o -x /usr/bin/qemu-system-x86_64 ]; then \
-	  $(MAKE) vm-test; \
+	  $(MAKE) vm-test && $(MAKE) vm-p2p; \
 	else echo "SKIP vm-test: qemu-system-x86 could not be installed on this machine"; fi
 
 # The oldest maintained ansible-core (CI runs it after `make test`, which is on the newest): the demo,

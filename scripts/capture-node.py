@@ -8,8 +8,9 @@ reads (ids, class, NUMA node, links, config space, AER counters, SR-IOV) and the
 IOMMU-group links; the block, NVMe, network and RDMA devices below them; the /sys/bus, /sys/class,
 /sys/block and /sys/dev/block links to them; the kernel modules, IOMMU groups and lockdown state
 the platform facts read; and /proc's mounts, mountinfo, swaps, mdstat, cmdline, modules, diskstats,
-osrelease and the first processor of cpuinfo. Links are kept as links (their text, relative as
-sysfs writes them); nothing is followed out of the tree.
+osrelease and the first processor of cpuinfo; of /boot/config-<release> the lines of KERNEL_CONFIG;
+a P2PDMA provider's p2pmem size, available and published. Links are kept as links (their text,
+relative as sysfs writes them); nothing is followed out of the tree.
 
 Anonymised: serial numbers, WWIDs, UUIDs, NGUIDs/EUIs, node and port GUIDs, MAC addresses and
 NQNs become fixed placeholders of the same shape; host names do not appear in what is copied.
@@ -42,6 +43,7 @@ PCI_FILES = {"vendor", "device", "subsystem_vendor", "subsystem_device", "class"
              "config", "aer_dev_correctable", "aer_dev_nonfatal", "aer_dev_fatal", "aer_rootport_total_err_cor",
              "aer_rootport_total_err_fatal", "aer_rootport_total_err_nonfatal", "sriov_numvfs", "sriov_totalvfs",
              "enable", "irq", "modalias", "secondary_bus_number", "subordinate_bus_number"}
+KERNEL_CONFIG = ("CONFIG_PCI_P2PDMA",)
 PCI_LINKS = {"driver", "iommu_group", "physfn", "subsystem"}
 BLOCK_FILES = {"dev", "size", "nsid", "wwid", "eui", "nguid", "uuid", "ro", "removable", "partition", "start", "range", "ext_range", "hidden", "stat",
                "queue/logical_block_size", "queue/physical_block_size", "queue/rotational", "queue/nr_requests",
@@ -188,6 +190,11 @@ class Capture(object):
                 self.file(sub)
             elif entry in PCI_LINKS or entry.startswith("virtfn"):
                 self.link(sub)
+            elif entry == "p2pmem" and self.is_dir(sub):
+                # a P2PDMA provider (hw/p2pdma.py); never its `allocate`, whose mmap takes device memory
+                self.dirs.add(sub)
+                for leaf in ("size", "available", "published"):
+                    self.file(sub + "/" + leaf)
             elif re.match(r"^[0-9a-f]{4,5}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$", entry) and self.is_dir(sub):
                 self.walk_device(sub, depth + 1)
             elif entry in ("block", "nvme", "net", "infiniband", "nvme-subsystem") and self.is_dir(sub):
@@ -311,6 +318,10 @@ class Capture(object):
         if re.match(r"^[\w.+~-]+$", release):
             for name in ("modules.dep", "modules.builtin"):
                 self.filtered("lib/modules/%s/%s" % (release, name), lambda line: True, limit=32 << 20)
+            # the build options the platform facts read (hw/platform.kernel_config), as their lines
+            self.filtered("boot/config-%s" % release, lambda line: any(
+                line.startswith(o.encode() + b"=") or line == b"# %s is not set" % o.encode() for o in KERNEL_CONFIG),
+                limit=4 << 20)
         self.udev_records()
         try:
             with open(self._abs("proc/cpuinfo"), "rb") as handle:

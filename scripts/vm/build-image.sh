@@ -7,6 +7,8 @@
 # The cache entry is $GDS_VM_CACHE/bookworm-<key>/ with
 #   rootfs.raw   ext4 file system image of the guest (no partition table, label gds-root)
 #   vmlinuz      the guest kernel      initrd.img   its initramfs
+# The kernel is Debian's from $KERNEL_SUITE (CONFIG_PCI_P2PDMA: bookworm's 6.1 and trixie's 6.12 are
+# built without it): its packages are unpacked into the bookworm root, depmod and mkinitramfs run there.
 #   recipe.txt   what went into it     ready        written last: the entry is complete
 # <key> is a hash of this script, packages.txt and every file under guest/, so any change to the
 # recipe builds a new entry. Builds run in a temporary directory inside the cache and are moved
@@ -21,6 +23,9 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 SUITE=bookworm
+# The guest kernel's suite: the first Debian kernel with CONFIG_PCI_P2PDMA=y (peer-to-peer DMA
+# into NVMe controller memory, p2pmem in sysfs), so the guest can show P2PDMA on a real kernel.
+KERNEL_SUITE=trixie-backports
 CACHE="${GDS_VM_CACHE:-/var/cache/gds-commission/vm}"
 ROOT_SIZE="${GDS_VM_ROOT_SIZE:-3G}"
 KEEP_DAYS="${GDS_VM_CACHE_KEEP_DAYS:-14}"
@@ -33,7 +38,7 @@ packages() { sed -e 's/#.*//' -e 's/[[:space:]]//g' "$HERE/packages.txt" | grep 
 recipe_key() {
   (
     cd "$HERE"
-    printf 'suite %s size %s\n' "$SUITE" "$ROOT_SIZE"
+    printf 'suite %s kernel %s size %s\n' "$SUITE" "$KERNEL_SUITE" "$ROOT_SIZE"
     sha256sum build-image.sh packages.txt
     find guest -type f -print0 | sort -z | xargs -0 sha256sum
     find guest -type f -perm -u+x | sort   # git keeps only the executable bit
@@ -56,6 +61,34 @@ mirror() {
     awk -v suite="$SUITE" '$1 == "deb" && $0 !~ /\[/ && $3 == suite { print $2; exit }' /etc/apt/sources.list | grep . && return
   fi
   return 0   # empty: debootstrap's own default mirror
+}
+
+# Debian's newest kernel in $KERNEL_SUITE, unpacked into the root with its modules and config
+# (apt with lists of its own: nothing of this machine's apt changes). Its linux-image package
+# needs a newer linux-base than bookworm's, so dpkg is not asked: the files are what the guest
+# needs to boot it, and the kernel's own /usr/lib/modules/<version>/config is kept in /boot.
+install_kernel() {
+  local root="$1" apt_dir="$CACHE/apt-$KERNEL_SUITE" base version deb
+  base="${MIRROR:-http://deb.debian.org/debian}"
+  mkdir -p "$apt_dir/lists/partial" "$apt_dir/archives/partial"
+  echo "deb $base $KERNEL_SUITE main" > "$apt_dir/sources.list"
+  local opts=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
+              -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir" -o APT::Sandbox::User=root)
+  apt-get "${opts[@]}" -qq update || die "apt-get update of $KERNEL_SUITE ($base) failed"
+  version="$(apt-cache "${opts[@]}" depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ { sub("linux-image-", "", $2); print $2; exit }')"
+  [ -n "$version" ] || die "no linux-image-amd64 in $KERNEL_SUITE"
+  (cd "$CACHE/debs" && apt-get "${opts[@]}" -qq download "linux-binary-$version" "linux-modules-$version" "linux-base-$version") \
+    || die "downloading kernel $version from $KERNEL_SUITE failed"
+  for deb in "$CACHE"/debs/linux-{binary,modules,base}-"$version"_*.deb; do
+    dpkg-deb -x "$deb" "$root" || die "unpacking $deb failed"
+  done
+  install -m 0644 "$root/usr/lib/modules/$version/vmlinuz" "$root/boot/vmlinuz-$version"
+  install -m 0644 "$root/usr/lib/modules/$version/config" "$root/boot/config-$version"
+  grep -qx 'CONFIG_PCI_P2PDMA=y' "$root/boot/config-$version" || die "kernel $version has no CONFIG_PCI_P2PDMA"
+  in_root depmod "$version" || die "depmod $version failed"
+  in_root mkinitramfs -o "/boot/initrd.img-$version" "$version" \
+    || die "mkinitramfs $version failed"
+  log "kernel $version from $KERNEL_SUITE installed"
 }
 
 KEY="$(recipe_key)"
@@ -96,13 +129,16 @@ debootstrap --variant=minbase --include="$PKGS" --cache-dir="$CACHE/debs" \
   || { tail -n 40 "$TMP/debootstrap.log" >&2; die "debootstrap failed (log above)"; }
 log "debootstrap done in $(( $(date +%s) - start )) s"
 
+in_root() { chroot "$ROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"; }
+# Before our files: initramfs-tools' default MODULES=most (gds-vm.conf's dep is for the guest).
+install_kernel "$ROOT"
+
 # Our files: network, SSH, the key-from-fw_cfg unit, fstab, grub defaults.
 (cd "$HERE/guest" && find . -type f) | while read -r f; do
   mode=0644; [ -x "$HERE/guest/$f" ] && mode=0755
   install -D -o root -g root -m "$mode" "$HERE/guest/$f" "$ROOT/$f"
 done
 
-in_root() { chroot "$ROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"; }
 in_root systemctl enable systemd-networkd.service gds-authorized-keys.service ssh.service >/dev/null 2>&1
 # Nothing in the background that would compete with the test for two emulated CPUs, and no
 # wait-online delay at boot.

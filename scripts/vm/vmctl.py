@@ -71,6 +71,27 @@ ROOT_PORTS = [
 RDMA_NIC = {"id": "gds-nic1", "switch": "sw1", "mac": "52:54:00:d5:00:01", "net": "10.0.3.0/24",
             "addresses": ["10.0.3.15", "10.0.3.16"], "rdma_dev": "rxe0"}
 
+# For the P2PDMA bench only (`start --acs-pair`, tests/integration/test_guest_p2pdma.py): a fifth
+# root port with two pcie-root-ports below it as functions 0 and 1 (they have ACS, the x3130
+# ports do not) and a drive below each. The two drives' paths meet at that root port below two
+# ACS-capable ports: the one place in the guest where ACS decides a pair for the kernel. The
+# scenario `vm` does not boot with it, so its layout above stays the contract of tests/vm.
+ACS_PAIR = {"id": "rp9", "addr": "0x9", "chassis": 9,
+            "ports": [{"id": "rp9a", "chassis": 30, "drive": "gds-acs-a"},
+                      {"id": "rp9b", "chassis": 31, "drive": "gds-acs-b"}]}
+
+
+def acs_pair_args() -> list[str]:
+    args = ["-device", f"pcie-root-port,id={ACS_PAIR['id']},bus=pcie.0,addr={ACS_PAIR['addr']},"
+                       f"chassis={ACS_PAIR['chassis']},slot=0"]
+    for function, port in enumerate(ACS_PAIR["ports"]):
+        multi = ",multifunction=on" if function == 0 else ""
+        args += ["-device", f"pcie-root-port,id={port['id']},bus={ACS_PAIR['id']},addr=00.{function},"
+                            f"chassis={port['chassis']},slot=0{multi}"]
+        args += drive_args(port["drive"], port["id"])
+    return args
+
+
 # What every emulated link trains at, and what QEMU's NVMe and x3130 upstream ports can do.
 TRAINED_LINK = {"width": 1, "speed_gts": 2.5}
 
@@ -87,6 +108,10 @@ def _degraded(a: dict, b: dict) -> bool:
 
 
 DATA_DISK_SIZE = os.environ.get("GDS_VM_DATA_SIZE", "2G")
+# Every data drive has a Controller Memory Buffer, which the guest's nvme driver publishes as
+# peer-to-peer memory (/sys/bus/pci/devices/<bdf>/p2pmem): a real P2PDMA provider for each drive.
+CMB_MB = 16
+OS_DRIVE = "gds-os"
 # The first boot's command line; guest/etc/default/grub has the same GRUB_CMDLINE_LINUX, so a
 # reboot through the guest's grub.cfg boots with it plus whatever grub.d drop-ins add.
 # (mitigations=off: TCG is slow enough already, and this guest is thrown away.)
@@ -191,8 +216,9 @@ def drive_args(serial: str, bus: str) -> list[str]:
     fmt_file = f"{serial}.qcow2"
     # cache=unsafe: the guest's flushes are not forwarded; the image files live only as long
     # as the run and QEMU flushes them on a clean exit.
+    cmb = "" if serial == OS_DRIVE else f",cmb_size_mb={CMB_MB}"
     return ["-drive", f"file={fmt_file},if=none,id=drv-{serial},format=qcow2,cache=unsafe,discard=unmap",
-            "-device", f"nvme,drive=drv-{serial},serial={serial},bus={bus}"]
+            "-device", f"nvme,drive=drv-{serial},serial={serial},bus={bus}{cmb}"]
 
 
 def nic_args(bus: str) -> list[str]:
@@ -328,14 +354,16 @@ def wait_ssh(run_dir: Path, port: int, pid: int, timeout: float) -> float:
 
 def cmd_start(a: argparse.Namespace) -> None:
     st = start(Path(a.run_dir).resolve(), image_dir=a.image_dir, port=a.port, wait=a.wait, accel=a.accel,
-               smp=a.smp, mem=a.mem, kernel=a.kernel, initrd=a.initrd, append=a.append)
+               smp=a.smp, mem=a.mem, kernel=a.kernel, initrd=a.initrd, append=a.append, cpu=a.cpu,
+               acs_pair=a.acs_pair)
     print(json.dumps(st))
 
 
 def start(run_dir: Path, image_dir: str | None = None, port: int = 0, wait: float = 0, accel: str = "tcg",
           smp: int = 2, mem: int = 2048, kernel: str | None = None, initrd: str | None = None,
-          append: str | None = None) -> dict:
-    """Boot the guest of run_dir (creating its disks on first use); returns vm.json's content."""
+          append: str | None = None, cpu: str | None = None, acs_pair: bool = False) -> dict:
+    """Boot the guest of run_dir (creating its disks on first use); returns vm.json's content.
+    cpu: QEMU's CPU model under TCG (default GDS_VM_CPU, else max); acs_pair: add ACS_PAIR."""
     run_dir.mkdir(parents=True, exist_ok=True)
     st = state(run_dir)
     if pid_alive(read_pid(run_dir)):
@@ -360,11 +388,11 @@ def start(run_dir: Path, image_dir: str | None = None, port: int = 0, wait: floa
     if not os_disk.exists():
         run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", str(image / "rootfs.raw"),
              str(os_disk)])
-    for rp in ROOT_PORTS:
-        for serial in rp["drives"]:
-            p = run_dir / f"{serial}.qcow2"
-            if not p.exists():
-                run(["qemu-img", "create", "-q", "-f", "qcow2", str(p), DATA_DISK_SIZE])
+    extra = [port["drive"] for port in ACS_PAIR["ports"]] if acs_pair else []
+    for serial in [serial for rp in ROOT_PORTS for serial in rp["drives"]] + extra:
+        p = run_dir / f"{serial}.qcow2"
+        if not p.exists():
+            run(["qemu-img", "create", "-q", "-f", "qcow2", str(p), DATA_DISK_SIZE])
 
     if accel == "auto":
         accel = "kvm" if probe_kvm(qemu, image) else "tcg"
@@ -372,7 +400,7 @@ def start(run_dir: Path, image_dir: str | None = None, port: int = 0, wait: floa
     # the one that measured fastest for the guest's Python under TCG (GDS_VM_CPU overrides).
     tb_size = os.environ.get("GDS_VM_TB_SIZE", "512")
     accel_arg = "kvm" if accel == "kvm" else f"tcg,thread=multi,tb-size={tb_size}"
-    cpu = "host" if accel == "kvm" else os.environ.get("GDS_VM_CPU", "max")
+    cpu = "host" if accel == "kvm" else cpu or os.environ.get("GDS_VM_CPU", "max")
 
     sock = qmp_path(run_dir)
     want_port = port or st.get("port") or 0   # a restart keeps the port molecule's inventory knows
@@ -396,6 +424,7 @@ def start(run_dir: Path, image_dir: str | None = None, port: int = 0, wait: floa
             # romfile=: no PXE option ROM, the kernel is loaded directly
             "-device", "virtio-net-pci,netdev=net0,addr=0x2,romfile=",
             *qemu_device_args(),
+            *(acs_pair_args() if acs_pair else []),
         ]
         (run_dir / "qemu.args").write_text(" ".join(args) + "\n")
         with open(run_dir / "console.log", "a") as f:
@@ -637,6 +666,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--kernel", help="kernel to boot (default: the cached image's)")
     s.add_argument("--initrd", help="initrd to boot (default: the cached image's)")
     s.add_argument("--append", help=f"kernel command line (default: {DEFAULT_APPEND})")
+    s.add_argument("--cpu", help="QEMU CPU model under TCG (default: GDS_VM_CPU, else max)")
+    s.add_argument("--acs-pair", action="store_true", help="add the P2PDMA bench's ACS pair (ACS_PAIR)")
     s.set_defaults(func=cmd_start)
     s = sub.add_parser("reboot", help="clean shutdown, then boot what the guest's grub.cfg names")
     s.add_argument("--run-dir", required=True)

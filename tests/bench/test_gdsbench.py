@@ -234,6 +234,21 @@ def test_open_failure_counts_as_an_error(gdsbench, data_dir, tmp_path, extra):
     assert fifo in p.stderr
 
 
+def test_peer_memory_is_the_buffer_and_named_in_the_record(gdsbench, data_dir, tmp_path):
+    """--peer-memory maps FILE shared as the I/O buffer (a p2pmem/allocate on a P2PDMA node; the
+    QEMU guest's test moves data into real NVMe controller memory, tests/integration/
+    test_guest_p2pdma.py). Here a plain file stands in: the data lands in it, verified."""
+    buffer = tmp_path / "allocate"
+    buffer.write_bytes(b"\0" * (1 << 20))
+    run_json(gdsbench, tmp_path, "-f", data_dir / "p", "-x", 1, "-I", 1, "-s", "4M", "-i", "1M")
+    j, _ = run_json(gdsbench, tmp_path, "-f", data_dir / "p", "-x", 1, "-I", 0, "-s", "4M", "-i", "1M", "-V",
+                    "--peer-memory", buffer)
+    assert j["peer_memory"] == str(buffer) and j["verify_errors"] == 0 and j["bytes"] == 4 << 20
+    assert buffer.read_bytes() != b"\0" * (1 << 20)  # the last read's block is in the shared mapping
+    j, _ = run_json(gdsbench, tmp_path, "-f", data_dir / "p", "-x", 1, "-I", 0, "-s", "4M", "-i", "1M")
+    assert j["peer_memory"] is None
+
+
 def test_successful_run_has_no_error_field(gdsbench, data_dir, tmp_path):
     j, _ = run_json(gdsbench, tmp_path, "-D", data_dir, "-x", 1, "-I", 1, "-s", "1M", "-i", "64K")
     assert j["exit_code"] == 0 and j["errors"] == 0 and "error" not in j
@@ -345,6 +360,9 @@ BAD_ARGS = [
     (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-m", 5], "-m 5"),
     (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-m", 2], "-m: memory types apply to the cuFile transfer types"),
     (["-D", "{d}", "-x", 0, "-I", 1, "-s", "1M", "-m", 1], "-m: 1 (cuMem"),
+    (["-D", "{d}", "-x", 2, "-I", 1, "-s", "1M", "--peer-memory", "{d}/cfg.gdsio"], "--peer-memory: peer memory is the buffer of xfer 1"),
+    (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "-O", 1, "--peer-memory", "{d}/cfg.gdsio"], "--peer-memory: peer memory needs O_DIRECT"),
+    (["-D", "{d}", "-x", 1, "-I", 1, "-s", "1M", "--peer-memory", "{d}/no/p2pmem/allocate"], "No such file or directory"),
 ]
 
 

@@ -87,3 +87,16 @@ def test_the_paths_limit_of_every_disk_is_its_own_reason(machine):
         limit = path_limit(topology, topology["gpus"][0]["index"], [disk["name"]], {}, None)
         assert "not on the PCIe links" not in str(limit), limit
         assert "bytes_per_s" in limit or disk["bdf"] in limit.get("unknown", ""), limit
+
+
+def test_p2pdma_judges_the_gpus_as_providers_and_skips_without_a_drive_beside_them(machine):
+    """The captured cloud machines have no NVMe and no RDMA NIC: the GPUs are the providers, there
+    is no pair to judge, and the P2PDMA mode's pair check says so rather than passing."""
+    from ansible_collections.gds.commission.plugins.module_utils.tune.driver import p2pdma_pairs_check
+    topology, expected = machine
+    facts = topology["p2pdma"]
+    assert facts["providers"] == [g["bdf"] for g in expected["gpus"]]
+    clients = [d for d in topology["nvme"] if not d["system"]] + topology["nics"]
+    assert len(facts["pairs"]) == len(facts["providers"]) * len(clients)
+    if not clients:
+        assert p2pdma_pairs_check(topology)["verdict"] == "SKIP"

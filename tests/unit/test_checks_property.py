@@ -23,10 +23,12 @@ from ansible_collections.gds.commission.plugins.module_utils.core.checks import 
 from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import topology_checks, visibility_checks
 from ansible_collections.gds.commission.plugins.module_utils.tune import acs as tune_acs
 from ansible_collections.gds.commission.plugins.module_utils.tune.acs import acs_checks
-from ansible_collections.gds.commission.plugins.module_utils.tune.driver import driver_checks, udev_check, udev_record_check
+from ansible_collections.gds.commission.plugins.module_utils.tune.driver import (
+    driver_checks, p2pdma_pairs_check, udev_check, udev_record_check,
+)
 from ansible_collections.gds.commission.plugins.module_utils.tune.iommu import iommu_checks
 from ansible_collections.gds.commission.plugins.module_utils.hw.health import aer_checks, link_checks
-from ansible_collections.gds.commission.plugins.module_utils.measure import concurrency, perftest, thresholds
+from ansible_collections.gds.commission.plugins.module_utils.measure import concurrency, p2p_probe, perftest, thresholds
 from ansible_collections.gds.commission.plugins.module_utils.measure.devhealth import (
     gpu_health_check, health_thresholds, nvme_health_check,
 )
@@ -167,6 +169,8 @@ DELEGATES = {
     "watch:JobWatch._broken_part": "the SKIP check of a part of the watch that raised",
     "checks:fold_skips": "one SKIP for a family of SKIPs",
     "diskload:_drive_records": "the SKIP check of a load record without drives",
+    "gds_p2pdma_probe:main": "the SKIP check of check mode",
+    "p2p_probe:probe": "answer_check per answer; its own checks are SKIP and ERROR",
 }
 # named like a builder, builds no check
 NOT_BUILDERS = {
@@ -216,6 +220,16 @@ def _topology():
                                  "link_layer": "InfiniBand", "netdev": "ib0"}]}],
             "matrix": {"GPU0": {"mlx5_0": "PIX", "nvme0n1": "PIX"}, "GPU1": {"mlx5_0": "PXB", "nvme0n1": "PXB"}},
             "groups": [{"id": 0, "gpus": [0, 1], "nvme": ["nvme0n1"], "nics": ["mlx5_0"]}]}
+
+
+def _p2p_topology():
+    """_topology with the kernel's decision for its group's GPU-drive pairs (hw/p2pdma.py)."""
+    topology = _topology()
+    topology["p2pdma"] = {"whitelist": "Linux 7.3.4", "cpu_allows": False, "providers": ["0000:07:00.0", "0000:0f:00.0"],
+                          "pairs": [{"provider": gpu, "client": "0000:08:00.0", "map": "bus_address", "distance": 4,
+                                     "common": "0000:06:00.0", "acs_redirect": [],
+                                     "reason": "common upstream bridge"} for gpu in ("0000:07:00.0", "0000:0f:00.0")]}
+    return topology
 
 
 def _platform():
@@ -352,6 +366,16 @@ CASES = {
          ((0, "nvidia_fs", "rw_stats_enabled"), r"IO statistics"), ((0, "nvidia_fs"), r"nvidia-fs"),
          ((0, "udev", "readable"), r"udev"), ((0, "udev", "missing"), r"udev"), ((0, "udev", "devices"), r"udev"),
          ((0, "udev"), r"udev"), ((0, "arch"), None), ((0, "nvme_multipath"), None)]),
+    "driver:p2pdma_pairs_check": Case(
+        lambda: (p2pdma_pairs_check, [_p2p_topology()], {}),
+        [((0, "p2pdma", "pairs", 0, "map"), r"P2PDMA pairs"), ((0, "p2pdma", "pairs", 1, "provider"), r"P2PDMA pairs"),
+         ((0, "p2pdma", "pairs", 0), r"P2PDMA pairs"), ((0, "p2pdma", "pairs"), r"P2PDMA pairs"),
+         ((0, "p2pdma"), r"P2PDMA pairs"), ((0, "nvme", 0, "bdf"), r"P2PDMA pairs")]),
+    "p2p_probe:answer_check": Case(
+        lambda: (p2p_probe.answer_check, [{"provider": "0000:04:00.0", "target": "raid1", "predicted": "bus_address",
+                                           "reason": "switch", "moved": True, "bytes": 4194304, "seconds": 0.1,
+                                           "verify_errors": 0, "error": None, "kernel_log": []}], {}),
+        [((0, "predicted"), r"p2pdma"), ((0, "moved"), r"p2pdma")]),
     "driver:udev_check": Case(
         lambda: (udev_check, [_platform()["udev"]], {}),
         [((0, "readable"), r"udev"), ((0, "missing"), r"udev"), ((0, "devices"), r"udev"),

@@ -314,9 +314,9 @@ def test_the_readme_lists_every_module_role_and_playbook():
     modules = {os.path.basename(p)[:-3] for p in glob.glob(os.path.join(COLLECTION, "plugins", "modules", "*.py"))}
     roles = {os.path.basename(p) for p in glob.glob(os.path.join(COLLECTION, "roles", "*"))}
     row = lambda path: next(line for line in text.splitlines() if line.startswith("| `%s`" % path))
-    listed = set(re.findall(r"`([a-z_]+)`", row("collections/ansible_collections/gds/commission/plugins/modules/")))
+    listed = set(re.findall(r"`([a-z0-9_]+)`", row("collections/ansible_collections/gds/commission/plugins/modules/")))
     assert modules <= listed
-    assert roles <= set(re.findall(r"`([a-z_]+)`", row("collections/ansible_collections/gds/commission/roles/")))
+    assert roles <= set(re.findall(r"`([a-z0-9_]+)`", row("collections/ansible_collections/gds/commission/roles/")))
     for playbook in glob.glob(os.path.join(COLLECTION, "playbooks", "*.yml")):
         assert re.search(r"\b%s\b" % re.escape(os.path.basename(playbook)), text), playbook
     for name in re.findall(r"filters? `(gds_[a-z_]+)`", text):  # a filter named there exists

@@ -173,7 +173,7 @@ def test_driver_nvfs_branches():
 
 
 def p2p_platform(arch="x86_64", registry=None, multipath="Y", supported=True):
-    return {"arch": arch, "kernel": {"release": "6.8.0"}, "p2pdma": {"supported": supported},
+    return {"arch": arch, "kernel": {"release": "6.8.0"}, "p2pdma": {"supported": supported, "built_in": supported},
             "nvidia_driver": {"loaded": True, "version": "570.86", "open": True, "registry": registry or {},
                               "registry_dwords": None}, "nvme_multipath": multipath, "udev": {}}
 

@@ -1,6 +1,7 @@
 """gds_platform: kernel, IOMMU, NVIDIA driver (open or not), nvidia-fs, peermem, P2PDMA, udev data
 for the data drives, vfio, lockdown, DGX packages, and GPU facts from a fake pynvml."""
 import copy
+import gzip
 import os
 import textwrap
 
@@ -8,6 +9,7 @@ import pytest
 import simtree
 
 from ansible_collections.gds.commission.plugins.module_utils.hw.nvml import NvmlUnavailable
+from ansible_collections.gds.commission.plugins.module_utils.tune.driver import driver_checks
 from ansible_collections.gds.commission.plugins.module_utils.hw.platform import (
     collect, cpu_info, dpkg_packages, iommu_state, parse_cmdline, parse_nvfs_stats,
     parse_nvidia_version, registry_dwords, requested_iommu_mode, shipped_modules, version_tuple,
@@ -144,7 +146,7 @@ def test_grace_cpu_is_recognised(tmp_path):
     proc.mkdir()
     (proc / "cpuinfo").write_text("processor\t: 0\nBogoMIPS\t: 2000.00\nCPU implementer\t: 0x41\n"
                                   "CPU architecture: 8\nCPU part\t: 0xd4f\n\nprocessor\t: 1\n")
-    assert cpu_info(str(proc)) == {"vendor": "ARM", "model": None, "arch": "aarch64", "grace": True}
+    assert cpu_info(str(proc)) == {"vendor": "ARM", "family": None, "model": None, "arch": "aarch64", "grace": True}
 
 
 # --------------------------------------------------------------------------------------------
@@ -173,8 +175,8 @@ def test_demo_h100_facts(sim_node):
     assert facts["iommu"]["mode"] == "pt" and facts["iommu"]["requested"] == "pt"
     assert facts["iommu"]["units"] == ["dmar0", "dmar1", "dmar2", "dmar3"]
     assert facts["nvidia_driver"]["open"] is True
-    assert facts["p2pdma"] == {"kernel": True, "pgmap_ops": None, "kernel_supported": True,
-                               "open_driver": True, "supported": True}
+    assert facts["p2pdma"] == {"kernel": True, "pgmap_ops": None, "config": True, "built_in": True,
+                               "kernel_supported": True, "open_driver": True, "supported": True}
     assert facts["nvme_multipath"] == "Y"
     assert facts["udev"]["devices"] == [{"name": "nvme3n1", "dev": "259:12", "present": True,
                                          "path": facts["udev"]["devices"][0]["path"]}]
@@ -198,6 +200,26 @@ def test_p2pdma_on_an_older_kernel_with_the_backport(sim_node):
     assert facts["p2pdma"]["kernel"] is False and facts["p2pdma"]["pgmap_ops"] is True
     assert facts["p2pdma"]["supported"] is True
     assert facts["modules"]["shipped"] is None  # no modules.dep for that release in the tree
+
+
+@pytest.mark.parametrize("where", ["boot", "config.gz", "kallsyms"])
+def test_a_new_kernel_built_without_p2pdma_does_not_support_it(sim_node, where):
+    """Debian's 6.12 (bookworm-backports, trixie) is new enough and built without CONFIG_PCI_P2PDMA:
+    the running kernel's config (or its symbols) says so, not its version."""
+    release = "6.12.95+deb12-amd64"
+    files = {"proc/sys/kernel/osrelease": release + "\n"}
+    drop = ("boot/",)
+    if where == "boot":
+        files["boot/config-" + release] = "CONFIG_PCI=y\n# CONFIG_PCI_P2PDMA is not set\n"
+    elif where == "config.gz":
+        files["proc/config.gz"] = gzip.compress(b"CONFIG_PCI=y\n# CONFIG_PCI_P2PDMA is not set\n")
+    else:
+        files["proc/kallsyms"] = "ffffffff81000000 T _stext\nffffffff82a1b2c0 T pci_p2pdma_distance_many\n"
+    facts = facts_of(sim_node(fixture("hgx-h100", drop=drop, files=files)))
+    assert facts["p2pdma"]["kernel"] is True and facts["p2pdma"]["built_in"] is False
+    assert facts["p2pdma"]["kernel_supported"] is False and facts["p2pdma"]["supported"] is False
+    [support] = [c for c in driver_checks(facts, "p2pdma", gpus=8) if c["name"] == "driver: P2PDMA support"]
+    assert support["verdict"] == "FAIL" and "built without CONFIG_PCI_P2PDMA" in support["actual"]
 
 
 def test_nv_peer_mem_when_only_mlnx_ofed_ships_it(sim_node):

@@ -145,7 +145,9 @@ ansible_facts:
           description: The nvme_core multipath parameter (Y or N), null when nvme_core is not loaded.
           type: str
         p2pdma:
-          description: P2PDMA prerequisites (kernel >= 6.2, p2pdma_pgmap_ops in kallsyms, open driver) and the verdict.
+          description:
+            - P2PDMA prerequisites (kernel >= 6.2, p2pdma_pgmap_ops in kallsyms, CONFIG_PCI_P2PDMA of the running
+              kernel as C(config) and C(built_in), open driver) and the verdict.
           type: dict
         acs_cmdline:
           description: Which ACS kernel parameters the running kernel understands (config_acs, disable_acs_redir), and whether it

@@ -167,6 +167,16 @@ ansible_facts:
           description: NUMA node numbers seen on PCI devices (-1 where the firmware gives none).
           type: list
           elements: int
+        p2pdma:
+          description:
+            - What the kernel's P2PDMA will decide for each provider (GPU, function publishing p2pmem) and client
+              (data drive controller, NIC) pair, from the tree, the ACS Control registers, the CPU and the kernel's
+              host-bridge whitelist (docs/p2pdma.md).
+            - C(map) is C(bus_address) (routed in the switch), C(host_bridge), C(refused) or C(unknown).
+          type: dict
+          sample: {cpu_allows: false, whitelist: "Linux 7.3.4 ...", providers: ["0000:04:00.0"],
+                   pairs: [{provider: "0000:04:00.0", client: "0000:05:00.0", map: bus_address, distance: 4,
+                            common: "0000:03:00.0", acs_redirect: [], reason: "below 0000:03:00.0, no ACS redirect"}]}
         index_source:
           description: Where the GPU indices come from, C(nvml) (NVML's order) or C(pci) (ascending PCI bus id).
           type: str

@@ -19,6 +19,10 @@ from ansible_collections.gds.commission.plugins.module_utils.hw.pci import (
     CLASS_3D, CLASS_VGA, LINK_CLASSES, LINK_FILES, NVIDIA_VENDOR, PORT_DOWNSTREAM, PORT_NAMES, PORT_ROOT, PciTree,
     bdf_key, class_rank, is_root_bus, normalize_bdf, pci_function_in_path,
 )
+from ansible_collections.gds.commission.plugins.module_utils.hw.p2pdma import pairs as p2pdma_pairs
+from ansible_collections.gds.commission.plugins.module_utils.hw.platform import (
+    cpu_info, kernel_release, parse_cmdline, version_tuple,
+)
 from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import ProcfsError, system_disks
 
 # A namespace block device as /sys/block lists it: the plain disk of a controller, or the head
@@ -661,8 +665,15 @@ def discover(sysfs_root="/sys", procfs_root="/proc", nvml_bus_ids=None):
         "disks": disks,
         "pcie_links": pcie_links(tree, gpus, nvme, nics, [d for d in disks if d["bdf"]]),
         "numa_nodes": sorted({d.numa_node for d in tree.devices.values()}),
+        "p2pdma": p2pdma_pairs(tree, gpus, nvme, nics, cpu_info(procfs_root), running_kernel(procfs_root)),
     }
     return facts, tree.warnings
+
+
+def running_kernel(procfs_root):
+    """The running kernel's version tuple (osrelease, else the command line's image), or None."""
+    text = read_text(os.path.join(procfs_root, "cmdline"))
+    return version_tuple(kernel_release(procfs_root, parse_cmdline(text)[1])[0])
 
 
 def visibility_checks(facts, warnings):

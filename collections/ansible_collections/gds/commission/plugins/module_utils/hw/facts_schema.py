@@ -141,6 +141,23 @@ TOPOLOGY = _object("The PCI model of the node (module gds_topology).", {
     })),
     "numa_nodes": _list("NUMA node numbers seen on PCI devices (-1 where the firmware gives none).",
                         {"type": "integer", "minimum": -1}),
+    "p2pdma": _object("What the kernel's P2PDMA will decide for each provider/client pair (hw/p2pdma.py).", {
+        "cpu_allows": _kind("boolean", "an AMD Zen CPU: any pair may go through the host bridge; null when unread",
+                            null=True),
+        "whitelist": _kind("string", "the kernel whose host-bridge whitelist is used"),
+        "providers": _list("GPUs and functions publishing p2pmem", _bdf("PCI address")),
+        "pairs": _list("One per provider and client (data drive controller or NIC).", _object("A pair.", {
+            "provider": _bdf("the function whose memory is the target"),
+            "client": _bdf("the function that moves the data"),
+            "map": {"enum": ["bus_address", "host_bridge", "refused", "unknown"],
+                    "description": "the kernel's PCI_P2PDMA_MAP_* (unknown: a fact it needs is unread)"},
+            "distance": _kind("integer", "the kernel's hop count", minimum=0),
+            "common": _bdf("the common upstream bridge; null when none", null=True),
+            "acs_redirect": _list("functions with an ACS redirect bit between them, in the kernel's order "
+                                  "(its pci=disable_acs_redir= list)", _bdf("PCI address")),
+            "reason": _kind("string", "why, in words"),
+        })),
+    }),
     "pcie_links": _list("The link of every GPU, NVMe controller, RDMA NIC, data disk's PCI function and bridge port on"
                         " their paths to the root port, sorted by bdf.", _object("One end of a PCIe link.", {
                             "bdf": _bdf("PCI address"),
@@ -186,6 +203,7 @@ PLATFORM = _object("The platform of the node (module gds_platform).", {
     "arch": _kind("string", "machine architecture (x86_64, aarch64); null when unknown", null=True),
     "cpu": _object("The CPU (first processor of /proc/cpuinfo).", {
         "vendor": _kind("string", "vendor; null when unknown", null=True),
+        "family": _kind("integer", "x86 cpu family number; null elsewhere or when unknown", null=True),
         "model": _kind("string", "model name; null when unknown", null=True),
         "arch": _kind("string", "architecture implied by cpuinfo; null when unknown", null=True),
         "grace": _kind("boolean", "NVIDIA Grace"),
@@ -244,7 +262,11 @@ PLATFORM = _object("The platform of the node (module gds_platform).", {
     "p2pdma": _object("P2PDMA prerequisites and the verdict.", {
         "kernel": _kind("boolean", "kernel 6.2 or later"),
         "pgmap_ops": _kind("boolean", "p2pdma_pgmap_ops in kallsyms; null when unreadable", null=True),
-        "kernel_supported": _kind("boolean", "the kernel supports it (version or backport)"),
+        "config": _kind("boolean", "CONFIG_PCI_P2PDMA of the running kernel (/boot/config-<release>, /proc/config.gz); "
+                        "null when unreadable", null=True),
+        "built_in": _kind("boolean", "the running kernel has P2PDMA: config, else pgmap_ops; null when neither is read",
+                          null=True),
+        "kernel_supported": _kind("boolean", "the kernel supports it (version or backport) and is not built without it"),
         "open_driver": _kind("boolean", "the open NVIDIA module; null when unknown", null=True),
         "supported": _kind("boolean", "P2PDMA can be used"),
     }),

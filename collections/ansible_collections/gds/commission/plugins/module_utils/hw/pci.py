@@ -458,6 +458,14 @@ class PciTree(object):
                 state["problems"].append(problem)
         return state
 
+    def publishes_p2pmem(self, bdf):
+        """Whether the function offers peer-to-peer memory (``p2pmem/published`` is 1: the kernel's
+        P2PDMA provider, e.g. an NVMe controller memory buffer)."""
+        try:
+            return self._read_attr(os.path.join(self.devices[bdf].path, "p2pmem"), "published", base=10) == 1
+        except (UnreadableFile, ValueError):
+            return False
+
     # -- SR-IOV -------------------------------------------------------------------------------
     def physfn(self, bdf):
         """The physical function of an SR-IOV virtual function (its ``physfn`` link), or None."""

@@ -15,9 +15,12 @@ missing file: an absent file is a fact (``None`` / ``False``); only a malformed 
 """
 from __future__ import annotations
 
+import gzip
+import io
 import os
 import platform
 import re
+import zlib
 
 from ansible_collections.gds.commission.plugins.module_utils.core.files import (
     UnreadableFile, is_live_root, listdir, read_bounded, read_text,
@@ -108,7 +111,8 @@ def kernel_release(procfs_root, cmdline_params):
 
 
 def cpu_info(procfs_root):
-    """{vendor, model, arch, grace} from /proc/cpuinfo (first processor)."""
+    """{vendor, family, model, arch, grace} from /proc/cpuinfo (first processor); family is the
+    x86 ``cpu family`` number (None elsewhere or unread)."""
     text = _read(os.path.join(procfs_root, "cpuinfo")) or ""
     fields = {}
     for line in text.splitlines():
@@ -127,7 +131,9 @@ def cpu_info(procfs_root):
         vendor = {"0x41": "ARM", "0x4e": "NVIDIA"}.get(fields["CPU implementer"].lower(),
                                                        fields["CPU implementer"])
     part = fields.get("CPU part", "").lower()
-    return {"vendor": vendor, "model": fields.get("model name"), "arch": arch,
+    family = fields.get("cpu family", "")
+    return {"vendor": vendor, "family": int(family) if family.isdigit() else None,
+            "model": fields.get("model name"), "arch": arch,
             "grace": arch == "aarch64" and part == GRACE_CPU_PART}
 
 
@@ -327,12 +333,31 @@ def kallsyms_has(procfs_root, symbol):
     return False
 
 
-def p2pdma_support(procfs_root, kernel_version, driver):
+def kernel_config(root, procfs_root, release, option):
+    """A build option of the running kernel: True (=y or =m), False (not set), None when neither
+    /boot/config-<release> nor /proc/config.gz can be read (config.gz bounded to 4 MiB unpacked)."""
+    text = _read(os.path.join(root, "boot", "config-%s" % release), limit=4 << 20) if release else None
+    if text is None:
+        try:
+            packed = read_bounded(os.path.join(procfs_root, "config.gz"), 1 << 20)
+            text = gzip.GzipFile(fileobj=io.BytesIO(packed)).read(4 << 20).decode("utf-8", "replace")
+        except (UnreadableFile, OSError, EOFError, zlib.error):
+            return None
+    match = re.search(r"^(?:%s=([ym])|# %s is not set)$" % (option, option), text, re.MULTILINE)
+    return None if match is None else bool(match.group(1))
+
+
+def p2pdma_support(procfs_root, kernel_version, driver, built_in=None):
+    """P2PDMA prerequisites: kernel 6.2+ (or the p2pdma_pgmap_ops backport) and the running kernel
+    built with it: CONFIG_PCI_P2PDMA (``built_in``, from its config) or, without a readable config,
+    the p2pdma_pgmap_ops symbol, which exists only then (Debian's 6.1 and 6.12 lack both)."""
     pgmap = kallsyms_has(procfs_root, "p2pdma_pgmap_ops")
     kernel_ok = bool(kernel_version and kernel_version >= P2PDMA_KERNEL)
-    return {"kernel": kernel_ok, "pgmap_ops": pgmap, "kernel_supported": kernel_ok or bool(pgmap),
-            "open_driver": driver.get("open"),
-            "supported": (kernel_ok or bool(pgmap)) and driver.get("open") is True}
+    built = built_in if built_in is not None else pgmap
+    kernel_supported = (kernel_ok or bool(pgmap)) and built is not False
+    return {"kernel": kernel_ok, "pgmap_ops": pgmap, "config": built_in, "built_in": built,
+            "kernel_supported": kernel_supported, "open_driver": driver.get("open"),
+            "supported": kernel_supported and driver.get("open") is True}
 
 
 # --------------------------------------------------------------------------------------------
@@ -478,7 +503,8 @@ def collect(sysfs_root="/sys", procfs_root="/proc", root="/", block_devices=(), 
                     "shipped": None if shipped is None else {name: name in shipped for name in MODULE_NAMES},
                     "peermem": _peermem_name(shipped, sysfs_root)},
         "nvme_multipath": module_parameter(sysfs_root, "nvme_core", "multipath"),
-        "p2pdma": p2pdma_support(procfs_root, kversion, driver),
+        "p2pdma": p2pdma_support(procfs_root, kversion, driver,
+                                 kernel_config(root, procfs_root, release, "CONFIG_PCI_P2PDMA")),
         "acs_cmdline": {
             "config_acs": bool(kversion and kversion >= CONFIG_ACS_KERNEL),
             "device_lists": bool(kversion) and not (DEVICE_LIST_BROKEN[0] <= kversion[:2] < DEVICE_LIST_BROKEN[1]),

@@ -94,6 +94,7 @@ VOCABULARY = (
                   {'key': 'mem_type', 'aliases': [], 'type': 'int', 'option': '-m', 'min': 0, 'max': 4},
                   {'key': 'skip_bufregister', 'aliases': [], 'type': 'bool', 'option': '-b'},
                   {'key': 'enable_nvlinks', 'aliases': [], 'type': 'bool', 'option': '-p'},
+                  {'key': 'peer_memory', 'aliases': [], 'type': 'path'},
                   {'key': 'runtime', 'aliases': [], 'type': 'seconds', 'option': '-T'},
                   {'key': 'time_based', 'aliases': [], 'type': 'bool'},
                   {'key': 'gpu_dev_id', 'aliases': [], 'type': 'int', 'option': '-d', 'min': 0, 'max': 4095},

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
+from ansible_collections.gds.commission.plugins.module_utils.hw.p2pdma import kernel_parameter
 
 
 P2PDMA_DWORDS = {"RMForceStaticBar1": "1", "RmForceDisableIomapWC": "1"}
@@ -48,9 +49,55 @@ MODE_DETAIL = {"nvfs": "GPUDirect through the nvidia-fs kernel module",
                "compat": "cuFile uses POSIX I/O through host memory: no GPUDirect"}
 
 
-def driver_checks(platform, mode, gpus=0, rw_stats=True, live=True, reboot_ok=False):
+def _items(value):
+    """A fact that should be a list: itself, else [] (an unreadable fact judges nothing)."""
+    return value if isinstance(value, list) else []
+
+
+def group_pairs(topology):
+    """(GPU bdf, drive controller bdf, drive name) of every GPU and data drive of one affinity group."""
+    topology = topology if isinstance(topology, dict) else {}
+    gpu_bdf = {g.get("index"): g.get("bdf") for g in _items(topology.get("gpus")) if isinstance(g, dict)}
+    drives = {d.get("name"): d for d in _items(topology.get("nvme")) if isinstance(d, dict)}
+    for group in _items(topology.get("groups")):
+        for index in _items(group.get("gpus") if isinstance(group, dict) else None):
+            for name in _items(group.get("nvme")):
+                drive = drives.get(name) if isinstance(drives.get(name), dict) else {}
+                for path in _items(drive.get("paths")) or [drive]:
+                    yield gpu_bdf.get(index), path.get("bdf") if isinstance(path, dict) else None, name
+
+
+def p2pdma_pairs_check(topology):
+    """``driver: P2PDMA pairs``: what the kernel will decide (hw/p2pdma.py, the gds_topology facts'
+    ``p2pdma``) for each GPU and data drive of one affinity group. A pair it refuses fails GDS's
+    P2PDMA mode for that drive: FAIL, naming the pair, the reason and the kernel parameter that
+    clears the ACS it found; a pair it could not judge leaves the check short of PASS."""
+    facts = _member(topology if isinstance(topology, dict) else {}, "p2pdma")
+    decided = {(p.get("provider"), p.get("client")): p for p in _items(facts.get("pairs")) if isinstance(p, dict)}
+    wanted = list(group_pairs(topology))
+    if not wanted:
+        return check("driver: P2PDMA pairs", "SKIP", "allowed", None, "no GPU and data drive share an affinity group")
+    maps, problems = {}, []
+    for gpu, client, name in wanted:
+        pair = decided.get((gpu, client)) or {"map": None, "reason": "no prediction in the gds_topology facts"}
+        judged = pair.get("map") if pair.get("map") in ("bus_address", "host_bridge", "refused") else None
+        maps["%s<-%s" % (gpu, client)] = judged
+        if judged != "bus_address" and judged != "host_bridge":
+            problems.append("GPU %s <- %s (%s): %s: %s%s" % (
+                gpu, name, client, judged or "unknown", pair.get("reason"),
+                "; boot with %s" % kernel_parameter(pair) if kernel_parameter(pair) else ""))
+    refused = [m for m in maps.values() if m == "refused"]
+    shown = [m or "unknown" for m in maps.values()]
+    counts = ", ".join("%d %s" % (shown.count(m), m) for m in sorted(set(shown)))
+    return check("driver: P2PDMA pairs", "FAIL" if refused else "PASS", "bus_address or host_bridge", counts,
+                 "; ".join(problems[:8]) or "the kernel routes every GPU-drive pair of the affinity groups (%s)"
+                 % facts.get("whitelist"), inputs=maps)
+
+
+def driver_checks(platform, mode, gpus=0, rw_stats=True, live=True, reboot_ok=False, topology=None):
     """``driver: ...`` checks from the gds_platform facts: the NVIDIA module, the GDS mode and what
-    it needs (nvidia-fs and its IO statistics, or the P2PDMA prerequisites and module options), the
+    it needs (nvidia-fs and its IO statistics, or the P2PDMA prerequisites, module options and the
+    kernel's decision for the affinity groups' pairs from the gds_topology facts ``topology``), the
     GPU peer-memory module for RDMA NICs, and the udev data cuFile needs for every data drive."""
     drv = _member(platform, "nvidia_driver")
     reboot_note = "" if reboot_ok else " (gds_reboot_ok is false)"
@@ -77,11 +124,13 @@ def driver_checks(platform, mode, gpus=0, rw_stats=True, live=True, reboot_ok=Fa
                                 else "rw_stats_enabled is off: nvidia-fs counters stay at 0"))
     elif mode == "p2pdma":
         p2p = _member(platform, "p2pdma")
+        built = {True: "CONFIG_PCI_P2PDMA", False: "built without CONFIG_PCI_P2PDMA", None: "CONFIG_PCI_P2PDMA unread"}
         checks.append(check("driver: P2PDMA support", "PASS" if p2p.get("supported") else "FAIL",
-                            "kernel 6.2+ or p2pdma_pgmap_ops, open kernel module",
-                            "%s, %s" % (_member(platform, "kernel").get("release") or "?",
-                                        "open" if drv.get("open") else "proprietary"),
-                            inputs={"supported": p2p.get("supported")}))
+                            "kernel 6.2+ or p2pdma_pgmap_ops with CONFIG_PCI_P2PDMA, open kernel module",
+                            "%s (%s), %s" % (_member(platform, "kernel").get("release") or "?",
+                                             built.get(p2p.get("built_in"), "?"),
+                                             "open" if drv.get("open") else "proprietary"),
+                            inputs={"supported": p2p.get("supported"), "built_in": p2p.get("built_in")}))
         if _x86(platform):
             ok = _dwords_ok(platform)
             judged = {key: _member(drv, "registry").get(key) for key in P2PDMA_DWORDS}
@@ -91,6 +140,8 @@ def driver_checks(platform, mode, gpus=0, rw_stats=True, live=True, reboot_ok=Fa
                                 shown if shown is not None else "".join("%s=%s;" % item for item in judged.items()),
                                 None if ok else "gds-p2pdma.conf applies at the next load of the nvidia module" + reboot_note,
                                 inputs=judged))
+        if topology is not None:
+            checks.append(p2pdma_pairs_check(topology))
         multipath = platform.get("nvme_multipath")
         ok = multipath in MULTIPATH_OFF
         checks.append(check("driver: nvme_core multipath", "PASS" if ok else "WARN", "N", multipath,

@@ -180,6 +180,13 @@ static int check_engine_options(struct job *j, char *err, size_t errlen)
 		    xfer_type_list(ENG_QUEUED, list, sizeof(list)));
 	if (j->gpu < 0)
 		BAD(O_GPU, "%d is not a GPU index", j->gpu);
+	if (j->peer_mem[0] && j->xfer != 1)
+		BAD(O_PEERMEM, "peer memory is the buffer of xfer 1 (CPU only, O_DIRECT) only; the GPU types use their GPU's");
+	if (j->peer_mem[0] && j->buffered)
+		BAD(O_PEERMEM, "peer memory needs O_DIRECT (-O 0): the page cache cannot copy into it");
+	if (j->peer_mem[0] && access(j->peer_mem, R_OK | W_OK) != 0)
+		BAD(O_PEERMEM, "%s: %s (a published provider has /sys/bus/pci/devices/BDF/p2pmem/allocate)",
+		    j->peer_mem, strerror(errno));
 	if (j->numa >= 0) {
 		char p[96];
 

@@ -1,9 +1,14 @@
 /* xfer_type 1, CPU only: O_DIRECT pread/pwrite into 4 KiB-aligned host
- * buffers (gdsio's XFER_CPU_ONLY; the same work as fio psync direct=1). */
+ * buffers (gdsio's XFER_CPU_ONLY; the same work as fio psync direct=1), or,
+ * with --peer-memory, into a PCI device's p2pmem: the kernel's P2PDMA then
+ * moves the data between the drive and that device, and refuses a pair it
+ * cannot route (the I/O fails with its error, never a bounce). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <stdint.h>
 #include <unistd.h>
 
 #include "gdsbench.h"
@@ -14,6 +19,28 @@
  * memory makes each O_DIRECT request a few DMA segments instead of one per
  * 4 KiB page, so a 1 MiB read is not split at the device's segment limit
  * (virtio-blk: 254). Where THP is off this is just a 2 MiB-aligned buffer. */
+/* A shared mapping of p2pmem/allocate hands out pages of the device's memory
+ * (drivers/pci/p2pdma.c p2pmem_alloc_mmap); they return to its pool at munmap. */
+static int peer_buffer(struct worker *w, size_t len)
+{
+	int fd = open(w->job->peer_mem, O_RDWR | O_CLOEXEC);
+	void *buf;
+
+	if (fd < 0) {
+		werr(w, "cannot open peer memory %s: %s", w->job->peer_mem, strerror(errno));
+		return -1;
+	}
+	buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (buf == MAP_FAILED) {
+		werr(w, "cannot map %zu bytes of peer memory %s: %s", len, w->job->peer_mem, strerror(errno));
+		return -1;
+	}
+	w->slots[0].buf = w->slots[0].host = buf;
+	w->priv = (void *)(uintptr_t)len;	/* the mapping's length: munmap at exit */
+	return 0;
+}
+
 static int posix_thread_init(struct worker *w)
 {
 	size_t io = (size_t)w->job->io_size;
@@ -22,6 +49,8 @@ static int posix_thread_init(struct worker *w)
 
 	w->depth = 1;
 	w->slots = calloc(1, sizeof(*w->slots));
+	if (w->slots && w->job->peer_mem[0])
+		return peer_buffer(w, (io + GDS_SECTOR - 1) / GDS_SECTOR * GDS_SECTOR);
 	if (!w->slots || posix_memalign(&w->slots[0].buf, align, len) != 0) {
 		werr(w, "cannot allocate a %zu-byte aligned buffer", io);
 		return -1;
@@ -34,8 +63,11 @@ static int posix_thread_init(struct worker *w)
 
 static void posix_thread_exit(struct worker *w)
 {
-	if (w->slots)
+	if (w->slots && w->priv)
+		munmap(w->slots[0].buf, (size_t)(uintptr_t)w->priv);
+	else if (w->slots)
 		free(w->slots[0].buf);
+	w->priv = NULL;
 	free(w->slots);
 	w->slots = NULL;
 }

@@ -142,7 +142,7 @@ struct result {
 enum job_opt {
 	O_XFER, O_IO, O_THREADS, O_IOSIZE, O_SIZE, O_OFFSET, O_DEPTH, O_NUMA, O_GPU, O_DIR, O_FILE,
 	O_MEM, O_ALIGN, O_UNALIGNED, O_FILL, O_REFILL, O_BUFFERED, O_SKIPREG, O_NVLINK, O_SEED, O_VERIFY,
-	O_RUNTIME, O_NAME, O_COUNT
+	O_RUNTIME, O_NAME, O_PEERMEM, O_COUNT
 };
 
 /* One job: the command line, or one [jobN] section of a gdsio config file. */
@@ -173,6 +173,7 @@ struct job {
 	int depth;		/* -B: ops in flight per thread (queued engines); 0 = default */
 	char dir[PATH_MAX];
 	char file[PATH_MAX];
+	char peer_mem[PATH_MAX];	/* --peer-memory: a p2pmem/allocate file; "" = host memory */
 	int file_base;		/* first per-thread file index in dir (config jobs sharing a dir) */
 	char refused[PATH_MAX + 128];	/* why datafile.c refused a target at the check ("": none);
 					 * the run then fails with it, opening nothing */

@@ -195,6 +195,11 @@ static const struct gds_option table[] = {
 	  "cuFile types: do not register the buffers (cuFileBufRegister); CPU types ignore it" },
 	{ O_NVLINK, 'p', NULL, "enable_nvlinks", OPT_FLAG, J(nvlinks), 0, 1, "expected 0 or 1", NULL,
 	  "GPU types: enable peer access from the job's GPU to the others (NVLink)" },
+	{ O_PEERMEM, 262, "peer-memory", "peer_memory", OPT_PATH, J(peer_mem), 0, 0, "expected a path", "FILE",
+	  "xfer 1 (CPU only): the I/O buffer is peer memory mapped from FILE, a PCI\n"
+	  "device's /sys/bus/pci/devices/BDF/p2pmem/allocate (Linux P2PDMA, 6.2+):\n"
+	  "O_DIRECT moves the data between the drive and that device, never through\n"
+	  "host memory; a pair the kernel refuses fails with its error" },
 	{ O_RUNTIME, 'T', NULL, "runtime", OPT_SECONDS, J(duration), 0, 0, "expected seconds", "SECONDS",
 	  "run for this long, wrapping around; default: one pass" },
 	{ O_RUNTIME, 0, NULL, "time_based", OPT_NOT, J(one_pass), 0, 1, "expected 0 or 1", NULL,

@@ -212,6 +212,11 @@ static void json_job_extras(FILE *f, const char *ind, const struct job *j)
 	fprintf(f, ",\n%s\"target\": ", ind);
 	jstr(f, j->dir[0] ? j->dir : j->file);
 	fprintf(f, ",\n%s\"target_kind\": \"%s\"", ind, j->dir[0] ? "directory" : "file");
+	fprintf(f, ",\n%s\"peer_memory\": ", ind);
+	if (j->peer_mem[0])
+		jstr(f, j->peer_mem);
+	else
+		fputs("null", f);
 	fprintf(f, ",\n%s\"duration_s\": ", ind);
 	jnum(f, j->duration);
 	fprintf(f, ",\n%s\"seed\": %llu,\n%s\"verify\": %s", ind, (unsigned long long)j->seed, ind,
