@@ -220,7 +220,7 @@ def test_kernel_answers_as_predicted_before_zen_and_after_clearing_acs(boot):
 
     # The product clears ACS on the pair's bridges; the kernel decides again once the providers'
     # driver is rebound.
-    bridges = sorted({b for b in p["acs_redirect"]})
+    bridges = sorted(set(p["acs_redirect"]))
     result = guest.module("pcie_acs", {"state": "disabled", "bridges": bridges})
     assert result.get("changed"), result
     guest.sh("\n".join(
@@ -241,6 +241,11 @@ def test_kernel_answers_as_predicted_before_zen_and_after_clearing_acs(boot):
 
 def test_kernel_answers_as_predicted_on_zen_with_the_iommu_translating(boot):
     guest = boot("EPYC", APPEND)
+    # The P2PDMA prerequisites as gds_platform reads them from the running kernel: its config,
+    # its symbols (root reads kallsyms), its version.
+    p2p = guest.module("gds_platform", {"block_devices": []})["ansible_facts"]["gds_platform"]["p2pdma"]
+    assert (p2p["kernel"], p2p["config"], p2p["pgmap_ops"], p2p["built_in"], p2p["kernel_supported"]) == \
+        (True, True, True, True, True), p2p
     by_bdf = drives(guest)
     prepare_files(guest, by_bdf)
     facts, predicted = predictions(guest)

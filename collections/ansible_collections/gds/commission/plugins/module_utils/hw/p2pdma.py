@@ -133,7 +133,7 @@ def _host_bridge_verdict(tree, provider, client, kernel):
         elif entry[1] and not same:
             reasons.append("host bridge %s whitelisted under one host bridge only" % name)
         elif entry[0] >= ORIGINAL_ENTRIES and (not kernel or tuple(kernel) < WHITELIST_KERNEL):
-            unsure.append("host bridge %s whitelisted since before Linux %s; kernel %s may lack it"
+            unsure.append("host bridge %s on Linux %s's whitelist, not the original one; kernel %s may lack it"
                           % (name, ".".join(map(str, WHITELIST_KERNEL)),
                              ".".join(map(str, kernel)) if kernel else "unknown"))
     if reasons:

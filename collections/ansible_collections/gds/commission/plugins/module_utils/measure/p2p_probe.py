@@ -73,7 +73,7 @@ class KernelLog(object):
         if self.fd is None:
             return None
         lines = []
-        for _ in range(KMSG_RECORDS):
+        for _record in range(KMSG_RECORDS):
             try:
                 record = os.read(self.fd, 8192)
             except BlockingIOError:
@@ -145,7 +145,7 @@ def probe_target(binary, array, providers, pairs, nvme, sysfs_root, size, timeou
         if ours and ident is not None:
             remove_file(dir_fd, PROBE_FILE, ident)
         os.close(dir_fd)
-        for parent, name, ident, _ in reversed(made):
+        for parent, name, ident, _path in reversed(made):
             remove_dir(parent, name, ident)
             os.close(parent)
     return answers, None
