@@ -17,12 +17,10 @@ from ansible_collections.gds.commission.plugins.module_utils.core.checks import 
 from ansible_collections.gds.commission.plugins.module_utils.core.files import listdir, natural_key, read_text, resolve
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import (
     CLASS_3D, CLASS_VGA, LINK_CLASSES, LINK_FILES, NVIDIA_VENDOR, PORT_DOWNSTREAM, PORT_NAMES, PORT_ROOT, PciTree,
-    bdf_key, class_rank, is_root_bus, normalize_bdf, pci_function_in_path,
+    bdf_key, controller_bdfs, class_rank, is_root_bus, normalize_bdf, pci_function_in_path,
 )
 from ansible_collections.gds.commission.plugins.module_utils.hw.p2pdma import pairs as p2pdma_pairs
-from ansible_collections.gds.commission.plugins.module_utils.hw.platform import (
-    cpu_info, kernel_release, parse_cmdline, version_tuple,
-)
+from ansible_collections.gds.commission.plugins.module_utils.hw.platform import cpu_info, running_kernel_version
 from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import ProcfsError, system_disks
 
 # A namespace block device as /sys/block lists it: the plain disk of a controller, or the head
@@ -471,7 +469,7 @@ def find_nics(tree):
 def link_matrix(tree, gpus, nvme, nics):
     """{A: {B: CLASS}} over GPU<index>, NVMe names and NIC names; ``X`` on the diagonal."""
     nodes = ([("GPU%d" % g["index"], [g["bdf"]]) for g in gpus]
-             + [(d["name"], _drive_bdfs(d)) for d in nvme] + [(n["name"], [n["bdf"]]) for n in nics])
+             + [(d["name"], controller_bdfs(d)) for d in nvme] + [(n["name"], [n["bdf"]]) for n in nics])
     matrix = {name: {} for name, dummy in nodes}
     for i, (name_a, bdfs_a) in enumerate(nodes):
         matrix[name_a][name_a] = "X"
@@ -482,11 +480,6 @@ def link_matrix(tree, gpus, nvme, nics):
                 cls = min((tree.link_class(a, b) for a in bdfs_a for b in bdfs_b), key=class_rank)
             matrix[name_a][name_b] = matrix[name_b][name_a] = cls
     return matrix
-
-
-def _drive_bdfs(drive):
-    bdfs = [p["bdf"] for p in drive.get("paths") or []] or [drive["bdf"]]
-    return sorted(set(bdfs), key=bdf_key)
 
 
 def _best(matrix, source, candidates):
@@ -559,7 +552,7 @@ def path_bridges(tree, gpus, nvme, nics):
     above system drives alone are left out. Without GPUs (a storage-only node, the QEMU guest)
     the drives' and NICs' bridges still count, since GDS traffic will cross them once GPUs land.
     """
-    endpoints = [g["bdf"] for g in gpus] + [b for d in nvme if not d["system"] for b in _drive_bdfs(d)]
+    endpoints = [g["bdf"] for g in gpus] + [b for d in nvme if not d["system"] for b in controller_bdfs(d)]
     endpoints += [n["bdf"] for n in nics]
     seen = set()
     for bdf in endpoints:
@@ -582,7 +575,7 @@ def pcie_links(tree, gpus, nvme, nics, disks=()):
     for gpu in gpus:
         kinds[gpu["bdf"]] = "gpu"
     for drive in nvme:
-        for bdf in _drive_bdfs(drive):
+        for bdf in controller_bdfs(drive):
             kinds.setdefault(bdf, "nvme")
     for nic in nics:
         kinds.setdefault(nic["bdf"], "nic")
@@ -665,15 +658,9 @@ def discover(sysfs_root="/sys", procfs_root="/proc", nvml_bus_ids=None):
         "disks": disks,
         "pcie_links": pcie_links(tree, gpus, nvme, nics, [d for d in disks if d["bdf"]]),
         "numa_nodes": sorted({d.numa_node for d in tree.devices.values()}),
-        "p2pdma": p2pdma_pairs(tree, gpus, nvme, nics, cpu_info(procfs_root), running_kernel(procfs_root)),
+        "p2pdma": p2pdma_pairs(tree, gpus, nvme, nics, cpu_info(procfs_root), running_kernel_version(procfs_root)),
     }
     return facts, tree.warnings
-
-
-def running_kernel(procfs_root):
-    """The running kernel's version tuple (osrelease, else the command line's image), or None."""
-    text = read_text(os.path.join(procfs_root, "cmdline"))
-    return version_tuple(kernel_release(procfs_root, parse_cmdline(text)[1])[0])
 
 
 def visibility_checks(facts, warnings):

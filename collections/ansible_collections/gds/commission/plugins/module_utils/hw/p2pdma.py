@@ -20,12 +20,12 @@ provider/client pair, from the PCI tree and the ACS Control registers, as follow
 
 This module repeats that decision from the product's facts (the PciTree, /proc/cpuinfo, the
 kernel release), so the report can say for every GPU/drive/NIC pair what the kernel will do, before
-any transfer. The QEMU guest of the molecule ``vm`` scenario holds it against the kernel's answer
-for every pair (tests/vm/test_guest_p2pdma.py).
+any transfer. The QEMU guest holds it against the kernel's answer for every pair
+(tests/integration/test_guest_p2pdma.py, ``make vm-p2p``; docs/p2pdma.md).
 """
 from __future__ import annotations
 
-from ansible_collections.gds.commission.plugins.module_utils.hw.pci import bdf_key, is_root_bus
+from ansible_collections.gds.commission.plugins.module_utils.hw.pci import bdf_key, controller_bdfs, is_root_bus
 
 # ACS Control bits the kernel reads as a redirect (pci_bridge_has_acs_redir: RR | CR | EC).
 ACS_RR = 0x0004
@@ -163,8 +163,8 @@ def map_type(tree, provider, client, cpu=None, kernel=None, known=None):
     """The kernel's decision for DMA from ``client`` into ``provider``'s memory, as a dict:
     ``map`` (bus_address, host_bridge, refused or unknown), ``distance`` (the kernel's hop count),
     ``common`` (the common upstream bridge or None), ``acs_redirect`` (functions with a redirect
-    bit, as the kernel lists them), ``disable_acs_redir`` (the kernel parameter that clears them),
-    ``reason``."""
+    bit, in the kernel's order: ``kernel_parameter`` makes the parameter that clears them),
+    ``reason``. ``known``: see acs_redirect."""
     up_a, up_b = upward(tree, provider), upward(tree, client)
     listed, unreadable = [], []
     common = None
@@ -220,7 +220,7 @@ def providers_and_clients(tree, gpus, nvme, nics):
     providers = [g["bdf"] for g in gpus if g.get("bdf") in tree.devices]
     providers += [bdf for bdf in sorted(tree.devices, key=bdf_key)
                   if bdf not in providers and tree.publishes_p2pmem(bdf)]
-    clients = [p["bdf"] for d in nvme if not d.get("system") for p in d.get("paths") or [d] if p.get("bdf")]
+    clients = [bdf for d in nvme if not d.get("system") for bdf in controller_bdfs(d)]
     clients += [n["bdf"] for n in nics if n.get("bdf")]
     seen = set()
     clients = [bdf for bdf in clients if bdf in tree.devices and not (bdf in seen or seen.add(bdf))]

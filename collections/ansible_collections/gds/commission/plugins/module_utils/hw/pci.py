@@ -89,6 +89,16 @@ def bdf_key(bdf):
     return tuple(int(part or "0", 16) for part in match.groups())
 
 
+def controller_bdfs(drive):
+    """The PCI addresses a drive of the gds_topology facts is reached through: each path's
+    controller (a dual-port drive has two), else the drive's own; sorted, each once. An entry
+    that is not a dict, or an address that is not a string, is left out."""
+    drive = drive if isinstance(drive, dict) else {}
+    paths = drive.get("paths") if isinstance(drive.get("paths"), list) else []
+    bdfs = [p.get("bdf") for p in paths if isinstance(p, dict)] or [drive.get("bdf")]
+    return sorted({bdf for bdf in bdfs if isinstance(bdf, str)}, key=bdf_key)
+
+
 def normalize_bdf(text):
     """``00000000:34:00.0`` (NVML) or ``34:00.0`` -> ``0000:34:00.0``; None if it is no BDF."""
     match = _BDF.match((text or "").strip().lower())

@@ -110,6 +110,13 @@ def kernel_release(procfs_root, cmdline_params):
     return None, None
 
 
+def running_kernel_version(procfs_root):
+    """The running kernel's version tuple (kernel_release: osrelease, else the command line's
+    image), or None."""
+    params = parse_cmdline(_read(os.path.join(procfs_root, "cmdline")))[1]
+    return version_tuple(kernel_release(procfs_root, params)[0])
+
+
 def cpu_info(procfs_root):
     """{vendor, family, model, arch, grace} from /proc/cpuinfo (first processor); family is the
     x86 ``cpu family`` number (None elsewhere or unread)."""

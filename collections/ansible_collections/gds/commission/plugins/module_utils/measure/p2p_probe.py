@@ -26,6 +26,7 @@ from ansible_collections.gds.commission.plugins.module_utils.core.files import (
     UnsafeFile, new_regular_file, open_dir, remove_dir, remove_file,
 )
 from ansible_collections.gds.commission.plugins.module_utils.core import proc
+from ansible_collections.gds.commission.plugins.module_utils.hw.pci import controller_bdfs
 
 PROBE_FILE = "gds-p2pdma-probe.dat"
 WORST_FIRST = ("refused", "unknown", "host_bridge", "bus_address")
@@ -36,13 +37,13 @@ KERNEL_WORDS = re.compile(r"peer-to-peer|P2PDMA|ACS redirect|disable_acs_redir|D
 
 def members_of(array, nvme):
     """(member names, their controllers' PCI addresses) of one benchmark target: its ``members``
-    (drive names of the gds_topology facts), every path of a multipath drive."""
+    (drive names of the gds_topology facts), every path of a multipath drive; None for a member
+    the facts do not place, so that its pair is unknown."""
     by_name = {d.get("name"): d for d in nvme if isinstance(d, dict)}
     names = [m for m in array.get("members") or [] if isinstance(m, str)]
     bdfs = []
     for name in names:
-        drive = by_name.get(name) or {}
-        bdfs += [p.get("bdf") for p in drive.get("paths") or [drive] if isinstance(p, dict)]
+        bdfs += controller_bdfs(by_name.get(name)) or [None]
     return names, bdfs
 
 
@@ -113,6 +114,15 @@ def _target_dir(array):
     return array.get("target") or os.path.join(str(array.get("mount") or "").rstrip("/"), "gds-bench")
 
 
+def _close_made(made, remove=False):
+    """Close the parents of the directories open_dir made (outermost last), removing each made
+    directory first when asked (only while it is empty and still the one made)."""
+    for parent, name, ident, _path in reversed(made):
+        if remove:
+            remove_dir(parent, name, ident)
+        os.close(parent)
+
+
 def probe_target(binary, array, providers, pairs, nvme, sysfs_root, size, timeout, log):
     """The answers for one target: {provider: {...}}, or the reason it could not be probed."""
     names, clients = members_of(array, nvme)
@@ -121,12 +131,16 @@ def probe_target(binary, array, providers, pairs, nvme, sysfs_root, size, timeou
     try:
         dir_fd = open_dir(directory, made)
     except (UnsafeFile, OSError) as exc:
+        _close_made(made)
         return None, "cannot use %s: %s" % (directory, getattr(exc, "reason", None) or exc)
     path = os.path.join(directory, PROBE_FILE)
-    ours = new_regular_file(dir_fd, PROBE_FILE) is None
+    existed = new_regular_file(dir_fd, PROBE_FILE) is not None
+    ours = None  # the file_id of the probe file this run wrote, the only file it removes
     answers = {}
     try:
         record, error = _gdsbench(binary, ["-f", path, "-x", "1", "-I", "1", "-s", str(size), "-i", "1M"], timeout)
+        if not existed:
+            ours = new_regular_file(dir_fd, PROBE_FILE)
         if error or not record:
             return None, "writing %s failed: %s" % (path, error)
         for provider in providers:
@@ -141,13 +155,10 @@ def probe_target(binary, array, providers, pairs, nvme, sysfs_root, size, timeou
                 "bytes": (record or {}).get("bytes"), "verify_errors": (record or {}).get("verify_errors"),
                 "seconds": (record or {}).get("elapsed_s"), "error": error, "kernel_log": log.since()}
     finally:
-        ident = new_regular_file(dir_fd, PROBE_FILE)
-        if ours and ident is not None:
-            remove_file(dir_fd, PROBE_FILE, ident)
+        if ours is not None:
+            remove_file(dir_fd, PROBE_FILE, ours)  # only while it is still the file written above
         os.close(dir_fd)
-        for parent, name, ident, _path in reversed(made):
-            remove_dir(parent, name, ident)
-            os.close(parent)
+        _close_made(made, remove=True)
     return answers, None
 
 

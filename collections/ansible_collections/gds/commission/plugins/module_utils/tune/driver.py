@@ -11,6 +11,7 @@ import os
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
 from ansible_collections.gds.commission.plugins.module_utils.hw.p2pdma import kernel_parameter
+from ansible_collections.gds.commission.plugins.module_utils.hw.pci import controller_bdfs
 
 
 P2PDMA_DWORDS = {"RMForceStaticBar1": "1", "RmForceDisableIomapWC": "1"}
@@ -62,9 +63,8 @@ def group_pairs(topology):
     for group in _items(topology.get("groups")):
         for index in _items(group.get("gpus") if isinstance(group, dict) else None):
             for name in _items(group.get("nvme")):
-                drive = drives.get(name) if isinstance(drives.get(name), dict) else {}
-                for path in _items(drive.get("paths")) or [drive]:
-                    yield gpu_bdf.get(index), path.get("bdf") if isinstance(path, dict) else None, name
+                for bdf in controller_bdfs(drives.get(name)) or [None]:  # None: a pair it cannot judge
+                    yield gpu_bdf.get(index), bdf, name
 
 
 def p2pdma_pairs_check(topology):
