@@ -29,7 +29,7 @@ DEBS_VM := qemu-system-x86 qemu-utils debootstrap openssh-client e2fsprogs
 # a real slurmctld/slurmd for the gds_slurm tests (tests/unit/test_slurm.py)
 DEBS_SLURM := slurm-wlm munge
 
-.PHONY: help setup debs test test-oldest unit lint sanity bench demo sim drift report vm-test vm-p2p molecule wheels clean fleet-perf capabilities ee
+.PHONY: help setup debs test test-oldest unit lint sanity bench demo sim drift report vm-test vm-p2p molecule wheels clean fleet-perf capabilities roles quick ee
 help:
 	@echo "make demo     commission the bundled simulated nodes and write reports/latest/"
 	@echo "make test     unit tests, benchmark tests, lint, molecule default (and vm when qemu is usable)"
@@ -42,6 +42,8 @@ help:
 	@echo "make test-oldest  on the oldest ansible-core: demo, drift, sanity, the drift and fleet tests"
 	@echo "make wheels   the wheels and collections tarball a GPU machine without an index needs (.whl/)"
 	@echo "make ee       the collection tarball and the execution environment's build context (build/ee/)"
+	@echo "make quick    the unit layer only (pytest -m unit: no playbook, no daemon), in minutes"
+	@echo "make roles    write each role's defaults, argument specs and docs/variables.md table from its spec (ROLE_SPEC)"
 	@echo "make capabilities  regenerate the collection's copy of gdsbench's vocabulary (measure/gdsbench_vocab.py)"
 
 debs:
@@ -63,6 +65,11 @@ capabilities:
 	$(MAKE) -C $(GDSBENCH_SRC) nocuda
 	python3 scripts/gdsbench-vocab.py $(GDSBENCH_SRC)/gdsbench-nocuda
 
+# each role's defaults/main.yml, meta/argument_specs.yml and docs/variables.md table, from the spec of
+# its area (ROLE_SPEC, listed in module_utils/roles.py); tests/unit/test_role_specs.py fails while one differs
+roles: setup
+	$(BIN)/python scripts/gen-roles.py
+
 # Simulated nodes: fixture topologies turned into sysfs/procfs trees under build/sim/<host>/.
 sim: setup
 	$(BIN)/python tests/fixtures/simtree.py --inventory inventory/demo/hosts.yml --out build/sim
@@ -76,6 +83,10 @@ drift: setup
 
 unit: setup $(GDSBENCH)
 	$(BIN)/pytest -q tests
+
+# the quick loop: the unit layer only (no playbook, no daemon; tests/conftest.py holds it to that)
+quick: setup $(GDSBENCH)
+	$(BIN)/pytest -q -m unit tests
 
 lint: setup
 	$(BIN)/ansible-lint --profile production -q
@@ -132,8 +143,8 @@ test: setup
 
 # The oldest maintained ansible-core (CI runs it after `make test`, which is on the newest): the demo,
 # drift, the collection's sanity, the drift-never-acts test and the fleet tests, in .venv-core-<oldest>/
-FLEET_TESTS := tests/unit/test_drift_never_acts.py tests/unit/test_check_mode_contract.py tests/unit/test_fleet_scale.py \
-	tests/unit/test_node_local.py tests/unit/test_sliced_run.py tests/unit/test_callback.py tests/unit/test_run_edges.py \
+FLEET_TESTS := tests/integration/test_drift_never_acts.py tests/unit/test_check_mode_contract.py tests/unit/test_fleet_scale.py \
+	tests/integration/test_node_local.py tests/integration/test_sliced_run.py tests/unit/test_callback.py tests/unit/test_run_edges.py \
 	tests/integration/test_demo.py
 test-oldest:
 	$(MAKE) CORE=$(OLDEST_CORE) demo

@@ -12,6 +12,9 @@ COLLECTION = os.path.join(ROOT, "collections", "ansible_collections", "gds", "co
 GDSBENCH_SRC = os.path.join(COLLECTION, "roles", "gds_bench", "files", "bench")
 LAB = os.path.join(ROOT, "bench")
 sys.path.insert(0, os.path.join(ROOT, "tests", "fixtures"))
+# integration tests (tests/integration) import the helpers and shared cases of the unit tests
+if os.path.join(ROOT, "tests", "unit") not in sys.path:
+    sys.path.append(os.path.join(ROOT, "tests", "unit"))
 # the collection's code imports itself as ansible_collections.gds.commission.* (Ansible's collection loader
 # gives it those names): collections/ on sys.path gives the tests the same
 if os.path.join(ROOT, "collections") not in sys.path:
@@ -82,3 +85,48 @@ def task_results(data):
         for task in play["tasks"]:
             for host, res in task["hosts"].items():
                 yield task["task"]["name"], host, res
+
+
+# --------------------------------------------------------------------------------------------
+# Layers: a test under tests/unit is a unit test unless marked integration; everything else is
+# integration. A unit test that starts a playbook, a daemon or a build fails (the guard below), so
+# `pytest -m unit` stays the quick loop it says it is.
+# --------------------------------------------------------------------------------------------
+UNIT_DIR = os.path.join(ROOT, "tests", "unit") + os.sep
+# what makes a test integration: Ansible's runners and builders, the daemons and the clients that
+# need them, browsers and guests
+INTEGRATION_COMMANDS = frozenset((
+    "ansible-playbook", "ansible-galaxy", "ansible-builder", "ansible-test", "molecule", "slurmctld", "slurmd",
+    "munged", "scontrol", "srun", "sbatch", "prometheus-node-exporter", "chromium", "qemu-system-x86_64"))
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if str(item.fspath).startswith(UNIT_DIR) and not item.get_closest_marker("integration"):
+            item.add_marker(pytest.mark.unit)
+        elif not item.get_closest_marker("integration"):
+            item.add_marker(pytest.mark.integration)
+
+
+class IntegrationInUnitTest(AssertionError):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def _unit_runs_no_playbook(request, monkeypatch):
+    """A unit test (or a fixture it uses) that starts one of INTEGRATION_COMMANDS fails, naming it."""
+    if not request.node.get_closest_marker("unit"):
+        yield
+        return
+    popen_init = subprocess.Popen.__init__
+
+    def refuse(self, args, *more, **kwargs):
+        program = args if isinstance(args, (str, bytes)) else (args[0] if args else "")
+        name = os.path.basename(os.fsdecode(program).split()[0]) if program else ""
+        if name in INTEGRATION_COMMANDS:
+            raise IntegrationInUnitTest("%s started %s: mark it @pytest.mark.integration or move it to tests/integration"
+                                        % (request.node.nodeid, name))
+        return popen_init(self, args, *more, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    yield

@@ -198,6 +198,7 @@ FAILING_PLAY = """
 """
 
 
+@pytest.mark.integration  # runs ansible-playbook
 def test_fallback_report_reads_hosts_as_the_report_play_would(tmp_path):
     """Every host stopped before the report play (any_errors_fatal): the callback's own report
     reads the same inputs as the report play's filter (gds_rdma_bench_results included) and judges

@@ -10,7 +10,7 @@
   supports check mode; the tuning roles decide from the mode their tasks run under
   (``ansible_facts['gds_check_mode']``), never from ``ansible_check_mode``, which follows only
   ``--check``; drift.yml's first play refuses a run Ansible does not run in check mode.
-tests/unit/test_drift_never_acts.py runs drift against a recording node in each of these ways.
+tests/integration/test_drift_never_acts.py runs drift against a recording node in each of these ways.
 """
 import ast
 import configparser
@@ -226,6 +226,7 @@ def test_no_play_names_a_third_party_strategy_and_the_collection_ships_none():
     assert problems == []
 
 
+@pytest.mark.integration  # runs ansible-playbook
 def test_a_drift_run_prints_no_deprecation():
     """ansible-core 2.19 deprecated third-party strategies: with deprecation warnings on, checking
     the syntax of drift.yml and commission.yml through the repository's ansible.cfg warns of nothing."""

@@ -128,3 +128,32 @@ def test_the_reports_input_shape_comes_from_the_schema(sim_node):
         found = gds_report.input_problems({"topology": bad})
         where = "topology." + ".".join("%s" % k for k in path).replace(".0.", "[0].")
         assert found and found[0][0] == "topology" and found[0][1].startswith(where + " is "), (path, found)
+
+
+def test_facts_entering_a_module_are_held_to_the_schema_naming_the_key(sim_node):
+    """fact_error, where facts enter (gds_netfs, gds_raid): the real facts pass, and a value of the
+    wrong kind is named by its key and value; a key the reader does not take is not looked at."""
+    from ansible_collections.gds.commission.plugins.module_utils.hw.facts_schema import fact_error
+    from ansible_collections.gds.commission.plugins.module_utils.tune.raid import RaidError, desired_arrays
+    topology = module_facts(sim_node("dgx-a100"))["gds_topology"]
+    assert fact_error(topology, TOPOLOGY, "topology") is None
+    cases = [
+        (("nvme", 0, "name"), 5, "topology.nvme[0].name is 5, expected a string"),
+        (("gpus", 1, "nic_link"), "FAR", "topology.gpus[1].nic_link is 'FAR', expected one of PIX, PXB, PHB, NODE, SYS"),
+        (("gpus", 0, "index"), True, "topology.gpus[0].index is True, expected a whole number"),
+        (("gpus", 0, "index"), -1, "topology.gpus[0].index is -1, expected at least 0"),
+        (("matrix", "GPU0"), "PIX", "topology.matrix.GPU0 is 'PIX', expected a mapping"),
+        (("nvme", 0, "switch"), 7, "topology.nvme[0].switch is 7, expected a string or null"),
+    ]
+    for path, value, words in cases:
+        bad = copy.deepcopy(topology)
+        node = bad
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+        assert fact_error(bad, TOPOLOGY, "topology") == words
+        assert fact_error(bad, TOPOLOGY, "topology", keys=("disks",)) is None
+    bad = copy.deepcopy(topology)
+    bad["nvme"][0]["system"] = "no"
+    with pytest.raises(RaidError, match=r"topology.nvme\[0\].system is 'no', expected true or false"):
+        desired_arrays(bad)

@@ -264,6 +264,7 @@ REUSE_PLAYS = """
 """
 
 
+@pytest.mark.integration  # runs ansible-playbook
 @pytest.mark.parametrize("first", [False, True])
 def test_gds_facts_reuse_keeps_the_facts_of_an_earlier_play(tmp_path, first):
     root = simtree.build("dgx-a100", str(tmp_path / "sim" / "node"))
@@ -291,6 +292,7 @@ SHOW_TOPOLOGY = {"name": "Show the topology the run ends with", "hosts": "all", 
     {"name": "Topology", "ansible.builtin.debug": {"msg": "{{ ansible_facts['gds_topology'] }}"}}]}
 
 
+@pytest.mark.integration  # runs ansible-playbook
 def test_commission_reads_the_facts_once_and_again_only_what_tuning_changed(tmp_path):
     root = simtree.build("dgx-a100", str(tmp_path / "sim" / "node"))
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": {"node": {"gds_root": root}}, "vars": {
@@ -356,6 +358,7 @@ def test_a_module_result_does_not_echo_the_topology_it_was_given(sim_node, modul
 # --------------------------------------------------------------------------------------------
 # a drift run: the tasks a node costs the controller
 # --------------------------------------------------------------------------------------------
+@pytest.mark.integration  # runs ansible-playbook
 def test_a_drift_run_checks_each_role_once_and_runs_each_roles_files_in_one_step(tmp_path):
     """What a dgx-a100 node costs the controller per drift run (each task is a step of Ansible's
     one-threaded main process per node): each role's argument specs are checked once (the first

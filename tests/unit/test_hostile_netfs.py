@@ -232,8 +232,8 @@ def test_good_interface_addresses_give_the_client_address(tmp_path):
     ({"gpus": [{}]}, ["topology.gpus[0].index", "None"]),
     ({"gpus": [{"index": 0, "nics": "mlx5_0"}]}, ["topology.gpus[0].nics"]),
     ({"gpus": {"0": {}}}, ["topology.gpus", "list"]),
-    ({"matrix": [1]}, ["topology.matrix", "dict"]),
-    ({"matrix": {"GPU0": "PIX"}}, ["topology.matrix[GPU0]"]),
+    ({"matrix": [1]}, ["topology.matrix", "a mapping"]),
+    ({"matrix": {"GPU0": "PIX"}}, ["topology.matrix.GPU0", "PIX"]),
     ([1, 2], ["topology"]),
 ])
 def test_topology_of_the_wrong_shape_fails_naming_the_key(tmp_path, topology, words):

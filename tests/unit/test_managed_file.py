@@ -3,6 +3,7 @@ name, never through a link (plugins/module_utils/core/files.py, managed_file / r
 import os
 import sys
 
+import pytest
 import simtree
 import yaml
 from conftest import ROOT, run_playbook_json, task_results
@@ -90,6 +91,7 @@ PLAY = """
 """
 
 
+@pytest.mark.integration  # runs ansible-playbook
 def test_roles_leave_an_admins_file_of_the_same_name(tmp_path):
     """IO statistics off (gds_driver) and no ACS persistence (pcie_acs): the role removes its own
     nvidia_fs.conf, unit and drop-in, but not files of those names that an admin wrote."""

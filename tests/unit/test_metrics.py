@@ -168,6 +168,7 @@ def free_port():
         return sock.getsockname()[1]
 
 
+@pytest.mark.integration  # node_exporter serves the files
 @pytest.mark.skipif(not NODE_EXPORTER, reason="node_exporter is not installed (Debian's prometheus-node-exporter; "
                                                "make test installs it)")
 def test_node_exporter_serves_both_textfiles(tmp_path):

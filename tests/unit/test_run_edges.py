@@ -41,6 +41,7 @@ def run_dirs(reports):
 # --------------------------------------------------------------------------------------------
 # No host judged
 # --------------------------------------------------------------------------------------------
+@pytest.mark.integration  # runs ansible-playbook
 @pytest.mark.parametrize("playbook,args", [("drift.yml", ["--check"]), ("commission.yml", []), ("report.yml", [])])
 @pytest.mark.parametrize("inventory", ["missing", "empty-groups"])
 def test_a_run_that_targets_no_host_fails_and_moves_no_latest(tmp_path, playbook, args, inventory):
@@ -58,6 +59,7 @@ def test_a_run_that_targets_no_host_fails_and_moves_no_latest(tmp_path, playbook
 # --------------------------------------------------------------------------------------------
 # A check-mode commission
 # --------------------------------------------------------------------------------------------
+@pytest.mark.integration  # runs ansible-playbook
 def test_a_check_mode_commission_fails_nothing_it_did_not_run_and_is_never_latest(tmp_path):
     root = simtree.build("hgx-h100", str(tmp_path / "sim" / "node"))
     inventory = tmp_path / "hosts.yml"
@@ -191,6 +193,7 @@ def test_gds_merge_without_the_hosts_is_never_green(tmp_path):
     assert proc.stdout.rstrip().endswith("report: %s/report.html" % (tmp_path / "r1"))
 
 
+@pytest.mark.integration  # runs ansible-playbook
 def test_the_push_report_holds_each_host_to_its_own_required_areas(tmp_path):
     """The report task runs once, on the first host: a required_areas [] in that host's inventory
     was every host's. Now a host that sets none is held to the play's value and the role's default."""

@@ -303,6 +303,7 @@ def slurm_module(run_dir, check_mode=False, **args):
     return run_module("gds_slurm", dict(args, run_dir=run_dir), check_mode=check_mode)
 
 
+@pytest.mark.integration  # a real slurmctld and slurmd, or ansible-playbook
 def test_drains_failing_nodes_and_resumes_only_its_own(slurm, tmp_path):
     slurm.drain(NODES[2], "admin: replacing a DIMM")
     hosts = passing(*NODES[3:])
@@ -328,6 +329,7 @@ def test_drains_failing_nodes_and_resumes_only_its_own(slurm, tmp_path):
         slurm.state(NODES[2])[1] == "admin: replacing a DIMM"
 
 
+@pytest.mark.integration  # a real slurmctld and slurmd, or ansible-playbook
 def test_circuit_breaker_refuses_and_changes_nothing(slurm, tmp_path):
     hosts = passing(*NODES)
     for node in NODES[:3]:
@@ -340,6 +342,7 @@ def test_circuit_breaker_refuses_and_changes_nothing(slurm, tmp_path):
     assert rc == 0 and all("DRAIN" in slurm.state(n)[0] for n in NODES[:3])
 
 
+@pytest.mark.integration  # a real slurmctld and slurmd, or ansible-playbook
 @pytest.mark.parametrize("mode", ["dry_run", "check_mode"])
 def test_dry_run_plans_and_changes_nothing(slurm, tmp_path, mode):
     slurm.drain(REAL, "gds: bench: old failure")
@@ -352,6 +355,7 @@ def test_dry_run_plans_and_changes_nothing(slurm, tmp_path, mode):
     assert slurm.state(REAL)[1] == "gds: bench: old failure" and "DRAIN" not in slurm.state(NODES[1])[0]
 
 
+@pytest.mark.integration  # a real slurmctld and slurmd, or ansible-playbook
 def test_node_names_come_from_the_inventory_mapping(slurm, tmp_path):
     hosts = {"gpu-a.example.com": ("FAIL", [check("bench: x", "FAIL")]), "gpu-b": ("PASS", []),
              "fleet-0004.cluster.local": ("PASS", [])}
@@ -362,6 +366,7 @@ def test_node_names_come_from_the_inventory_mapping(slurm, tmp_path):
     assert res["candidates"] == 2
 
 
+@pytest.mark.integration  # a real slurmctld and slurmd, or ansible-playbook
 def test_drift_run_drains_drift_and_clears_only_drift_drains(slurm, tmp_path):
     slurm.drain(NODES[2], "gds: bench: seq_read throughput")
     rc, res = slurm_module(drift_run(tmp_path / "d1", {REAL: ["/etc/cufile.json: properties.x"], NODES[2]: []}))
@@ -397,6 +402,7 @@ def verdict_file(path, status, reason=None, node=REAL, mode="commission"):
     return path
 
 
+@pytest.mark.integration  # a real slurmctld and slurmd, or ansible-playbook
 def test_healthcheck_drains_itself_and_resumes_its_own_drain(slurm, tmp_path):
     path = verdict_file(tmp_path / "v.json", "bad", "gds: bench: seq_read throughput")
     rc, out = healthcheck(path, env=slurm.env)
@@ -441,6 +447,7 @@ def run_playbook(slurm, tmp_path, run_dir, *extra, hostvars=None):
     return proc.returncode, proc.stdout + proc.stderr
 
 
+@pytest.mark.integration  # a real slurmctld and slurmd, or ansible-playbook
 def test_slurm_playbook_drains_maps_names_and_writes_verdict_files(slurm, tmp_path):
     hosts = passing(NODES[1])
     hosts[REAL] = ("FAIL", [check("bench: seq_read throughput", "FAIL")])
@@ -697,6 +704,7 @@ def install_healthcheck(tmp_path):
     return path, [res for name, host, res in task_results(data) if "health check" in name]
 
 
+@pytest.mark.integration  # a real slurmctld and slurmd, or ansible-playbook
 def test_the_role_installs_the_healthcheck_with_the_rules_in_it(tmp_path):
     path, results = install_healthcheck(tmp_path)
     assert results and results[-1]["changed"]
@@ -828,6 +836,7 @@ def test_healthcheck_unknown_status_and_foreign_drains_are_left_alone(tmp_path):
 # --------------------------------------------------------------------------------------------
 # Hostile input against the real Slurm
 # --------------------------------------------------------------------------------------------
+@pytest.mark.integration  # a real slurmctld and slurmd, or ansible-playbook
 def test_a_node_an_admin_set_down_is_never_taken_over(slurm, tmp_path):
     # nodes that never register: with ReturnToService=2 a registered slurmd would bring itself back
     down, down_ours, foreign = NODES[3], NODES[4], NODES[5]
@@ -847,6 +856,7 @@ def test_a_node_an_admin_set_down_is_never_taken_over(slurm, tmp_path):
     assert "DOWN" in slurm.state(down_ours)[0] and "DRAIN" in slurm.state(down_ours)[0]
 
 
+@pytest.mark.integration  # a real slurmctld and slurmd, or ansible-playbook
 def test_two_hosts_on_one_node_change_nothing(slurm, tmp_path):
     slurm.drain(REAL, "gds: bench: old")
     hosts = {"gpu-a.example.com": ("FAIL", [check("bench: x", "FAIL")]), "gpu-b.example.com": ("PASS", [])}
@@ -869,6 +879,7 @@ def test_two_hosts_on_one_node_change_nothing(slurm, tmp_path):
     ('{"hosts": {"%s": "PASS"}}' % REAL, 'hosts["%s"]' % REAL),
     ('{"hosts": {"%s": {"verdict": "PASS", "checks": [null]}}}' % REAL, 'hosts["%s"].checks[0]' % REAL),
 ])
+@pytest.mark.integration  # a real slurmctld and slurmd, or ansible-playbook
 def test_a_corrupted_summary_neither_resumes_nor_crashes(slurm, tmp_path, content, key):
     slurm.drain(REAL, "gds: bench: old")
     (tmp_path / "r").mkdir()
@@ -878,6 +889,7 @@ def test_a_corrupted_summary_neither_resumes_nor_crashes(slurm, tmp_path, conten
     assert slurm.state(REAL)[1] == "gds: bench: old"
 
 
+@pytest.mark.integration  # a real slurmctld and slurmd, or ansible-playbook
 def test_a_corrupted_drift_report_neither_drains_nor_crashes(slurm, tmp_path):
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "drift.json").write_text('{"hosts": {"%s": {"drifted": true, "items": "x"}}}' % REAL)
@@ -886,6 +898,7 @@ def test_a_corrupted_drift_report_neither_drains_nor_crashes(slurm, tmp_path):
     assert "DRAIN" not in slurm.state(REAL)[0]
 
 
+@pytest.mark.integration  # a real slurmctld and slurmd, or ansible-playbook
 def test_hostile_reasons_are_escaped_and_a_second_run_changes_nothing(slurm, tmp_path):
     names = HOSTILE_TEXT[:5]
     hosts = dict((node, ("FAIL", [check(name, "FAIL")])) for node, name in zip(NODES, names))
@@ -904,6 +917,7 @@ def test_reason_prefix_is_checked_by_the_module(tmp_path):
     assert rc != 0 and "reason_prefix" in res["msg"] and "Traceback" not in res["msg"]
 
 
+@pytest.mark.integration  # a real slurmctld and slurmd, or ansible-playbook
 @pytest.mark.parametrize("named", ["fleet-000[1-2]", "fleet-0001,fleet-0002", "fleet-0001 fleet-0002",
                                    "fleet-0002", ["fleet-0001"]])
 def test_healthcheck_acts_only_on_the_node_it_runs_on(slurm, tmp_path, named):
@@ -919,6 +933,7 @@ def test_healthcheck_acts_only_on_the_node_it_runs_on(slurm, tmp_path, named):
     (["--node", "fleet-0002"], REAL),          # slurmd says otherwise
     ([], "fleet-000[1-2]"),
 ])
+@pytest.mark.integration  # a real slurmctld and slurmd, or ansible-playbook
 def test_healthcheck_refuses_a_node_name_that_is_not_this_one_node(slurm, tmp_path, args, env_node):
     path = verdict_file(tmp_path / "v.json", "bad", "gds: bench: x", node=REAL)
     rc, out = healthcheck(path, *args, env=slurm.env, node=env_node)
@@ -926,6 +941,7 @@ def test_healthcheck_refuses_a_node_name_that_is_not_this_one_node(slurm, tmp_pa
     assert all("DRAIN" not in slurm.state(n)[0] for n in NODES[:3])
 
 
+@pytest.mark.integration  # a real slurmctld and slurmd, or ansible-playbook
 def test_healthcheck_asks_the_local_slurmd_which_node_it_is(slurm, tmp_path):
     # no SLURMD_NODENAME, no --node: `scontrol show slurmd` says fleet-0001 (the host is not named so)
     rc, out = healthcheck(verdict_file(tmp_path / "v.json", "bad", "gds: bench: x", node=NODES[1]), env=slurm.env, node=None)
@@ -934,12 +950,14 @@ def test_healthcheck_asks_the_local_slurmd_which_node_it_is(slurm, tmp_path):
     assert rc == 1 and slurm.state(REAL)[1] == "gds: bench: x", out
 
 
+@pytest.mark.integration  # a real slurmctld and slurmd, or ansible-playbook
 def test_healthcheck_uses_node_option_without_slurmd(slurm, tmp_path):
     path = verdict_file(tmp_path / "v.json", "bad", "gds: bench: x", node=REAL)
     rc, out = healthcheck(path, "--node", REAL, env=slurm.env, node=None)
     assert rc == 1 and slurm.state(REAL)[1] == "gds: bench: x", out
 
 
+@pytest.mark.integration  # a real slurmctld and slurmd, or ansible-playbook
 def test_healthcheck_never_takes_over_a_down_node(slurm, tmp_path):
     node = NODES[3]  # never registers: stays DOWN (a registered slurmd may come back by itself)
     slurm.set_down(node, "admin: PSU replaced")
@@ -953,6 +971,7 @@ def test_healthcheck_never_takes_over_a_down_node(slurm, tmp_path):
     assert rc == 0 and slurm.state(REAL)[1] == "admin: firmware", out
 
 
+@pytest.mark.integration  # a real slurmctld and slurmd, or ansible-playbook
 @pytest.mark.parametrize("status", ["good", "bad"])
 def test_healthcheck_max_age_never_drains_or_resumes(slurm, tmp_path, status):
     if status == "good":
@@ -975,6 +994,7 @@ def test_healthcheck_refuses_a_bad_max_age(tmp_path, age):
     assert rc == 2 and "Traceback" not in out, out
 
 
+@pytest.mark.integration  # a real slurmctld and slurmd, or ansible-playbook
 def test_healthcheck_follows_the_reason_prefix(slurm, tmp_path):
     path = tmp_path / "v.json"
 
@@ -996,6 +1016,7 @@ def test_healthcheck_follows_the_reason_prefix(slurm, tmp_path):
     assert rc == 2 and "prefix" in out, out
 
 
+@pytest.mark.integration  # a real slurmctld and slurmd, or ansible-playbook
 def test_healthcheck_escapes_the_reason_and_sees_its_own_drain(slurm, tmp_path):
     path = verdict_file(tmp_path / "v.json", "bad", "gds: bench: \x1b[31m x Mode=y\nNodeName=fleet-0002 State=IDLE")
     rc, out = healthcheck(path, env=slurm.env)
@@ -1018,6 +1039,7 @@ def test_healthcheck_escapes_the_reason_and_sees_its_own_drain(slurm, tmp_path):
     ([], {"gds_slurm_node_name": "fleet-000[2-3]"}, "gds_slurm_node_name"),
     ([], {"gds_slurm_node_name": "fleet-0002,fleet-0003"}, "gds_slurm_node_name"),
 ])
+@pytest.mark.integration  # a real slurmctld and slurmd, or ansible-playbook
 def test_slurm_playbook_validates_before_any_change(slurm, tmp_path, extra, hostvars, named):
     hosts = passing(NODES[1])
     hosts[REAL] = ("FAIL", [check("bench: x", "FAIL")])
@@ -1041,6 +1063,7 @@ def test_healthcheck_a_verdict_file_of_the_wrong_shape_is_not_understood(tmp_pat
     assert rc == 1 and "verdict file not understood" in out and "Traceback" not in out, out
 
 
+@pytest.mark.integration  # a real slurmctld and slurmd, or ansible-playbook
 def test_validate_entry_point_checks_the_variables_alone(tmp_path):
     (tmp_path / "play.yml").write_text(
         "- hosts: all\n  gather_facts: false\n  tasks:\n"

@@ -299,6 +299,7 @@ def test_peer_memory_module_name_follows_what_the_node_ships(good_run):
 # --------------------------------------------------------------------------------------------
 # Check mode on a drifted node
 # --------------------------------------------------------------------------------------------
+@pytest.mark.integration  # runs ansible-playbook
 def test_check_mode_changes_nothing_and_reports_the_drift(tmp_path):
     hosts = {"drifted": ("hgx-h100", {})}
     rc, results, roots = run_playbook(tmp_path / "first", hosts)
@@ -347,37 +348,3 @@ def test_check_mode_changes_nothing_and_reports_the_drift(tmp_path):
     assert checked and all("pcie_acs" in res["checked_roles"] and not res.get("failed") for res in checked), checked
     for role in ("gds_facts", "pcie_acs", "iommu", "gds_driver", "gds_rdma"):
         assert not [n for n in names if n.startswith("gds.commission.%s : Validating arguments against arg spec" % role)]
-
-
-# --------------------------------------------------------------------------------------------
-# Conventions: every public variable documented in defaults and mirrored in the argument specs
-# --------------------------------------------------------------------------------------------
-ROLES_WITH_SPECS = sorted(name for name in os.listdir(os.path.join(COLLECTION, "roles"))
-                          if os.path.exists(os.path.join(COLLECTION, "roles", name, "meta", "argument_specs.yml")))
-
-
-@pytest.mark.parametrize("role", ROLES_WITH_SPECS)
-def test_defaults_are_commented_and_mirrored_in_argument_specs(role):
-    base = os.path.join(COLLECTION, "roles", role)
-    with open(os.path.join(base, "defaults", "main.yml")) as handle:
-        lines = handle.read().splitlines()
-    defaults = yaml.safe_load("\n".join(lines))
-    for index, line in enumerate(lines):
-        if line and not line.startswith(("#", "---", " ")):
-            assert lines[index - 1].startswith("# "), "%s: %s has no one-line comment" % (role, line)
-    with open(os.path.join(base, "meta", "argument_specs.yml")) as handle:
-        specs = yaml.safe_load(handle)["argument_specs"]
-    options = specs["main"]["options"]
-    assert set(defaults) <= set(options), set(defaults) - set(options)
-    # the specs carry the defaults too (ansible-doc and the argument spec show them)
-    assert {name: options[name].get("default") for name in defaults} == defaults
-    assert all(name.startswith("gds_") for name in options)
-    assert all(options[name].get("description") for name in options)
-    if "validate" in specs:  # the tune playbook validates before any change
-        assert specs["validate"] == specs["main"]
-    readme = open(os.path.join(base, "README.md")).read()
-    assert [name for name in defaults if "`%s`" % name not in readme] == []
-    for folder, _, files in os.walk(base):
-        for name in files:
-            with open(os.path.join(folder, name), "rb") as handle:  # the role's files: build outputs too
-                assert b"noqa" not in handle.read(), os.path.join(folder, name)

@@ -9,7 +9,7 @@ The tune playbook's first play checked each role by including it: two tasks per 
 plus the include, each a step of Ansible's one-threaded main process (docs/fleet.md). Outside the
 role, its defaults are not among the task's variables, so they are read here from the role's
 defaults/main.yml, beneath every variable the task sees: a role default has the lowest precedence
-of all, and none of these roles has a public variable in vars/main.yml (tests/unit/test_common_role.py).
+of all, and none of these roles has a public variable in vars/main.yml (tests/integration/test_common_role.py).
 Runs on the controller; reads only the collection's own role files.
 """
 from __future__ import annotations

@@ -165,11 +165,8 @@ class CallbackModule(CallbackBase):
         self.scope, self.report_dir = "run", None         # gds_report_scope, gds_report_dir
 
     def _root(self):
-        configured = os.environ.get("GDS_REPORTS_DIR")
-        if configured:
-            return os.path.abspath(configured)
-        base = os.path.dirname(C.CONFIG_FILE) if C.CONFIG_FILE else os.getcwd()
-        return os.path.join(base, "reports")
+        from ansible_collections.gds.commission.plugins.module_utils.core.spec import reports_root
+        return reports_root(os.environ, C.CONFIG_FILE, os.getcwd())
 
     def v2_playbook_on_start(self, playbook):
         # the run's settings are read at its first play's start: only then do the hosts' variables

@@ -13,25 +13,11 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gds.commission.plugins.module_utils.fleet import slurm
-from ansible_collections.gds.commission.plugins.module_utils.hw import affinity
-from ansible_collections.gds.commission.plugins.module_utils.measure import perftest
-from ansible_collections.gds.commission.plugins.module_utils.tune import acs, cufile, mounts, raid, rdma
-
 # each role's variables (the names its pattern matches) and their validator, the file of its area
-# beside the rules its module applies: the one table the role's validate entry point
-# (roles/gds_common/tasks/validate_vars.yml) and the tune playbook's first play
-# (plugins/action/gds_validate_roles.py) both read
-ROLE_VARIABLES = {
-    "gds_facts": ("^gds_facts_", affinity.validate_vars),
-    "pcie_acs": ("^gds_pcie_acs_", acs.validate_vars),
-    "gds_rdma": ("^gds_rdma_(?!bench_)", rdma.validate_vars),
-    "gds_netfs": ("^gds_netfs_", mounts.validate_vars),
-    "nvme_raid": ("^gds_raid_", raid.validate_vars),
-    "cufile": ("^gds_cufile_", cufile.validate_vars),
-    "gds_rdma_bench": ("^gds_rdma_bench_", perftest.validate_vars),
-    "gds_slurm": ("^gds_slurm_", slurm.validate_vars),
-}
+# beside the rules its module applies (module_utils/roles.py, from each area's ROLE_SPEC): the one
+# table the role's validate entry point (roles/gds_common/tasks/validate_vars.yml) and the tune
+# playbook's first play (plugins/action/gds_validate_roles.py) both read
+from ansible_collections.gds.commission.plugins.module_utils.roles import ROLE_VARIABLES
 
 
 def _known(role, caller):

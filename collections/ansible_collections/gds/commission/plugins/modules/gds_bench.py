@@ -564,6 +564,50 @@ def every_gpu_figures(params, results, records, health=None, watch=None):
                 result["checks"].append(scaling_check(prefix, seen["concurrency"], job["scaling"]))
 
 
+def launch(params, job, env, workspace, watch):
+    """One job run: its command (and job file, removed after), its directory prepared, its udev
+    record checked, gdsbench run under its timeout with the watch begun right before.
+    (cmd, record, failure, stderr, udev check, fatal)."""
+    cmd, record, failure, stderr, udev, jobdir, fatal = [], None, None, "", None, None, False
+    try:
+        if not job.get("target") and not job.get("file") and not job.get("jobs"):
+            raise JobError("has neither a target directory nor a file")
+        if job.get("jobs"):
+            jobdir, jobfile = write_jobfile(job)
+            cmd = command(params["binary"], job, jobfile)
+        else:
+            cmd = command(params["binary"], job)
+        workspace.prepare(job)
+        udev = udev_check(job, params["udev_root"], "bench: %s: " % job["name"])
+        duration = int(job.get("duration") or 0)
+        timeout = duration + params["timeout_grace"] if duration else params["pass_timeout"]
+        if watch is not None:
+            watch.begin(job)  # never raises: the watch is outside the job's fate
+        record, failure, stderr, fatal = run_job(cmd, timeout, env, watch.started if watch else None)
+        if record is not None and failure is None and job.get("jobs"):
+            failure = jobfile_mismatch(job, record)
+    except (JobError, UnsafeFile, OSError, ValueError, TypeError) as exc:
+        failure, fatal = "could not run: %s" % exc, False
+    finally:
+        if jobdir:
+            shutil.rmtree(jobdir, ignore_errors=True)
+    return cmd, record, failure, stderr, udev, fatal
+
+
+def compare_jobs(jobs, results, records):
+    """Each job's ``compare`` (the affine read against the non-affine one) judged, or SKIP when
+    the other job did not complete."""
+    for job, result in zip(jobs, results):
+        if not job.get("compare") or job["name"] not in records:
+            continue
+        other = job["compare"].get("job")
+        if other in records or other not in [r["name"] for r in results]:
+            result["checks"].append(compare_check(job, result, records))
+        else:  # the other job broke or was skipped: no ratio to judge
+            result["checks"].append(check("bench: %s: %s" % (job["name"], job["compare"].get("as", "ratio")),
+                                          "SKIP", None, None, "not judged: job %s did not complete" % other))
+
+
 def run_all(params, check_mode, env, health=None, watch=None):
     """Run the jobs in order; returns (results, error messages, removed paths).
 
@@ -582,31 +626,9 @@ def run_all(params, check_mode, env, health=None, watch=None):
                 results.append({"name": job["name"], "cmd": [], "record": {}, "path": None, "stderr": "",
                                 "checks": skipped_job_checks(job, reason)})
                 continue
-            cmd, record, failure, stderr, udev, jobdir = [], None, None, "", None, None
             progress.started(number, job)
             began = time.monotonic()
-            try:
-                if not job.get("target") and not job.get("file") and not job.get("jobs"):
-                    raise JobError("has neither a target directory nor a file")
-                if job.get("jobs"):
-                    jobdir, jobfile = write_jobfile(job)
-                    cmd = command(params["binary"], job, jobfile)
-                else:
-                    cmd = command(params["binary"], job)
-                workspace.prepare(job)
-                udev = udev_check(job, params["udev_root"], "bench: %s: " % job["name"])
-                duration = int(job.get("duration") or 0)
-                timeout = duration + params["timeout_grace"] if duration else params["pass_timeout"]
-                if watch is not None:
-                    watch.begin(job)  # never raises: the watch is outside the job's fate
-                record, failure, stderr, fatal = run_job(cmd, timeout, env, watch.started if watch else None)
-                if record is not None and failure is None and job.get("jobs"):
-                    failure = jobfile_mismatch(job, record)
-            except (JobError, UnsafeFile, OSError, ValueError, TypeError) as exc:
-                failure, fatal = "could not run: %s" % exc, False
-            finally:
-                if jobdir:
-                    shutil.rmtree(jobdir, ignore_errors=True)
+            cmd, record, failure, stderr, udev, fatal = launch(params, job, env, workspace, watch)
             workspace.settle()
             checks = job_checks(job, record, failure, stderr) + ([udev] if udev else [])
             seen = None
@@ -632,15 +654,7 @@ def run_all(params, check_mode, env, health=None, watch=None):
                 results[-1]["watch"] = seen
             if job.get("jobs"):  # what ran, to run again by hand (the file itself is removed)
                 results[-1]["jobfile"] = job.get("jobfile")
-        for job, result in zip(params["jobs"], results):
-            if not job.get("compare") or job["name"] not in records:
-                continue
-            other = job["compare"].get("job")
-            if other in records or other not in [r["name"] for r in results]:
-                result["checks"].append(compare_check(job, result, records))
-            else:  # the other job broke or was skipped: no ratio to judge
-                result["checks"].append(check("bench: %s: %s" % (job["name"], job["compare"].get("as", "ratio")),
-                                              "SKIP", None, None, "not judged: job %s did not complete" % other))
+        compare_jobs(params["jobs"], results, records)
         every_gpu_figures(params, results, records, health, watch)
         for job, result in zip(params["jobs"], results):  # what each check is about, as data
             subject(result["checks"], job=job["name"], gpu=job.get("gpu"))
@@ -650,6 +664,28 @@ def run_all(params, check_mode, env, health=None, watch=None):
         removed = [] if params["keep_files"] or check_mode else workspace.clean()
         workspace.close()
     return results, errors, removed, skips
+
+
+def run_checks(params, check_mode, results, skips, health):
+    """The run's checks: every job's, the device health's, whether any job ran, the GPU skip and
+    every GPU measured; (checks, the health facts as extra results)."""
+    checks = [check for result in results for check in result["checks"]]
+    extra = {}
+    if health is not None:
+        checks.extend(health.checks())
+        extra["health"] = health.facts()
+    ran = [r for r in results if r.pop("attempted", False)]
+    if not check_mode:
+        none_ran = jobs_run_check(ran, len(params["jobs"]), skips)
+        if none_ran:
+            checks.append(none_ran)
+        if params["gpu_skip_reason"]:
+            checks.append(gpu_skip_check(params["gpu_skip_reason"],
+                                         [int(j.get("xfer_type", 0)) for j in params["jobs"] if not j.get("skip")]))
+        every = every_gpu_check(params["expect_gpus"], params["jobs"], results)
+        if every:
+            checks.append(every)
+    return checks, extra
 
 
 def main():
@@ -716,22 +752,7 @@ def main():
         results, errors, removed, skips = run_all(params, module.check_mode, env, health, watch)
     except (ThresholdError, KeyError) as exc:
         broken("bad threshold or compare: %s" % exc)
-    checks = [check for result in results for check in result["checks"]]
-    extra = {}
-    if health is not None:
-        checks.extend(health.checks())
-        extra["health"] = health.facts()
-    ran = [r for r in results if r.pop("attempted", False)]
-    if not module.check_mode:
-        none_ran = jobs_run_check(ran, len(params["jobs"]), skips)
-        if none_ran:
-            checks.append(none_ran)
-        if params["gpu_skip_reason"]:
-            checks.append(gpu_skip_check(params["gpu_skip_reason"],
-                                         [int(j.get("xfer_type", 0)) for j in params["jobs"] if not j.get("skip")]))
-        every = every_gpu_check(params["expect_gpus"], params["jobs"], results)
-        if every:
-            checks.append(every)
+    checks, extra = run_checks(params, module.check_mode, results, skips, health)
     if errors:
         module.fail_json(msg="benchmark job(s) broke: %s" % " | ".join(e[:600] for e in errors),
                          results=results, checks=checks, removed=removed, **extra)

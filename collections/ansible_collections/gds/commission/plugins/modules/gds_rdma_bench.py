@@ -203,11 +203,18 @@ tools:
   type: dict
 """
 
+import copy
+
 from ansible_collections.gds.commission.plugins.module_utils.core.module import GdsModule as AnsibleModule, PROCFS_ROOT  # results valid UTF-8
 from ansible_collections.gds.commission.plugins.module_utils.measure.perftest import (
     DEFAULTS, BenchError, checks_for, pair_with_peer, plan, probe, public_rows, run_all, run_servers,
     settings_from,
 )
+
+
+def setting(key):
+    """The default of an option: the area's (DEFAULTS, which the role's spec reads too)."""
+    return copy.deepcopy(DEFAULTS[key])
 
 
 def main():
@@ -217,29 +224,29 @@ def main():
             topology=dict(type="dict", required=True),
             runs=dict(type="list", elements="dict"),
             skip_reason=dict(type="str"),
-            tests=dict(type="list", elements="str", default=list(DEFAULTS["tests"])),
-            memory=dict(type="list", elements="str", default=list(DEFAULTS["memory"])),
-            far_gpu=dict(type="bool", default=True),
-            perftest_dir=dict(type="str", default=""),
-            osu_dir=dict(type="str", default=""),
-            mpirun=dict(type="str", default="mpirun"),
-            osu_mpirun_args=dict(type="list", elements="str", default=[]),
-            osu_nic_args=dict(type="list", elements="str", default=list(DEFAULTS["osu_nic_args"])),
-            osu_lat_size=dict(type="int", default=8),
-            bw_fraction=dict(type="raw", default={"default": 0.9}),
-            min_gbps=dict(type="float", default=0.0),
-            lat_us_max=dict(type="float", default=0.0),
-            affinity_gain=dict(type="list", elements="raw", default=[]),
-            msg_size=dict(type="int", default=65536),
-            duration=dict(type="int", default=5),
-            lat_iters=dict(type="int", default=1000),
-            timeout=dict(type="int", default=60),
-            start_timeout=dict(type="int", default=15),
-            port_base=dict(type="int", default=18515),
-            address=dict(type="str", default="127.0.0.1"),
-            peer_address=dict(type="str", default=""),
-            extra_args=dict(type="list", elements="str", default=[]),
-            numactl=dict(type="str", default="numactl"),
+            tests=dict(type="list", elements="str", default=setting("tests")),
+            memory=dict(type="list", elements="str", default=setting("memory")),
+            far_gpu=dict(type="bool", default=setting("far_gpu")),
+            perftest_dir=dict(type="str", default=setting("perftest_dir")),
+            osu_dir=dict(type="str", default=setting("osu_dir")),
+            mpirun=dict(type="str", default=setting("mpirun")),
+            osu_mpirun_args=dict(type="list", elements="str", default=setting("osu_mpirun_args")),
+            osu_nic_args=dict(type="list", elements="str", default=setting("osu_nic_args")),
+            osu_lat_size=dict(type="int", default=setting("osu_lat_size")),
+            bw_fraction=dict(type="raw", default=setting("bw_fraction")),
+            min_gbps=dict(type="float", default=setting("min_gbps")),
+            lat_us_max=dict(type="float", default=setting("lat_us_max")),
+            affinity_gain=dict(type="list", elements="raw", default=setting("affinity_gain")),
+            msg_size=dict(type="int", default=setting("msg_size")),
+            duration=dict(type="int", default=setting("duration")),
+            lat_iters=dict(type="int", default=setting("lat_iters")),
+            timeout=dict(type="int", default=setting("timeout")),
+            start_timeout=dict(type="int", default=setting("start_timeout")),
+            port_base=dict(type="int", default=setting("port_base")),
+            address=dict(type="str", default=setting("address")),
+            peer_address=dict(type="str", default=setting("peer_address")),
+            extra_args=dict(type="list", elements="str", default=setting("extra_args")),
+            numactl=dict(type="str", default=setting("numactl")),
             procfs_root=PROCFS_ROOT,
         ),
         supports_check_mode=True,

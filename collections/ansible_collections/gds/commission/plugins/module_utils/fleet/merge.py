@@ -21,6 +21,7 @@ import json
 import os
 from urllib.parse import unquote
 
+from ansible_collections.gds.commission.plugins.module_utils.core.spec import REPORTS_DIR, RoleSpec, Var
 from ansible_collections.gds.commission.plugins.module_utils.fleet.output import OutDir
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report import (
     INPUTS_SUFFIX, areas_of, build_report, host_file_name, publish_run, run_id_error, to_json,
@@ -318,3 +319,35 @@ def merge_run(reports_dir, run_id, expected=None, mode=None, required_areas=None
     result.update(run_dir=run_dir, refused=refused, mode=mode, hosts=all_hosts,
                   problems=dict((host, why) for host, (dummy, why) in sorted(problems.items())), notes=notes)
     return result
+
+
+# The role gds_merge: its variables, the one source of its defaults/main.yml, meta/argument_specs.yml
+# and its table in docs/variables.md (make roles)
+ROLE_SPEC = RoleSpec(
+    'gds_merge', 'gds_merge_',
+    short_description="Write a run's report from the inputs files its hosts wrote (gds_report_scope host)",
+    description=('Once, on the controller, the module gds_merge reads every HOST.inputs.json of the run directory '
+                 'and writes the report a push run writes (summary.json, HOST.json, junit.xml, report.html or '
+                 'drift.json, the Prometheus files, the fleet and history checks, latest). Each host of '
+                 'gds_merge_hosts without a usable file is ERROR with the reason.',),
+    variables=[
+        Var('gds_merge_dir', 'path',
+            'Directory on the controller that holds the run directories.',
+            REPORTS_DIR),
+        Var('gds_merge_run_id', 'str',
+            'The run to merge; empty: `GDS_RUN_ID`.',
+            "{{ gds_report_run_id | default('') }}"),
+        Var('gds_merge_hosts', 'list',
+            'The hosts the run targeted: each without a usable inputs file is ERROR.',
+            "{{ groups['all'] }}",
+            elements='str'),
+        Var('gds_merge_mode', 'str',
+            "The mode to merge; empty: the host files' own.",
+            '',
+            choices=('', 'commission', 'drift')),
+        Var('gds_merge_fail', 'bool',
+            'Fail the play (non-zero exit) when a host is not PASS, or drifted.',
+            True),
+    ],
+    shared=(),
+)

@@ -18,6 +18,7 @@ import xml.etree.ElementTree as ET
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import VERDICTS, host_verdict
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check as make_check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import printable
+from ansible_collections.gds.commission.plugins.module_utils.core.spec import REPORTS_DIR, RoleSpec, Var, on_node
 from ansible_collections.gds.commission.plugins.module_utils.fleet.metrics import COMMISSION_FILE, DRIFT_FILE, area_of, commission_metrics, drift_metrics
 from ansible_collections.gds.commission.plugins.module_utils.fleet.output import OutDir, RefusedPath
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_inputs import (
@@ -389,3 +390,64 @@ def _host_parts(host, doc, stamp, run_id):
     except Exception:  # its checks break a writer too: the check that says so, alone
         fallback = _with_error({"host": host, "checks": [], "profile": doc.get("profile") or UNKNOWN_PLATFORM}, reason)
         return fallback, _rendered(host, fallback, stamp, run_id)
+
+
+# The role gds_report: its variables, the one source of its defaults/main.yml, meta/argument_specs.yml
+# and its table in docs/variables.md (make roles)
+ROLE_SPEC = RoleSpec(
+    'gds_report', 'gds_report_',
+    short_description='Write the commissioning or drift report of the run on the controller',
+    description=(),
+    variables=[
+        Var('gds_report_dir', 'path',
+            'Directory on the controller that holds the run directories (reports/<run-id>/, reports/latest).',
+            REPORTS_DIR),
+        Var('gds_report_mode', 'str',
+            'Which report to write: commission (summary/junit/html) or drift (drift.json).',
+            'commission',
+            choices=('commission', 'drift')),
+        Var('gds_report_scope', 'str',
+            "`run`: the run's report; `host`: only each host's inputs file (and its HOST.json, HOST.prom) for a "
+            'later merge, for runs that share one run directory (node-local under Slurm, AWX slices; '
+            '[reports.md](reports.md#host-files-and-the-merge)).',
+            "{{ lookup('ansible.builtin.env', 'GDS_REPORT_SCOPE', default='run') }}",
+            choices=('run', 'host')),
+        Var('gds_report_run_id', 'str',
+            "The run id (the run directory's name); empty: the gds_commission callback's (`GDS_RUN_ID`, else the "
+            'start time and process id). Runs that share a run directory name it alike (AWX: '
+            '`playbooks/run_id.yml`).',
+            ''),
+        Var('gds_report_fail', 'bool',
+            'Fail the play (non-zero exit) when a host is not PASS, or when a host drifted.',
+            True),
+        Var('gds_report_check_vars', 'str',
+            'Host variables whose names match this pattern hold checks for the report: a list of check records, or '
+            "a module's registered result whose `checks` are that list.",
+            CHECK_VARS),
+        Var('gds_report_required_areas', 'list',
+            'Check areas in which a host that completed its plays needs a measured (not SKIP) check; without one '
+            'it gets the FAIL check `<area>: measured` (commission mode).',
+            list(REQUIRED_AREAS),
+            elements='str'),
+        Var('gds_report_metrics_dir', 'str',
+            "node_exporter's textfile directory on each node, where the Prometheus textfile goes "
+            '(`gds_commission.prom`, `gds_commission_drift.prom`); empty: none on the nodes (the run directory '
+            'still has `HOST.prom`). Needs write access there (become).',
+            on_node('/var/lib/prometheus/node-exporter')),
+        Var('gds_report_fleet_tolerance', 'float',
+            "A benchmark figure this share (0 to 1) worse than the median of its platform's hosts in the run WARNs "
+            '(`fleet: ` checks), even above its absolute threshold; set per platform in the profiles.',
+            0.1),
+        Var('gds_report_fleet_min_peers', 'int',
+            'Compare with the fleet only when at least this many other hosts of the platform measured the figure.',
+            3),
+        Var('gds_report_history_tolerance', 'float',
+            "A benchmark figure this share (0 to 1) worse than in the host's last PASS run WARNs (`history: ` "
+            'checks), naming both figures and that run.',
+            0.1),
+        Var('gds_report_history_keep', 'int',
+            'Runs kept per host in `<gds_report_dir>/history/HOST.json` (0: no history and no `history: ` checks).',
+            20),
+    ],
+    shared=(),
+)

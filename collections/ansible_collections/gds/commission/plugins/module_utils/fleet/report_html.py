@@ -20,6 +20,7 @@ from ansible_collections.gds.commission.plugins.module_utils.fleet.report_tree i
 from ansible_collections.gds.commission.plugins.module_utils.fleet.report_text import (
     FOLDED, as_text, figure_text, fold_reason, folds, html_text, share_text, table_figure,
 )
+from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import paired_nics
 
 COLORS = {"PASS": "#2e7d32", "WARN": "#ef8f00", "FAIL": "#c62828", "SKIP": "#757575",
           "ERROR": "#6a1b9a", "UNREACHABLE": "#37474f"}
@@ -112,7 +113,13 @@ def watch_chart(result, width=860):
     if not watch:
         return ""
     rec = result.get("record") if isinstance(result.get("record"), dict) else {}
-    rows, label_w, bar_w, row_h = [], 200, width - 200 - 340, 22
+    rows = _watch_limit_rows(watch, rec) + _watch_traffic_rows(watch, rec)
+    return _watch_svg(rows, width, result.get("name")) if rows else ""
+
+
+def _watch_limit_rows(watch, rec):
+    """The chart's first rows: measured against the path's limit and against the host read."""
+    rows = []
     limit = watch.get("limit") if isinstance(watch.get("limit"), dict) else {}
     fraction, measured = watch.get("fraction"), rec.get("throughput_gib_s")
     if is_figure(fraction) and is_figure(measured) and is_figure(limit.get("gb_s")):
@@ -130,6 +137,12 @@ def watch_chart(result, width=860):
                      {"data-ceiling": ceiling["fraction"]}))
     elif ceiling.get("unknown"):
         rows.append(("note", "host read", None, None, "unknown: %s" % ceiling["unknown"], {}))
+    return rows
+
+
+def _watch_traffic_rows(watch, rec):
+    """A row per GPU (received and sent) and per drive, on one scale, and what is unknown."""
+    rows = []
     gpus = [g for g in _dicts(watch.get("gpus")) if is_figure(g.get("rx_bytes")) and is_figure(g.get("tx_bytes"))]
     drives = [d for d in _dicts(watch.get("drives")) if is_figure(d.get("read_bytes")) and is_figure(d.get("write_bytes"))]
     moved = rec.get("bytes") if is_figure(rec.get("bytes")) else 0
@@ -166,11 +179,15 @@ def watch_chart(result, width=860):
     if isinstance(cufile.get("buffer_gpus"), list) and cufile["buffer_gpus"]:
         rows.append(("note", "cuFile bounce buffers", None, None,
                      "on GPU %s (gds_stats)" % ", ".join(str(i) for i in cufile["buffer_gpus"]), {}))
-    if not rows:
-        return ""
+    return rows
+
+
+def _watch_svg(rows, width, name):
+    """The rows drawn: (kind, label, first bar, second bar, text, data attributes) each."""
+    label_w, bar_w, row_h = 200, width - 200 - 340, 22
     height = row_h * len(rows) + 8
     parts = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" role="img" class="chart watch" data-job="%s">'
-             % (width, height, _e(result.get("name")))]
+             % (width, height, _e(name))]
     for i, (kind, label, first, second, text, data) in enumerate(rows):
         y = 4 + i * row_h
         attrs = "".join(' %s="%s"' % (k, _e(v)) for k, v in data.items())
@@ -605,14 +622,11 @@ def _rdma_checks(checks, **about):
 
 
 def _paired_gpus(topology):
-    """{NIC name: [GPU index]}: the GPUs whose best NICs (those of their best class) include it."""
+    """{NIC name: [GPU index]}: the GPUs paired with each NIC (hw/affinity.paired_nics, the one rule)."""
     out = {}
-    matrix = topology.get("matrix") or {}
-    for gpu in topology.get("gpus") or []:
-        row = matrix.get("GPU%s" % gpu.get("index")) or {}
-        for nic in gpu.get("nics") or []:
-            if row.get(nic) == gpu.get("nic_link"):
-                out.setdefault(nic, []).append(gpu.get("index"))
+    for gpu, names in paired_nics(topology).items():
+        for nic in names:
+            out.setdefault(nic, []).append(gpu)
     return out
 
 

@@ -23,8 +23,8 @@ from ansible_collections.gds.commission.plugins.module_utils.fleet.report_text i
 REPORT_VARS = {"gds_raid_arrays": "arrays", "gds_bench_results": "bench", "gds_rdma_bench_results": "rdma_bench"}
 # ansible_facts entry -> HOST.json key
 REPORT_FACTS = {"gds_topology": "topology", "gds_platform": "platform"}
-# the role's defaults (roles/gds_report/defaults/main.yml: gds_report_check_vars,
-# gds_report_required_areas); tests/unit/test_report.py keeps both the same
+# the defaults of gds_report_check_vars and gds_report_required_areas (the role's spec in
+# fleet/report.py reads them)
 CHECK_VARS = r"^(gds|pcie_acs|iommu|gds_driver|nvme_raid|cufile)_[a-z0-9_]*checks$"
 REQUIRED_AREAS = ("bench",)
 REBOOT_VARS = re.compile(r"^gds_\w*reboot_required$")

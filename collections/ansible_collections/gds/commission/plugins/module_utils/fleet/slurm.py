@@ -21,6 +21,7 @@ import json
 import os
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import FAILING, VERDICTS, area_of
+from ansible_collections.gds.commission.plugins.module_utils.core.spec import RoleSpec, Var, on_node, reports_dir
 from ansible_collections.gds.commission.plugins.module_utils.core.variables import errors, given_int, given_number, path_error
 from ansible_collections.gds.commission.plugins.module_utils.fleet.output import OutDir, RefusedPath
 from ansible_collections.gds.commission.plugins.module_utils.fleet.slurm_rules import (
@@ -358,3 +359,61 @@ def validate_vars(values, host=None, hosts=()):
         path_error("gds_slurm_verdict_file", values.get("gds_slurm_verdict_file")),
         path_error("gds_slurm_healthcheck_path", values.get("gds_slurm_healthcheck_path")),
         None if isinstance(scontrol, str) and scontrol.strip() else "gds_slurm_scontrol must not be empty, got %s" % _show(scontrol))
+
+
+# The role gds_slurm: its variables, the one source of its defaults/main.yml, meta/argument_specs.yml
+# and its table in docs/variables.md (make roles)
+ROLE_SPEC = RoleSpec(
+    'gds_slurm', 'gds_slurm_',
+    short_description='Drain failing nodes in Slurm and resume the ones this role drained that pass again',
+    description=("Once, on gds_slurm_delegate, the module gds_slurm reads the run's summary.json and/or drift.json "
+                 'and scontrol -o show node, drains each FAIL, ERROR or drifted node and resumes each node drained '
+                 'with gds_slurm_reason_prefix whose host passes again, behind a circuit breaker. Nodes that are '
+                 "DOWN or FAIL, drained by anyone else or carrying anyone else's reason are never touched; an "
+                 'unreadable report or two hosts on one node change nothing.',
+                 "Then writes each node's verdict file for scripts/gds-healthcheck and, when asked, installs that "
+                 'script.',),
+    variables=[
+        Var('gds_slurm_run_dir', 'path',
+            'The run whose report decides (`reports/<run-id>` or `reports/latest`, on the controller).',
+            reports_dir("/latest")),
+        Var('gds_slurm_dry_run', 'bool',
+            'Plan and show the scontrol commands, change nothing (`--check` does the same).',
+            False),
+        Var('gds_slurm_max_drain_percent', 'float',
+            "Circuit breaker: share of the run's Slurm nodes one run may newly drain, in percent (0 to 100). Above "
+            'it the run changes nothing and fails.',
+            10),
+        Var('gds_slurm_max_drain_min', 'int',
+            'Nodes one run may always drain, whatever the share (small clusters); 0 or more.',
+            1),
+        Var('gds_slurm_reason_prefix', 'str',
+            'Prefix of the drain reasons the role writes; only drains with it (and a space) are ever resumed. '
+            'Written into each verdict file: gds-healthcheck follows it. 1 to 32 letters, digits or `_.:/#@+-`.',
+            'gds:'),
+        Var('gds_slurm_scontrol', 'str',
+            'The scontrol command on the host that runs it.',
+            'scontrol'),
+        Var('gds_slurm_delegate', 'str',
+            'The host where scontrol reaches the cluster (the controller, a login or an admin node).',
+            'localhost'),
+        Var('gds_slurm_write_verdict', 'bool',
+            "Write each node's verdict file for the Slurm HealthCheckProgram (after the circuit breaker let the "
+            'run through).',
+            True),
+        Var('gds_slurm_verdict_file', 'path',
+            "The node's verdict file that gds-healthcheck reads.",
+            on_node('/var/lib/gds-commission/verdict.json')),
+        Var('gds_slurm_healthcheck_install', 'bool',
+            'Install `scripts/gds-healthcheck` on the node.',
+            False),
+        Var('gds_slurm_healthcheck_path', 'path',
+            'Where gds-healthcheck is installed on the node.',
+            on_node('/usr/local/sbin/gds-healthcheck')),
+        Var('gds_slurm_node_name', 'str',
+            "Host variable - the host's Slurm node name, where it is not the short host name. One plain node name "
+            "(letters, digits, '.', '_', '-'); no two hosts may share one."),
+    ],
+    shared=('gds_root',),
+    entry_points={'validate': "main"},
+)

@@ -15,6 +15,7 @@ import re
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import listdir, natural_key, read_text, resolve
+from ansible_collections.gds.commission.plugins.module_utils.core.spec import EntryPoint, RoleSpec, Var, on_node
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import (
     CLASS_3D, CLASS_VGA, LINK_CLASSES, LINK_FILES, NVIDIA_VENDOR, PORT_DOWNSTREAM, PORT_NAMES, PORT_ROOT, PciTree,
     bdf_key, controller_bdfs, class_rank, is_root_bus, normalize_bdf, pci_function_in_path,
@@ -545,6 +546,21 @@ def pair_nics(matrix, gpus, nics):
         gpu["nic_link"] = row[ranked[0]["name"]] if ranked else None
 
 
+def paired_nics(topology):
+    """{GPU index: [NIC name]}: the one pairing rule of GPUs and NICs (GPUDirect RDMA, the network
+    mounts, the report): a GPU is paired with the NICs of its best link class (``gpus[].nic_link``,
+    ties included, in ``gpus[].nics`` order), and with none when that class is SYS (every path
+    crosses the CPUs' interconnect) or unknown (no matrix entry)."""
+    matrix = topology.get("matrix") if isinstance(topology.get("matrix"), dict) else {}
+    out = {}
+    for gpu in topology.get("gpus") or []:
+        best = gpu.get("nic_link")
+        row = matrix.get("GPU%s" % gpu.get("index")) or {}
+        names = gpu.get("nics") if isinstance(gpu.get("nics"), list) else []
+        out[gpu.get("index")] = [n for n in names if best not in (None, "SYS") and row.get(n) == best]
+    return out
+
+
 def path_bridges(tree, gpus, nvme, nics):
     """ACS state of the bridges above GPUs, data NVMe drives and RDMA NICs.
 
@@ -778,3 +794,52 @@ def topology_checks(topology, expect=None, profile=None, unknown_platform=None):
                             "...): no profile applied, so the roles' defaults and no benchmark thresholds "
                             "of the platform are used"))
     return checks
+
+
+# The role gds_facts: its variables, the one source of its defaults/main.yml, meta/argument_specs.yml
+# and its table in docs/variables.md (make roles)
+ROLE_SPEC = RoleSpec(
+    'gds_facts', 'gds_facts_',
+    short_description='Discover the PCIe topology, the GPU-NVMe-NIC affinity groups and the platform facts',
+    description=("Sets ansible_facts['gds_topology'] (module gds_topology) and ansible_facts['gds_platform'] "
+                 '(module gds_platform) for the tuning roles, and records topology checks in gds_facts_checks.',),
+    variables=[
+        Var('gds_facts_sysfs_root', 'path',
+            'Where sysfs is mounted on the node (a simulated node points below its gds_root).',
+            on_node('/sys')),
+        Var('gds_facts_procfs_root', 'path',
+            'Where procfs is mounted on the node; mounts, swaps and mdstat decide the system drives.',
+            on_node('/proc')),
+        Var('gds_facts_gpu_index_source', 'str',
+            'GPU numbering: auto (NVML on a live node, else PCI order), nvml or pci.',
+            'auto',
+            choices=('auto', 'nvml', 'pci')),
+        Var('gds_facts_expect', 'dict',
+            'Expected counts for this platform ({gpus: 8, data_drives: 8, groups: 4}); keys `gpus`, `data_drives`, '
+            '`nics`, `groups`, whole numbers >= 0; empty: no check.',
+            {},
+            options={'gpus': {'type': 'int', 'description': 'GPUs.'},
+                     'data_drives': {'type': 'int', 'description': 'NVMe drives that do not hold the OS.'},
+                     'nics': {'type': 'int', 'description': 'RDMA NICs.'},
+                     'groups': {'type': 'int', 'description': 'Affinity groups.'}}),
+        Var('gds_facts_link_baseline', 'str',
+            'The PCIe link states recorded at commissioning (written by runs not in check mode); a check-mode '
+            '(drift) run reports each link that changed since.',
+            on_node('/var/lib/gds-commission/pcie_links.json')),
+        Var('gds_facts_reuse', 'bool',
+            'Keep the topology and platform facts an earlier play of the same run read (`gds_facts_checks` is set) '
+            'instead of reading them again; `playbooks/bench.yml` (after `tune.yml` in `commission.yml`) and '
+            '`playbooks/rdma_bench.yml` set it. The tuning roles read again what they changed, so the facts kept '
+            'are current; a play with nothing read before it reads them.',
+            False),
+    ],
+    shared=('gds_platform_profile', 'gds_root'),
+    entry_points={'topology': EntryPoint('Read the topology again and re-record its checks (after a change or a reboot)',
+                                    (),
+                                    ['gds_facts_sysfs_root', 'gds_facts_procfs_root', 'gds_facts_gpu_index_source', 'gds_facts_expect', 'gds_facts_link_baseline', 'gds_platform_profile']),
+                  'platform': EntryPoint('Read the platform facts again (after a change or a reboot)',
+                                    (),
+                                    ['gds_facts_sysfs_root', 'gds_facts_procfs_root']),
+                  'validate': "main",
+                  'steps': "main"},
+)

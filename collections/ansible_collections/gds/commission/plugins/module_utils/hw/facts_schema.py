@@ -314,6 +314,58 @@ FACTS_SCHEMA = {
 }
 
 
+_WORDS = {"object": "a mapping", "array": "a list", "string": "a string", "integer": "a whole number",
+          "number": "a number", "boolean": "true or false", "null": "null"}
+_TYPES = {"object": (dict,), "array": (list,), "string": (str,), "integer": (int,), "number": (int, float),
+          "boolean": (bool,), "null": (type(None),)}
+
+
+def _is(value, kind):
+    if isinstance(value, bool) and kind in ("integer", "number"):
+        return False
+    return isinstance(value, _TYPES[kind])
+
+
+def fact_error(value, schema, where, keys=None):
+    """Where ``value`` (facts as a module received them) is not of ``schema``'s shape: the first
+    place, named (``topology.nics[2].name is 5, expected a string``), or None. Types, enums and
+    minimums of the keys present (``keys``: only these top-level ones); a key that is absent is
+    the reader's matter, and the text of a name (a BDF's pattern) discovery's own promise, which
+    tests/unit/test_facts_schema.py holds it to. Modules call it where facts enter, so a hand-made or stale fact
+    is refused with its key, never read half-way."""
+    kinds = schema.get("type")
+    if "anyOf" in schema:
+        errors = [fact_error(value, member, where) for member in schema["anyOf"]]
+        return None if None in errors else errors[0]
+    if kinds is not None and not any(_is(value, k) for k in (kinds if isinstance(kinds, list) else [kinds])):
+        return "%s is %s, expected %s" % (where, _shown(value), " or ".join(
+            _WORDS[k] for k in (kinds if isinstance(kinds, list) else [kinds])))
+    if "enum" in schema and value not in schema["enum"]:
+        return "%s is %s, expected one of %s" % (where, _shown(value), ", ".join(str(v) for v in schema["enum"]))
+    if "minimum" in schema and _is(value, "number") and value < schema["minimum"]:
+        return "%s is %s, expected at least %s" % (where, value, schema["minimum"])
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        for key, item in value.items():
+            if keys is not None and key not in keys:
+                continue
+            sub = properties.get(key, schema.get("additionalProperties"))
+            error = fact_error(item, sub, "%s.%s" % (where, key)) if isinstance(sub, dict) else None
+            if error:
+                return error
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for index, item in enumerate(value):
+            error = fact_error(item, schema["items"], "%s[%d]" % (where, index))
+            if error:
+                return error
+    return None
+
+
+def _shown(value):
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def schema_json():
     """The schema as JSON text."""
     return json.dumps(FACTS_SCHEMA, indent=2, sort_keys=True) + "\n"

@@ -330,6 +330,23 @@ def drives_served_check(prefix, load, io_type, bdf_of, buffered=False, job_bytes
         "bytes": [d["bytes"] for d in measured] + [None] * len(missing), "the bytes the job reported": reported})
 
 
+def _skewed(busy, tol_bytes, tol_await, bdf_of):
+    """Each member that moved data and is off its peers' bytes or service time by more than the
+    tolerances, said."""
+    out = []
+    for drive in busy:
+        others = [d for d in busy if d is not drive]
+        off = _off(drive["bytes"], [d["bytes"] for d in others])
+        if off is not None and abs(off) > tol_bytes:
+            out.append("%s moved %s %s bytes than its peers" % (
+                _label(drive, bdf_of), _percent(abs(off)), "more" if off > 0 else "fewer"))
+        slow = _off(drive["wait"], [d["wait"] for d in others])
+        if slow is not None and slow > tol_await:
+            out.append("%s took %s longer per request (%s ms against %s ms)" % (
+                _label(drive, bdf_of), _percent(slow), drive["wait"], "/".join(str(d["wait"]) for d in others)))
+    return out
+
+
 def drive_load_check(prefix, load, io_type, bdf_of, thresholds, buffered=False, job_bytes=None, shared_disk=False):
     """``bench: <job>: drive load``: every member took I/O of the job's direction (FAIL when one
     took none), and none is skewed from its peers by more than the profile's tolerances on bytes
@@ -365,16 +382,7 @@ def drive_load_check(prefix, load, io_type, bdf_of, thresholds, buffered=False, 
     elif idle:
         fails.append("%s took no %s" % (", ".join(_label(d, bdf_of) for d in idle), "writes" if write else "reads"))
     busy = [d for d in measured if d not in idle]  # an idle member already FAILs: not a peer
-    for drive in busy:
-        others = [d for d in busy if d is not drive]
-        off = _off(drive["bytes"], [d["bytes"] for d in others])
-        if off is not None and abs(off) > tol_bytes:
-            skewed.append("%s moved %s %s bytes than its peers" % (
-                _label(drive, bdf_of), _percent(abs(off)), "more" if off > 0 else "fewer"))
-        slow = _off(drive["wait"], [d["wait"] for d in others])
-        if slow is not None and slow > tol_await:
-            skewed.append("%s took %s longer per request (%s ms against %s ms)" % (
-                _label(drive, bdf_of), _percent(slow), drive["wait"], "/".join(str(d["wait"]) for d in others)))
+    skewed += _skewed(busy, tol_bytes, tol_await, bdf_of)
     short = _served_short(busy, missing, figure(job_bytes)) if judge_served and measured else None
     if short:
         fails.append(short)
@@ -383,20 +391,12 @@ def drive_load_check(prefix, load, io_type, bdf_of, thresholds, buffered=False, 
         notes.append(over + " (the disk under the target directory is shared)")
     elif over:
         skewed.append(over)
-    figures = "; ".join("%s: %.1f MB %s, %s %s, await %s ms, util %s%%" % (
+    notes.append("; ".join("%s: %.1f MB %s, %s %s, await %s ms, util %s%%" % (
         _label(d, bdf_of), d["bytes"] / 1e6, "written" if write else "read", d.get("w_s" if write else "r_s"),
-        "w/s" if write else "r/s", d.get(await_key), d.get("util_pct")) for d in measured)
-    notes.append(figures)
-    if fails:
-        verdict = "FAIL"
-    elif skewed:
-        verdict = thresholds["drive_skew_verdict"]
-    elif measured and missing:
-        verdict = "WARN"  # an unread member might be the idle or slow one
-    elif measured:
-        verdict = "PASS"
-    else:
-        verdict = "SKIP"
+        "w/s" if write else "r/s", d.get(await_key), d.get("util_pct")) for d in measured))
+    verdict = ("FAIL" if fails else thresholds["drive_skew_verdict"] if skewed
+               else "WARN" if measured and missing  # an unread member might be the idle or slow one
+               else "PASS" if measured else "SKIP")
     moved = len(busy)
     if not measured:
         actual = "unknown"

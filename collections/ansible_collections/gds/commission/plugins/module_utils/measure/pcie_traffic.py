@@ -360,6 +360,63 @@ def _gpu_list(indices):
     return ", ".join("GPU%s" % i for i in indices)
 
 
+def _nvml_figures(gpus, topology, gpu, unknown):
+    """NVML's figures of a job's GPUs: (the records with byte counts, {index: PCI address}, what
+    NVML could not say: GPUs without figures, figures that are no byte counts, GPUs not followed)."""
+    # NVML's figures: a list of GPU records, each with its index (anything else is unknown)
+    missing = []
+    if gpus is not None and not isinstance(gpus, list):
+        missing.append("NVML's figures are no list of GPUs: %r" % (gpus,))
+    records = []
+    for number, g in enumerate(gpus if isinstance(gpus, list) else []):
+        if isinstance(g, dict) and whole_figure(g.get("index")) is not None:
+            records.append(g)
+        else:
+            missing.append("GPU record %d of NVML's figures is no GPU's (%r)" % (number, g))
+    bdfs = {g.get("index"): g.get("bdf") for g in (topology or {}).get("gpus") or [] if isinstance(g, dict)}
+    bdfs.update((g["index"], g.get("bdf")) for g in records if g.get("bdf"))
+
+    known = []
+    for g in records:
+        if "unknown" in g:
+            missing.append("GPU%s %s" % (g["index"], g["unknown"]))
+        elif figure(g.get("rx_bytes")) is None or figure(g.get("tx_bytes")) is None:
+            missing.append("GPU%s figures are no byte counts (rx %r, tx %r)"
+                           % (g["index"], g.get("rx_bytes"), g.get("tx_bytes")))
+        else:
+            known.append(g)
+    seen = {g["index"] for g in records}
+    unfollowed = sorted(i for i in bdfs if isinstance(i, int) and i not in seen)
+    if gpus and unfollowed:
+        missing.append("%s of the topology not followed by NVML" % _gpu_list(unfollowed))
+    if unknown and gpus:
+        missing.append(unknown)
+    if gpu not in seen:
+        missing.append("GPU%s (the job's) not followed by NVML" % gpu)
+    return known, bdfs, missing
+
+
+def _bounce_notes(who, target, mine, write, moved_ok, known, cufile, missing):
+    """The detail of a bounce check: the job's GPU, the busiest GPUs, the figures' source,
+    cuFile's bounce buffers, what is unknown."""
+    notes = []
+    if target is not None:
+        notes.append("%s %s %s over PCIe, %d%% of the %s the job moved" % (
+            who(target), "sent" if write else "received", gb_text(mine), round(100.0 * mine / moved_ok),
+            gb_text(moved_ok)))
+    notes += ["GPU%s rx %s tx %s" % (g["index"], gb_text(g["rx_bytes"]), gb_text(g["tx_bytes"]))
+              for g in sorted(known, key=lambda g: -(g["rx_bytes"] + g["tx_bytes"]))[:4]]
+    sources = sorted({g["source"] for g in known if g.get("source")})
+    if sources:
+        notes.append("from %s" % " and ".join(sources))
+    if cufile is not None and _indices(cufile.get("buffer_gpus")):
+        notes.append("cuFile's bounce buffers on %s" % ", ".join(
+            "GPU%s (%s)" % (i, _buffers(cufile, i)) for i in _indices(cufile["buffer_gpus"])))
+    if missing and known:
+        notes.append("unknown: %s" % "; ".join(missing))
+    return notes
+
+
 def bounce_check(prefix, gpu, moved, io_type, gpus, topology, drives, th, unknown=None, cufile=None,
                  expected_bounce=False):
     """``bench: <job>: bounce``: the target GPU ``gpu`` should be the only one whose PCIe traffic
@@ -385,64 +442,20 @@ def bounce_check(prefix, gpu, moved, io_type, gpus, topology, drives, th, unknow
         cufile = {"unknown": "no record of cuFile's statistics: %r" % (cufile,)}
     cufile_why = (cufile or {}).get("unknown")
     cufile = cufile if cufile and "unknown" not in cufile else None
-    # NVML's figures: a list of GPU records, each with its index (anything else is unknown)
-    missing = []
-    if gpus is not None and not isinstance(gpus, list):
-        missing.append("NVML's figures are no list of GPUs: %r" % (gpus,))
-    records = []
-    for number, g in enumerate(gpus if isinstance(gpus, list) else []):
-        if isinstance(g, dict) and whole_figure(g.get("index")) is not None:
-            records.append(g)
-        else:
-            missing.append("GPU record %d of NVML's figures is no GPU's (%r)" % (number, g))
-    bdfs = {g.get("index"): g.get("bdf") for g in (topology or {}).get("gpus") or [] if isinstance(g, dict)}
-    bdfs.update((g["index"], g.get("bdf")) for g in records if g.get("bdf"))
+    known, bdfs, missing = _nvml_figures(gpus, topology, gpu, unknown)
 
     def who(g):
         where = link_class(topology, g["index"], drives)
         return "GPU%s (%s%s)" % (g["index"], bdfs.get(g["index"]) or "PCI address unknown",
                                  ", " + where if where else "")
 
-    # what NVML could not say: GPUs without figures, figures that are no byte counts, GPUs not followed
-    known = []
-    for g in records:
-        if "unknown" in g:
-            missing.append("GPU%s %s" % (g["index"], g["unknown"]))
-        elif figure(g.get("rx_bytes")) is None or figure(g.get("tx_bytes")) is None:
-            missing.append("GPU%s figures are no byte counts (rx %r, tx %r)"
-                           % (g["index"], g.get("rx_bytes"), g.get("tx_bytes")))
-        else:
-            known.append(g)
-    seen = {g["index"] for g in records}
-    unfollowed = sorted(i for i in bdfs if isinstance(i, int) and i not in seen)
-    if gpus and unfollowed:
-        missing.append("%s of the topology not followed by NVML" % _gpu_list(unfollowed))
-    if unknown and gpus:
-        missing.append(unknown)
-    if gpu not in seen:
-        missing.append("GPU%s (the job's) not followed by NVML" % gpu)
     moved_ok = figure(moved)
     if not moved_ok:
         return check(name, "SKIP", expected, "unknown", "the job's record has no byte count (%r)" % (moved,))
 
-    notes = []
     target = next((g for g in known if g["index"] == gpu), None)
-    mine = None
-    if target is not None:
-        mine = target["tx_bytes"] if write else target["rx_bytes"]
-        notes.append("%s %s %s over PCIe, %d%% of the %s the job moved" % (
-            who(target), "sent" if write else "received", gb_text(mine), round(100.0 * mine / moved_ok),
-            gb_text(moved_ok)))
-    notes += ["GPU%s rx %s tx %s" % (g["index"], gb_text(g["rx_bytes"]), gb_text(g["tx_bytes"]))
-              for g in sorted(known, key=lambda g: -(g["rx_bytes"] + g["tx_bytes"]))[:4]]
-    sources = sorted({g["source"] for g in known if g.get("source")})
-    if sources:
-        notes.append("from %s" % " and ".join(sources))
-    if cufile is not None and _indices(cufile.get("buffer_gpus")):
-        notes.append("cuFile's bounce buffers on %s" % ", ".join(
-            "GPU%s (%s)" % (i, _buffers(cufile, i)) for i in _indices(cufile["buffer_gpus"])))
-    if missing and known:
-        notes.append("unknown: %s" % "; ".join(missing))
+    mine = (target["tx_bytes"] if write else target["rx_bytes"]) if target is not None else None
+    notes = _bounce_notes(who, target, mine, write, moved_ok, known, cufile, missing)
 
     # judged: the job's bytes and each GPU's, as NVML gave them
     inputs = {"bytes moved": moved, "GPUs' rx/tx bytes": [[g["rx_bytes"], g["tx_bytes"]] for g in known]}

@@ -19,6 +19,7 @@ import struct
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import UnreadableFile, read_bounded
+from ansible_collections.gds.commission.plugins.module_utils.core.spec import EntryPoint, RoleSpec, Var, on_node
 from ansible_collections.gds.commission.plugins.module_utils.core.variables import errors, is_list
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import PORT_NAMES, acs_state, find_pcie_port_type, normalize_bdf
 
@@ -320,3 +321,51 @@ def validate_vars(values, host=None, hosts=()):
         "gds_pcie_acs_bridges: %s are not PCI addresses (DDDD:BB:DD.F)" % bad if bad else None,
         "gds_pcie_acs_setpci=%s must be empty (find setpci on the node) or the absolute path of the setpci "
         "executable: %s" % (json.dumps(setpci, default=str), setpci_error) if setpci_error else None)
+
+
+# The role pcie_acs: its variables, the one source of its defaults/main.yml, meta/argument_specs.yml
+# and its table in docs/variables.md (make roles)
+ROLE_SPEC = RoleSpec(
+    'pcie_acs', 'gds_pcie_acs_',
+    short_description='Disable PCIe ACS on the bridges between GPUs, NVMe drives and NICs, and keep it so',
+    description=("Clears ACS Control on the bridges of ansible_facts['gds_topology'] (module pcie_acs), then makes "
+                 'it last across reboots with a systemd unit and/or a kernel command-line drop-in.',
+                 'Records acs checks in gds_pcie_acs_checks for the report.',),
+    variables=[
+        Var('gds_pcie_acs_state', 'str',
+            'ACS on the bridges between GPUs, NVMe drives and NICs: disabled (GDS), enabled (kernel default) or '
+            'query.',
+            'disabled',
+            choices=('disabled', 'enabled', 'query')),
+        Var('gds_pcie_acs_bridges', 'list',
+            'Bridges (PCI addresses) to act on; empty: every bridge with ACS above a GPU, data drive or RDMA NIC.',
+            [],
+            elements='str'),
+        Var('gds_pcie_acs_allow_with_vfio', 'bool',
+            'Change ACS even while devices are bound to vfio-pci (without ACS they lose their isolation).',
+            False),
+        Var('gds_pcie_acs_persist', 'str',
+            'How disabled ACS survives a reboot: unit (systemd oneshot running setpci), cmdline, both or none.',
+            'unit',
+            choices=('unit', 'cmdline', 'both', 'none')),
+        Var('gds_pcie_acs_cmdline_param', 'str',
+            'Kernel parameter of the cmdline drop-in: config_acs (all bits, Linux 6.11+) or disable_acs_redir '
+            '(4.19+).',
+            'config_acs',
+            choices=('config_acs', 'disable_acs_redir')),
+        Var('gds_pcie_acs_respect_dgx_package', 'bool',
+            "Leave a node whose ACS DGX OS's nvidia-acs-disable package manages alone, and only verify it.",
+            True),
+        Var('gds_pcie_acs_setpci', 'str',
+            'setpci the boot-time unit runs; empty: the first of /usr/bin/setpci, /usr/sbin/setpci, /sbin/setpci.',
+            ''),
+        Var('gds_pcie_acs_sysfs_root', 'path',
+            "Where sysfs is mounted on the node (a simulated node's config files are written for real).",
+            on_node('/sys')),
+    ],
+    entry_points={'verify': EntryPoint('Read ACS on the bridges again (after a reboot) and re-record the checks',
+                                    (),
+                                    ['gds_pcie_acs_sysfs_root']),
+                  'validate': "main",
+                  'steps': "main"},
+)

@@ -18,6 +18,7 @@ import re
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import backup_copy, write_atomic
+from ansible_collections.gds.commission.plugins.module_utils.core.spec import RoleSpec, Var, on_node
 from ansible_collections.gds.commission.plugins.module_utils.core.variables import errors, given_int, is_list, path_error
 from ansible_collections.gds.commission.plugins.module_utils.tune.cufile_alternatives import (
     MAX_SYMLINKS, NodePaths, best_choice, format_alternatives, read_alternatives,
@@ -290,18 +291,12 @@ def configure(path, managed, root="", alternative_path="/etc/gds-commission/cufi
     return result
 
 
-def _via_alternatives(paths, path, link, first, managed, ours, priority, register, backup, mode,
-                      check_mode):
-    name = os.path.basename(first)
-    admin_file = paths.resolve(paths.local("/var/lib/dpkg/alternatives/" + name))
-    admin = read_alternatives(admin_file)
-    ours_node, link_node = paths.node(ours), paths.node(link)
-    selected = paths.node(paths.readlink(first)) if os.path.islink(first) else None
-    current_file = paths.resolve(link)
+def _vendor_base(paths, admin, admin_file, ours, ours_node, link_node, first, current_file, name):
+    """(the vendor's alternative, the file our file starts from).
 
-    # the base is the vendor's file (the best alternative that is not ours), so a newer toolkit's
-    # keys reach our file on the next run; without an administrative file, what the link shows.
-    # A vendor file that is gone is an error: a file of our keys alone would drop all of NVIDIA's
+    The base is the vendor's file (the best alternative that is not ours), so a newer toolkit's
+    keys reach our file on the next run; without an administrative file, what the link shows.
+    A vendor file that is gone is an error: a file of our keys alone would drop all of NVIDIA's."""
     vendor = best_choice(admin["choices"], exclude=ours_node) if admin else None
     if vendor:
         base_file = paths.resolve(paths.local(vendor["path"]))
@@ -319,6 +314,19 @@ def _via_alternatives(paths, path, link, first, managed, ours, priority, registe
                 "other cufile.json; nothing was changed" % (link_node, paths.node(first),
                                                             paths.node(base_file),
                                                             paths.node(admin_file)))
+    return vendor, base_file
+
+
+def _via_alternatives(paths, path, link, first, managed, ours, priority, register, backup, mode,
+                      check_mode):
+    name = os.path.basename(first)
+    admin_file = paths.resolve(paths.local("/var/lib/dpkg/alternatives/" + name))
+    admin = read_alternatives(admin_file)
+    ours_node, link_node = paths.node(ours), paths.node(link)
+    selected = paths.node(paths.readlink(first)) if os.path.islink(first) else None
+    current_file = paths.resolve(link)
+
+    vendor, base_file = _vendor_base(paths, admin, admin_file, ours, ours_node, link_node, first, current_file, name)
     base_text, base = "", {}
     if base_file:
         base_text, base = read_config(base_file)
@@ -440,3 +448,79 @@ def commission(params, check_mode=False):
                                                 policy))
         result["remote_fs"] = remote
     return result, warnings
+
+
+# The role cufile: its variables, the one source of its defaults/main.yml, meta/argument_specs.yml
+# and its table in docs/variables.md (make roles)
+ROLE_SPEC = RoleSpec(
+    'cufile', 'gds_cufile_',
+    short_description="Merge the node's cuFile settings into cufile.json, keeping the vendor's content",
+    description=("NVIDIA's documented defaults (templates/cufile.json.j2) with computed values (use_pci_p2pdma "
+                 'from gds_mode, allow_compat_mode false when commissioning, rdma_dev_addr_list from the affinity '
+                 "groups' NICs) and profile and host overrides are the managed keys. They are validated, then "
+                 "merged into the existing cufile.json (every other key keeps its value and place); the toolkit's "
+                 'alternatives link gets our merged file as a higher-priority alternative, a plain file is edited '
+                 'in place with a backup.',
+                 'Records the cufile checks in gds_cufile_checks for the report.',),
+    variables=[
+        Var('gds_cufile_path', 'path',
+            'The file cuFile reads; a simulated node has it below its gds_root. The managed keys are merged into '
+            "it (a plain file is edited in place); where it is the toolkit's alternatives link, into "
+            '`gds_cufile_alternative_path`.',
+            on_node('/etc/cufile.json')),
+        Var('gds_cufile_alternative_path', 'path',
+            "Where the merged configuration goes when `gds_cufile_path` is the toolkit's alternatives link; "
+            "registered as the `cufile.json` alternative, the vendor's file stays untouched.",
+            on_node('/etc/gds-commission/cufile.json')),
+        Var('gds_cufile_alternative_priority', 'int',
+            "Priority of that alternative, above the toolkit's (CUDA 13.0 registers 130), so auto mode selects it.",
+            1000),
+        Var('gds_cufile_mode', 'str',
+            'GDS data path this node is commissioned for: nvfs (nvidia-fs), p2pdma (kernel PCI P2PDMA) or compat.',
+            "{{ gds_mode | default('nvfs') }}",
+            choices=('nvfs', 'p2pdma', 'compat')),
+        Var('gds_cufile_use_pci_p2pdma', 'bool',
+            "properties.use_pci_p2pdma: true exactly when the node runs GDS over the kernel's PCI P2PDMA.",
+            "{{ gds_cufile_mode == 'p2pdma' }}"),
+        Var('gds_cufile_allow_compat_mode', 'bool',
+            'properties.allow_compat_mode: false when commissioning (a silent POSIX fallback must show); true only '
+            'for gds_mode compat.',
+            "{{ gds_cufile_mode == 'compat' }}"),
+        Var('gds_cufile_rdma_storage', 'bool',
+            "Storage is reached over RDMA (NFS/RDMA, Lustre, WekaFS...): fill rdma_dev_addr_list from the groups' "
+            'NICs.',
+            False),
+        Var('gds_cufile_rdma_groups', 'list',
+            'Affinity group ids whose NICs carry storage traffic; empty: every group.',
+            [],
+            elements='int'),
+        Var('gds_cufile_rdma_addresses', 'dict',
+            'IPv4 address per RDMA device or netdev ({mlx5_0: 10.0.1.11}); else read from the interface facts.',
+            {}),
+        Var('gds_cufile_netfs_mounts', 'list',
+            'Network mounts (role gds_netfs) whose RDMA NIC addresses go into `rdma_dev_addr_list` and the '
+            '`fs.<type>` sections (`mount_table` per mount where the installed GDS version has it).',
+            "{{ ansible_facts['gds_netfs']['mounts'] | default([]) }}",
+            elements='dict'),
+        Var('gds_cufile_rdma_load_balancing_policy', 'str',
+            '`properties.rdma_load_balancing_policy`: RoundRobin, or RoundRobinMaxMin (least NIC sharing between '
+            'GPUs).',
+            'RoundRobin',
+            choices=('RoundRobin', 'RoundRobinMaxMin')),
+        Var('gds_cufile_profile_overrides', 'dict',
+            "Platform profile overrides, deep-merged over NVIDIA's defaults (the collection's `profiles/`).",
+            {}),
+        Var('gds_cufile_overrides', 'dict',
+            'Site or host overrides, deep-merged last (they win over the computed values too).',
+            {}),
+        Var('gds_cufile_extra_keys', 'list',
+            "Dotted keys accepted without validation (keys of a libcufile newer than the role's schema).",
+            [],
+            elements='str'),
+        Var('gds_cufile_backup', 'bool',
+            'Keep a timestamped backup of a file the role rewrites (`cufile.json.<pid>.<date>@<time>~`).',
+            True),
+    ],
+    entry_points={'validate': "main",
+                  'steps': "main"},
+)

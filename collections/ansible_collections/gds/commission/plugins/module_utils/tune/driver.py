@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
+from ansible_collections.gds.commission.plugins.module_utils.core.spec import EntryPoint, RoleSpec, Var, on_node
 from ansible_collections.gds.commission.plugins.module_utils.hw.p2pdma import kernel_parameter
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import controller_bdfs
 
@@ -207,3 +208,44 @@ def udev_check(udev):
                   % (", ".join("%s (%s)" % (m, numbers.get(m) or "no dev number") for m in missing),
                      udev_remedy(record, first)))
     return check(name, "FAIL", len(devices), present, detail)
+
+
+# The role gds_driver: its variables, the one source of its defaults/main.yml, meta/argument_specs.yml
+# and its table in docs/variables.md (make roles)
+ROLE_SPEC = RoleSpec(
+    'gds_driver', 'gds_driver_',
+    short_description='Put the GDS driver path in place (nvidia-fs, P2PDMA or compat) and check its prerequisites',
+    description=('nvfs loads nvidia-fs persistently with IO statistics on; p2pdma checks the kernel, the open '
+                 'NVIDIA kernel module, the module options and refuses md RAID; compat loads nothing.',
+                 'Checks that every data drive has udev data (cuFile needs it to register files).',
+                 'Records driver checks in gds_driver_checks and sets gds_driver_reboot_required.',),
+    variables=[
+        Var('gds_driver_mode', 'str',
+            'GDS I/O path: nvfs (nvidia-fs kernel module), p2pdma (upstream P2PDMA, CUDA 12.8+) or compat (POSIX, '
+            'no GPUDirect).',
+            "{{ gds_mode | default('nvfs') }}",
+            choices=('nvfs', 'p2pdma', 'compat')),
+        Var('gds_driver_nvfs_rw_stats', 'bool',
+            'Load nvidia-fs with rw_stats_enabled=1, so that benchmarks can prove the GDS path from its counters.',
+            True),
+        Var('gds_driver_p2pdma_configure', 'bool',
+            'In p2pdma mode, write the module options P2PDMA needs (x86 NVreg_RegistryDwords, nvme_core multipath=N).',
+            True),
+        Var('gds_driver_update_initramfs', 'bool',
+            'Refresh the initramfs (update-initramfs -u) when module options changed (nvme_core and nvidia may '
+            'load from it).',
+            True),
+        Var('gds_driver_modprobe_dir', 'path',
+            'Directory of the module options on the node.',
+            on_node('/etc/modprobe.d')),
+        Var('gds_driver_modules_load_dir', 'path',
+            'Directory of the modules loaded at boot on the node.',
+            on_node('/etc/modules-load.d')),
+    ],
+    shared=('gds_mode', 'gds_root', 'gds_live'),
+    entry_points={'verify': EntryPoint('Read the node again (after a reboot) and re-record the driver checks',
+                                    (),
+                                    ['gds_driver_mode']),
+                  'validate': "main",
+                  'steps': "main"},
+)

@@ -6,6 +6,7 @@ filter), from the running mode in the gds_platform facts and the GRUB drop-in th
 from __future__ import annotations
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
+from ansible_collections.gds.commission.plugins.module_utils.core.spec import EntryPoint, RoleSpec, Var, on_node
 
 
 def iommu_checks(iommu, want, after_reboot=False, reboot_ok=False, live=True, params="", dropin="",
@@ -41,3 +42,35 @@ def iommu_checks(iommu, want, after_reboot=False, reboot_ok=False, live=True, pa
     checks.append(check("iommu: boot configuration", "PASS" if regenerated else "WARN", params or "",
                         dropin.rsplit("/", 1)[-1], detail))
     return checks
+
+
+# The role iommu: its variables, the one source of its defaults/main.yml, meta/argument_specs.yml
+# and its table in docs/variables.md (make roles)
+ROLE_SPEC = RoleSpec(
+    'iommu', 'gds_iommu_',
+    short_description='Set the IOMMU mode GPUDirect Storage needs on the kernel command line',
+    description=('Compares the IOMMU mode the node runs with (command line, /sys/class/iommu, IOMMU group types) '
+                 'with the desired one and writes a /etc/default/grub.d drop-in plus update-grub when they differ.',
+                 "Sets gds_iommu_reboot_required; the tune playbook's reboot step (role gds_reboot) reboots only "
+                 'with gds_reboot_ok true.',
+                 'Refuses off and passthrough on Grace Hopper, where NVIDIA requires the IOMMU on.',),
+    variables=[
+        Var('gds_iommu_mode', 'str',
+            'IOMMU mode: auto (platform default: on for Grace Hopper, off on x86), off, pt, on, or leave (touch '
+            'nothing).',
+            'auto',
+            choices=('auto', 'off', 'pt', 'on', 'leave')),
+        Var('gds_iommu_update_bootloader', 'bool',
+            'Regenerate the boot loader configuration (update-grub) when the drop-in changed.',
+            True),
+        Var('gds_iommu_grub_dropin', 'path',
+            'GRUB drop-in that carries the IOMMU kernel parameters (sourced after /etc/default/grub).',
+            on_node('/etc/default/grub.d/99-gds-iommu.cfg')),
+    ],
+    shared=('gds_reboot_ok', 'gds_root', 'gds_live'),
+    entry_points={'verify': EntryPoint('Re-record the IOMMU mode and checks after a reboot',
+                                    (),
+                                    ['gds_iommu_grub_dropin']),
+                  'validate': "main",
+                  'steps': "main"},
+)

@@ -26,8 +26,10 @@ import struct
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import UnreadableFile, read_file
+from ansible_collections.gds.commission.plugins.module_utils.core.spec import RoleSpec, Var, on_node
 from ansible_collections.gds.commission.plugins.module_utils.core.variables import errors, given_int, is_list, path_error
-from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import lower_netdevs, netdev_by_ifindex
+from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import lower_netdevs, netdev_by_ifindex, paired_nics
+from ansible_collections.gds.commission.plugins.module_utils.hw.facts_schema import TOPOLOGY, fact_error
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import LINK_CLASSES, class_rank
 from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import ProcfsError, read_mounts
 from ansible_collections.gds.commission.plugins.module_utils.tune.raid import SYSTEM_DIRS, system_dir
@@ -365,18 +367,8 @@ def nic_class(topology, gpu, nics):
 
 
 def paired_gpus(topology, nics):
-    """GPUs for which one of ``nics`` is among their best NICs (ties included), never SYS."""
-    out = []
-    names = [n["name"] for n in topology.get("nics") or []]
-    for gpu in topology.get("gpus") or []:
-        idx = gpu["index"]
-        best = nic_class(topology, idx, names)
-        if best is not None:
-            if best != "SYS" and nic_class(topology, idx, nics) == best:
-                out.append(idx)
-        elif (gpu.get("nics") or [None])[0] in nics:
-            out.append(idx)
-    return out
+    """GPUs paired with one of ``nics`` (hw/affinity.paired_nics, the one rule: never SYS)."""
+    return [gpu for gpu, names in paired_nics(topology).items() if set(names) & set(nics)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -401,37 +393,16 @@ def _str_list(value, where, optional=True):
 
 
 def validate_topology(topology):
-    """The parts of the gds_topology facts used here have the facts' shape; else NetfsError
-    naming the key (``topology.nics[2].name``) and the value."""
+    """The parts of the gds_topology facts used here (nics, gpus, matrix) have the facts' shape
+    (hw/facts_schema, the one schema); else NetfsError naming the key (``topology.nics[2].name``)
+    and the value."""
     _require(isinstance(topology, dict), "topology", "the gds_topology facts (a dict)", topology)
-    nics, gpus, matrix = topology.get("nics"), topology.get("gpus"), topology.get("matrix")
-    _require(nics is None or isinstance(nics, list), "topology.nics", "a list", nics)
-    for i, nic in enumerate(nics or []):
-        where = "topology.nics[%d]" % i
-        _require(isinstance(nic, dict), where, "a dict", nic)
-        _require(isinstance(nic.get("name"), str) and nic["name"] != "", where + ".name",
-                 "an RDMA device name", nic.get("name"))
-        _require(nic.get("netdev") is None or isinstance(nic["netdev"], str), where + ".netdev",
-                 "a netdev name or null", nic.get("netdev"))
-        _str_list(nic.get("netdevs"), where + ".netdevs")
-        ports = nic.get("ports")
-        _require(ports is None or isinstance(ports, list), where + ".ports", "a list", ports)
-        for j, port in enumerate(ports or []):
-            netdev = port.get("netdev") if isinstance(port, dict) else None
-            _require(isinstance(port, dict) and (netdev is None or isinstance(netdev, str)),
-                     "%s.ports[%d]" % (where, j), "a dict whose netdev is a name or null", port)
-    _require(gpus is None or isinstance(gpus, list), "topology.gpus", "a list", gpus)
-    for i, gpu in enumerate(gpus or []):
-        where = "topology.gpus[%d]" % i
-        _require(isinstance(gpu, dict), where, "a dict", gpu)
-        index = gpu.get("index")
-        _require(isinstance(index, int) and not isinstance(index, bool) and index >= 0,
-                 where + ".index", "a GPU index (a whole number)", index)
-        _str_list(gpu.get("nics"), where + ".nics")
-    _require(matrix is None or isinstance(matrix, dict), "topology.matrix", "a dict", matrix)
-    for row, cells in (matrix or {}).items():
-        _require(isinstance(cells, dict) and all(v is None or isinstance(v, str) for v in cells.values()),
-                 "topology.matrix[%s]" % (row,), "a dict of link classes", cells)
+    problem = fact_error(topology, TOPOLOGY, "topology", keys=("nics", "gpus", "matrix"))
+    if problem:
+        raise NetfsError(problem)
+    for kind, key in (("gpus", "index"), ("nics", "name")):  # what names each entry here
+        for i, entry in enumerate(topology.get(kind) or []):
+            _require(key in entry, "topology.%s[%d].%s" % (kind, i, key), "given", None)
     return topology
 
 
@@ -799,3 +770,95 @@ def _affinity_checks(m, topology, readers, far_verdict, near_classes):
 
 def lower_names(m):
     return [m.get("netdev")] + list(m.get("lower_netdevs") or [])
+
+
+# The role gds_netfs: its variables, the one source of its defaults/main.yml, meta/argument_specs.yml
+# and its table in docs/variables.md (make roles)
+ROLE_SPEC = RoleSpec(
+    'gds_netfs', 'gds_netfs_',
+    short_description='Audit the network file system mounts GDS reads against the NICs of the GPUs',
+    description=('Describes every nfs, nfs4, lustre, beegfs, gpfs and wekafs mount (module gds_netfs) with the NIC '
+                 "it leaves through and that NIC's GPUs, and records the netfs checks in gds_netfs_checks; the "
+                 'mounts are the host fact gds_netfs (ansible_facts).',
+                 "With gds_netfs_manage_mounts, writes fstab entries for gds_netfs_mounts with the guide's naming "
+                 '(/mnt/nfs/<client_if>/data/<server_index>); mounting them needs gds_netfs_allow_mount.',),
+    variables=[
+        Var('gds_netfs_procfs_root', 'path',
+            'Where procfs is mounted on the node (mountinfo, net/route, net/ipv6_route).',
+            on_node('/proc')),
+        Var('gds_netfs_sysfs_root', 'path',
+            'Where sysfs is mounted on the node (the lower_* links of bonds and VLANs).',
+            on_node('/sys')),
+        Var('gds_netfs_expect_rdma', 'bool',
+            'The profile wants the network mounts over RDMA (NFS proto=rdma, Lustre o2ib).',
+            False),
+        Var('gds_netfs_tcp_verdict', 'str',
+            'Verdict of a mount that is not RDMA where `gds_netfs_expect_rdma`.',
+            'WARN',
+            choices=('WARN', 'FAIL')),
+        Var('gds_netfs_far_verdict', 'str',
+            'Verdict of a mount whose NIC is far from every GPU that reads it.',
+            'WARN',
+            choices=('WARN', 'FAIL')),
+        Var('gds_netfs_io_size_verdict', 'str',
+            'Verdict of an NFS mount with rsize or wsize below `gds_netfs_min_io_size`.',
+            'WARN',
+            choices=('WARN', 'FAIL')),
+        Var('gds_netfs_min_io_size', 'int',
+            'Smallest rsize/wsize in bytes (the guide mounts with 1 MiB).',
+            1048576),
+        Var('gds_netfs_near_classes', 'list',
+            'GPU-NIC link classes that count as paired.',
+            ['PIX', 'PXB'],
+            choices=('PIX', 'PXB', 'PHB', 'NODE', 'SYS'),
+            elements='str'),
+        Var('gds_netfs_gpu_map', 'dict',
+            'Which GPUs read which mount (`{/mnt/nfs/ib0/data/0: [0, 1]}`); a mount not listed: every GPU.',
+            {}),
+        Var('gds_netfs_interface_addresses', 'dict',
+            'Addresses per netdev (`{ib0: [192.168.0.20]}`) for the client address where the route gives none.',
+            {}),
+        Var('gds_netfs_manage_mounts', 'bool',
+            'Manage fstab entries for `gds_netfs_mounts` (opt-in).',
+            False),
+        Var('gds_netfs_allow_mount', 'bool',
+            'Also mount them now (and remount one whose entry changed); without it only fstab is written.',
+            False),
+        Var('gds_netfs_mounts', 'list',
+            'Mounts to manage: `[{client_if: ib0, server: 192.168.0.10, export: /mnt/nfs_10/10, server_index: 0, '
+            'options?, fstype?}]`.',
+            [],
+            elements='dict',
+            options={'client_if': {'type': 'str',
+                                   'required': True,
+                                   'description': 'Client netdev the mount is named after.'},
+                     'server': {'type': 'str', 'required': True, 'description': 'Server address or host name.'},
+                     'export': {'type': 'str', 'required': True, 'description': 'Exported path on the server.'},
+                     'server_index': {'type': 'int',
+                                      'required': True,
+                                      'description': 'Number of the server interface (the last path component).'},
+                     'options': {'type': 'str',
+                                 'description': 'Mount options of this entry (default gds_netfs_mount_options).'},
+                     'fstype': {'type': 'str',
+                                'choices': ['nfs', 'nfs4'],
+                                'default': 'nfs',
+                                'description': 'File system type.'}}),
+        Var('gds_netfs_mount_root', 'path',
+            "Mount points are `<root>/<client_if>/data/<server_index>`, the guide's naming.",
+            '/mnt/nfs'),
+        Var('gds_netfs_mount_options', 'str',
+            "Mount options of a managed mount (an entry's own `options` win).",
+            'vers=3,proto=rdma,port=20049,rsize=1048576,wsize=1048576,hard'),
+        Var('gds_netfs_fstab', 'path',
+            'The fstab the managed mounts go to; a simulated node has it below its gds_root.',
+            on_node('/etc/fstab')),
+        Var('gds_netfs_reuse', 'bool',
+            'Keep the mounts and the audit an earlier play of the same run made (`gds_netfs_checks` is set) '
+            'instead of doing them again; `playbooks/bench.yml` sets it (after `tune.yml` in `commission.yml`; run '
+            'alone it audits).',
+            False),
+    ],
+    entry_points={'verify': "main",
+                  'validate': "main",
+                  'steps': "main"},
+)

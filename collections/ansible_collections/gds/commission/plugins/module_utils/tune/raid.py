@@ -35,7 +35,9 @@ import re
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import natural_key
+from ansible_collections.gds.commission.plugins.module_utils.core.spec import RoleSpec, Var, on_node
 from ansible_collections.gds.commission.plugins.module_utils.core.variables import given_int, is_list
+from ansible_collections.gds.commission.plugins.module_utils.hw.facts_schema import TOPOLOGY, fact_error
 from ansible_collections.gds.commission.plugins.module_utils.hw.procfs import base_disk
 
 DEFAULT_CHUNK_KB = 512          # DGX OS creates its data RAID0 with 512 KiB chunks
@@ -239,6 +241,9 @@ def desired_arrays(topology, group_by="affinity", mount_prefix="/raid", name_pre
         if not isinstance(topology.get(key), list):
             raise RaidError("topology.%s is missing or not a list: pass ansible_facts['gds_topology']"
                             % key)
+    problem = fact_error(topology, TOPOLOGY, "topology", keys=("nvme", "groups"))  # the one schema
+    if problem:
+        raise RaidError(problem)
     validate_name_prefix(name_prefix)
     mount_base = validate_mount_prefix(mount_prefix)
     drives = {}
@@ -846,3 +851,67 @@ def _array_check(entry, run_mode, p2pdma):
     name = "raid: %s (GPUs %s)" % (entry["name"], ",".join(str(g) for g in entry["gpus"]) or "none")
     return check(name, verdict, "+".join(map(str, members)) if isinstance(members, list) else None, actual,
                  entry.get("reason"), inputs=judged)
+
+
+# The role nvme_raid: its variables, the one source of its defaults/main.yml, meta/argument_specs.yml
+# and its table in docs/variables.md (make roles)
+ROLE_SPEC = RoleSpec(
+    'nvme_raid', 'gds_raid_',
+    short_description='Regroup the NVMe data drives into one md RAID0 per GPU affinity group',
+    description=("Plans one md RAID0 per affinity group (or PCIe switch) from ansible_facts['gds_topology'], "
+                 'applies it on a live node when the allow flags permit, and records the report checks in the host '
+                 'fact gds_raid_checks.',
+                 'Sets the host fact gds_raid_arrays ([{device, mount, members, gpus}], mount under gds_root).',),
+    variables=[
+        Var('gds_raid_enabled', 'bool',
+            'Plan and apply the md RAID0 arrays at all (false: the role records nothing and changes nothing).',
+            True),
+        Var('gds_raid_group_by', 'str',
+            'affinity: one array per GPU/NVMe affinity group; switch: one per PCIe switch (nodes without GPUs).',
+            'affinity',
+            choices=('affinity', 'switch')),
+        Var('gds_raid_mount_prefix', 'str',
+            'Mount points are this prefix and the array number: /raid1, /raid2 ... (Table 5 of [the GDS '
+            'guide](architecture.md#source-material)). An absolute, normalised path, no `~` expansion, not `/` and '
+            'not under `/bin /boot /dev /etc /lib* /proc /root /run /sbin /snap /sys /usr /var`.',
+            '/raid'),
+        Var('gds_raid_name_prefix', 'str',
+            'md array names are this prefix and the array number: /dev/md/raid1 ... Letters, digits, `_`, `-`, '
+            '`.`; starts with a letter or digit; no `..`; at most 29 characters.',
+            'raid'),
+        Var('gds_raid_chunk_kb', 'int',
+            'RAID0 chunk size in KiB (DGX OS default 512); ext4 stride/stripe_width follow from it.',
+            512),
+        Var('gds_raid_allow_destroy', 'bool',
+            'Allow stopping existing arrays and wiping drives that carry data: destroys their data.',
+            False),
+        Var('gds_raid_allow_unmount', 'bool',
+            'Allow unmounting a mounted array or drive that is regrouped (needs gds_raid_allow_destroy too).',
+            False),
+        Var('gds_raid_mount_opts', 'str',
+            'Mount options of the persistent (fstab) mounts of the arrays.',
+            'defaults,nofail,noatime'),
+        Var('gds_raid_mkfs_options', 'list',
+            "Extra mkfs.ext4 arguments (before the device), e.g. ['-m', '0'].",
+            [],
+            elements='str'),
+        Var('gds_raid_mdadm_conf', 'str',
+            'mdadm.conf to persist the arrays in; empty: /etc/mdadm/mdadm.conf or /etc/mdadm.conf, as found.',
+            ''),
+        Var('gds_raid_update_initramfs', 'bool',
+            'Refresh the initramfs (update-initramfs -u or dracut -f) when mdadm.conf changed.',
+            True),
+        Var('gds_raid_refused_verdict', 'str',
+            'Verdict of the report check when the regrouping is refused (allow flags off, array in use).',
+            'WARN',
+            choices=('WARN', 'FAIL')),
+        Var('gds_raid_procfs_root', 'path',
+            'Where procfs is mounted on the node (mdstat, mounts, swaps).',
+            on_node('/proc')),
+        Var('gds_raid_sysfs_root', 'path',
+            'Where sysfs is mounted on the node (block device holders).',
+            on_node('/sys')),
+    ],
+    entry_points={'validate': "main",
+                  'steps': "main"},
+)

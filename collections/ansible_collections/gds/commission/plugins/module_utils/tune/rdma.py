@@ -19,7 +19,9 @@ import re
 
 from ansible_collections.gds.commission.plugins.module_utils.core.checks import check
 from ansible_collections.gds.commission.plugins.module_utils.core.files import listdir, read_text, write_atomic
+from ansible_collections.gds.commission.plugins.module_utils.core.spec import RoleSpec, Var, on_node
 from ansible_collections.gds.commission.plugins.module_utils.core.variables import errors, path_error
+from ansible_collections.gds.commission.plugins.module_utils.hw.affinity import paired_nics
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import LINK_CLASSES, class_rank
 
 PEERMEM_CHOICES = ("auto", "nvidia_peermem", "nv_peer_mem", "dmabuf", "none")
@@ -50,17 +52,17 @@ def validate_vars(values, host=None, hosts=()):
 
 
 def pairing(topology):
-    """One row per GPU: {gpu, bdf, nic, nic_bdf, link, nics} with its best NIC (``gpus[].nics``)."""
+    """One row per GPU: {gpu, bdf, nic, nic_bdf, link, nics}: its best NIC (``gpus[].nics``) and
+    the NICs it is paired with (hw/affinity.paired_nics, the one rule)."""
     nics = {n["name"]: n for n in topology.get("nics") or []}
+    paired = paired_nics(topology)
     rows = []
     for gpu in topology.get("gpus") or []:
         names = gpu.get("nics") if isinstance(gpu.get("nics"), list) else []
         best = names[0] if names else None
         rows.append({"gpu": gpu["index"], "bdf": gpu["bdf"], "nic": best,
                      "nic_bdf": nics[best]["bdf"] if best in nics else None,
-                     "link": gpu.get("nic_link"),
-                     "nics": [n for n in names
-                              if (topology.get("matrix") or {}).get("GPU%d" % gpu["index"], {}).get(n) == gpu.get("nic_link")]})
+                     "link": gpu.get("nic_link"), "nics": paired[gpu["index"]]})
     return rows
 
 
@@ -315,3 +317,40 @@ def rdma_checks(topology, platform=None, link_max=None, rate_gbps=None, peermem=
     if peermem is not None:
         checks.append(peermem_check(peermem, live))
     return checks
+
+
+# The role gds_rdma: its variables, the one source of its defaults/main.yml, meta/argument_specs.yml
+# and its table in docs/variables.md (make roles)
+ROLE_SPEC = RoleSpec(
+    'gds_rdma', 'gds_rdma_',
+    short_description='GPU peer memory for the RDMA NICs, and the GPU-NIC pairing and port checks',
+    description=('Loads and persists the GPU peer-memory module (nvidia_peermem, or nv_peer_mem where that is what '
+                 'the node has), or relies on DMA-BUF where Linux 5.12+ and the open NVIDIA kernel module provide '
+                 'it.',
+                 "Judges each GPU's best NIC against gds_rdma_nic_link_max and every RDMA port against "
+                 'ACTIVE/LinkUp and gds_rdma_port_rate_gbps; records the checks in gds_rdma_checks.',),
+    variables=[
+        Var('gds_rdma_peermem', 'str',
+            'GPU peer memory for GPUDirect RDMA. `auto`: a loaded module, else the one the kernel ships '
+            '(`nvidia_peermem` first), else DMA-BUF (Linux 5.12+, open NVIDIA kernel module). A module is loaded '
+            'and persisted in modules-load.d; `dmabuf` loads nothing; `none` leaves peer memory alone.',
+            'auto',
+            choices=('auto', 'nvidia_peermem', 'nv_peer_mem', 'dmabuf', 'none')),
+        Var('gds_rdma_nic_link_max', 'str',
+            'Worst link class accepted between a GPU and its best NIC (DGX profiles: `PXB`); a GPU whose best NIC '
+            'is farther FAILs, naming both. Null: the pairing is reported, not judged.',
+            None),
+        Var('gds_rdma_port_rate_gbps', 'float',
+            'Rate every RDMA port must run at, in Gb/s (400 NDR, 200 HDR, 100 EDR); a port at another rate FAILs '
+            'and is drift. Null: any rate (ports must still be ACTIVE and LinkUp).',
+            None),
+        Var('gds_rdma_sysfs_root', 'path',
+            'Where sysfs is mounted on the node (`module/<name>` there says whether a module is loaded).',
+            on_node('/sys')),
+        Var('gds_rdma_modules_load_dir', 'path',
+            'Directory of the modules loaded at boot on the node.',
+            on_node('/etc/modules-load.d')),
+    ],
+    entry_points={'validate': "main",
+                  'steps': "main"},
+)
