@@ -88,7 +88,7 @@ def defaults_text(spec):
     for var in spec.variables:
         if var.default is UNSET:
             continue
-        out.extend("# %s\n" % line for line in textwrap.wrap(var.doc, 98))
+        out.extend("# %s\n" % line for line in textwrap.wrap(var.doc, 98, break_on_hyphens=False))
         out.append(dump({var.name: copy.deepcopy(var.default)}))
     return "".join(out)
 
@@ -115,6 +115,99 @@ def argument_specs_text(spec):
         point["options"] = options([(n, spec.variable(n) or shared_var(n)) for n in names])
         entries[name] = point
     return "---\n" + GENERATED % area_file(spec) + dump({"argument_specs": entries}, main_entry=main)
+
+
+DEPRECATED = "Deprecated: renamed gds.commission.%s (removed in 2.0.0)"
+SHIM_META = """---
+# Written by make roles: the old name of gds.commission.%(new)s, kept for the deprecation period.
+galaxy_info:
+  author: gds-commission contributors
+  description: "%(deprecated)s"
+  license: GPL-3.0-or-later
+  min_ansible_version: "2.19"
+  platforms:
+    - name: Ubuntu
+      versions: [jammy, noble]
+    - name: Debian
+      versions: [bookworm]
+  galaxy_tags: [gpudirect, storage]
+dependencies: []
+"""
+SHIM_TASKS = """---
+# Written by make roles: gds.commission.%(old)s is the old name of gds.commission.%(new)s; this entry
+# point is that role's %(entry)s (its argument specs, copied here, checked the variables already).
+- name: Say that the role was renamed
+  ansible.builtin.debug:
+    msg: "gds.commission.%(old)s is deprecated: use gds.commission.%(new)s, the same role (removed in 2.0.0)"
+  run_once: true
+
+- name: Run gds.commission.%(new)s
+  ansible.builtin.import_role:
+    name: gds.commission.%(new)s
+%(tasks_from)s    rolespec_validate: false
+"""
+SHIM_README = """# %(old)s (deprecated)
+
+Written by `make roles`. The role was renamed **`gds.commission.%(new)s`**, after its variables
+(`%(prefix)s*`); this name keeps working, with a note on the console, until 2.0.0. Each entry
+point (%(entries)s) runs the same entry point of
+[`%(new)s`](../%(new)s/README.md), with the same variables.
+"""
+
+
+def shim_files(spec):
+    """The role of ``spec``'s old name: its meta, argument specs (main's marked deprecated), one
+    task file per entry point importing the new role's, and a README."""
+    base = os.path.join(COLLECTION, "roles", spec.renamed_from)
+    names = dict(old=spec.renamed_from, new=spec.name, prefix=spec.prefix, deprecated=DEPRECATED % spec.name)
+    specs = yaml.safe_load(argument_specs_text(spec))["argument_specs"]
+    for entry in {id(entry): entry for entry in specs.values()}.values():  # main's aliases once
+        entry["short_description"] = "%s. %s" % (DEPRECATED % spec.name, entry["short_description"])
+    files = {os.path.join(base, "meta", "main.yml"): SHIM_META % names,
+             os.path.join(base, "meta", "argument_specs.yml"): "---\n" + GENERATED % area_file(spec)
+             + dump({"argument_specs": specs}, main_entry=specs["main"]),
+             os.path.join(base, "README.md"): SHIM_README % dict(names, entries=", ".join("`%s`" % e for e in specs))}
+    for entry in specs:
+        files[os.path.join(base, "tasks", entry + ".yml")] = SHIM_TASKS % dict(
+            names, entry="`%s` entry point" % entry if entry != "main" else "main",
+            tasks_from="" if entry == "main" else "    tasks_from: %s\n" % entry)
+    return files
+
+
+TUNE_HEAD = """---
+# Written by make roles from plugins/module_utils/roles.py (TUNE_STEPS); edit it there.
+# The tuning procedure: each step compares the node with what GPUDirect Storage needs, changes what
+# differs (nothing in check mode, where it reports the difference) and records its checks.
+
+# Each step runs its role's `steps` entry point: main without the gds_common preamble, which
+# checks the variables (validate.yml's play, the first of tune.yml and drift.yml, tagged always,
+# checked them on every host against the same argument specs) and that gds_facts read the facts
+# (its first step, below, in this play). Neither again here, per host and step.
+"""
+TUNE_STEP = """
+%(why)s- name: %(name)s
+  ansible.builtin.import_role:
+    name: gds.commission.%(role)s
+    tasks_from: steps
+    rolespec_validate: false
+  tags: [%(tags)s]
+"""
+TUNE_VARS = """---
+# Written by make roles from plugins/module_utils/roles.py (CHECKED_ROLES); edit it there.
+# the roles whose variables tune.yml and drift.yml check before anything runs (each has a
+# `validate` entry point): the steps of tasks/main.yml, and gds_reboot, which tune.yml runs last
+__gds_tune_roles: [%s]
+"""
+
+
+def tune_files():
+    """gds_tune's procedure (tasks/main.yml) and the roles its validate play checks (vars/main.yml)."""
+    base = os.path.join(COLLECTION, "roles", "gds_tune")
+    steps = "".join(TUNE_STEP % dict(role=step.role, name=step.name, tags=", ".join(step.tags),
+                                     why="".join("# %s\n" % line for line in textwrap.wrap(step.why, 98, break_on_hyphens=False)))
+                    for step in roles.TUNE_STEPS)
+    return {os.path.join(base, "tasks", "main.yml"): TUNE_HEAD + steps,
+            os.path.join(base, "vars", "main.yml"): TUNE_VARS % ", ".join(roles.CHECKED_ROLES)}
 
 
 def cell(text):
@@ -159,6 +252,9 @@ def wanted():
         if spec.variables:
             files[os.path.join(base, "defaults", "main.yml")] = defaults_text(spec)
         files[os.path.join(base, "meta", "argument_specs.yml")] = argument_specs_text(spec)
+        if spec.renamed_from:
+            files.update(shim_files(spec))
+    files.update(tune_files())
     with open(VARIABLES_MD) as handle:
         files[VARIABLES_MD] = variables_md(handle.read())
     return files
@@ -175,6 +271,7 @@ def main():
             continue
         stale.append(os.path.relpath(path, ROOT))
         if not args.check:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
             tmp = path + ".tmp"
             with open(tmp, "w") as handle:
                 handle.write(text)

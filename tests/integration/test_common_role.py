@@ -54,7 +54,7 @@ def test_main_is_the_preamble_then_the_steps_that_gds_tune_runs(role):
     assert list(steps) == ["gds.commission." + r for r in STEP_ROLES]
 
 
-VALIDATE_VARS = {"gds_facts", "pcie_acs", "gds_rdma", "gds_netfs", "nvme_raid", "cufile", "gds_rdma_bench", "gds_slurm"}
+VALIDATE_VARS = {"gds_facts", "gds_pcie_acs", "gds_rdma", "gds_netfs", "gds_raid", "gds_cufile", "gds_rdma_bench", "gds_slurm"}
 
 
 @pytest.mark.parametrize("role", sorted(set(tune_roles()) | {"gds_rdma_bench", "gds_slurm"}))
@@ -91,14 +91,14 @@ PLAY = """
       when: inventory_hostname is search('netfs')
     - name: Write cufile.json
       ansible.builtin.include_role:
-        name: gds.commission.cufile
+        name: gds.commission.gds_cufile
       when: inventory_hostname is search('cufile')
     - name: Reboot where needed
       ansible.builtin.include_role:
         name: gds.commission.gds_reboot
       when: inventory_hostname is search('reboot')
 """
-CHECKED = {"gds_validated": {"checked_roles": ["gds_netfs", "cufile", "gds_reboot"]}}
+CHECKED = {"gds_tune_validated": {"checked_roles": ["gds_netfs", "gds_cufile", "gds_reboot"]}}
 BAD_MAP = {"gds_netfs_gpu_map": {"/mnt/nfs/ib0/data/0": "0,1"}}
 BAD_KEYS = {"gds_cufile_extra_keys": ["properties..x"]}
 
@@ -122,9 +122,9 @@ def test_a_role_run_alone_checks_its_variables_and_not_after_the_tune_playbook_d
             failed[host] = (name, str(res.get("msg")))
     # run alone: the role's own validate fails the bad value before the role does anything
     assert failed["netfs-alone"][0].endswith("Check the variables of gds_netfs") and "gds_netfs_gpu_map" in failed["netfs-alone"][1], failed
-    assert failed["cufile-alone"][0].endswith("Check the variables of cufile") and "properties..x" in failed["cufile-alone"][1]
+    assert failed["cufile-alone"][0].endswith("Check the variables of gds_cufile") and "properties..x" in failed["cufile-alone"][1]
     assert preamble["reboot-alone"] == ("Check the role variables of gds_reboot", False) and "reboot-alone" not in failed
-    # checked by the tune playbook's first play (gds_validated.checked_roles): skipped
+    # checked by the tune playbook's first play (gds_tune_validated.checked_roles): skipped
     assert preamble["netfs-checked"] == ("Check the role variables of gds_netfs", True)
     assert preamble["reboot-checked"] == ("Check the role variables of gds_reboot", True)
 
@@ -161,13 +161,13 @@ def test_gds_common_owns_the_facts_check_and_refuses_to_run_by_itself(tmp_path):
     """The tuning roles decide from facts gds_facts read in this run (gds_facts_checks), never from a
     fact cache or a bare gds_topology run: gds_common checks that for each of them. Run by itself,
     gds_common refuses, as prometheus-community's internal _common role does."""
-    hosts = ["common", "common-vars", "pcie_acs-cached", "iommu-none", "gds_driver-cached", "gds_rdma-none",
-             "nvme_raid-cached", "nvme_raid-off"]
+    hosts = ["common", "common-vars", "gds_pcie_acs-cached", "gds_iommu-none", "gds_driver-cached", "gds_rdma-none",
+             "gds_raid-cached", "gds_raid-off"]
     inventory = {"all": {"hosts": {}, "vars": {
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable, "gds_live": False}}}
     for host in hosts:
         root = simtree.build("dgx-a100", str(tmp_path / "sim" / host))
-        inventory["all"]["hosts"][host] = {"gds_root": root, "gds_raid_enabled": host != "nvme_raid-off"}
+        inventory["all"]["hosts"][host] = {"gds_root": root, "gds_raid_enabled": host != "gds_raid-off"}
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
     (tmp_path / "play.yml").write_text(ALONE)
     _, data, _ = run_playbook_json(tmp_path / "hosts.yml", tmp_path / "play.yml")
@@ -177,13 +177,13 @@ def test_gds_common_owns_the_facts_check_and_refuses_to_run_by_itself(tmp_path):
             failed[host] = (name, str(res.get("msg")))
     for host in ("common", "common-vars"):
         assert "gds_common is an internal role" in failed[host][1], failed
-    for host, facts in (("pcie_acs-cached", "ansible_facts['gds_topology'] and ansible_facts['gds_platform']"),
-                        ("iommu-none", "ansible_facts['gds_platform']"),
+    for host, facts in (("gds_pcie_acs-cached", "ansible_facts['gds_topology'] and ansible_facts['gds_platform']"),
+                        ("gds_iommu-none", "ansible_facts['gds_platform']"),
                         ("gds_driver-cached", "ansible_facts['gds_topology'] and ansible_facts['gds_platform']"),
-                        ("gds_rdma-none", "ansible_facts['gds_topology']"), ("nvme_raid-cached", "ansible_facts['gds_topology']")):
+                        ("gds_rdma-none", "ansible_facts['gds_topology']"), ("gds_raid-cached", "ansible_facts['gds_topology']")):
         role = host.split("-")[0]
         assert failed[host] == ("gds.commission.gds_common : Check the facts were read in this run for %s" % role,
                                 "%s decides from %s, which gds_facts has not read in this run: run the gds_facts role first"
                                 % (role, facts)), failed
-    # nvme_raid with gds_raid_enabled false reads no facts: it records that it planned nothing
-    assert "nvme_raid-off" not in failed, failed
+    # gds_raid with gds_raid_enabled false reads no facts: it records that it planned nothing
+    assert "gds_raid-off" not in failed, failed

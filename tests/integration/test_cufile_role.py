@@ -1,4 +1,4 @@
-"""The cufile role through ansible-playbook on simulated roots: the vendor's alternatives layout,
+"""The gds_cufile role through ansible-playbook on simulated roots: the vendor's alternatives layout,
 a second run and check mode that change nothing, the checks recorded as gds_cufile_checks, and
 the validate entry point naming a bad variable before anything changes."""
 import json
@@ -20,9 +20,9 @@ PLAY = """
   gather_facts: false
   tasks:
     - name: Validate
-      ansible.builtin.include_role: {name: gds.commission.cufile, tasks_from: validate}
+      ansible.builtin.include_role: {name: gds.commission.gds_cufile, tasks_from: validate}
     - name: Commission
-      ansible.builtin.include_role: {name: gds.commission.cufile}
+      ansible.builtin.include_role: {name: gds.commission.gds_cufile}
     - name: Recorded
       ansible.builtin.debug: {msg: "{{ gds_cufile_checks.checks }}"}
 """

@@ -124,7 +124,7 @@ CASES = {
     # past the refusal and past the facts that say the mode: every step that could change the node
     # fails on the missing fact
     "start-at-task-no-check": (True, ["--start-at-task", "Load nvidia-fs now and keep it loaded across reboots"], {}, None),
-    "start-at-task": (True, ["--check", "--start-at-task", "gds.commission.pcie_acs : *"],
+    "start-at-task": (True, ["--check", "--start-at-task", "gds.commission.gds_pcie_acs : *"],
                       {}, None),
     "site-playbook-without-check": (True, [], {"SITE": "1"}, ALL_ITEMS),
     "site-playbook-free": (True, [], {"SITE": "1", "ANSIBLE_STRATEGY": "free"}, ALL_ITEMS),
@@ -197,6 +197,6 @@ def test_drift_run_calls_nothing_that_changes_the_node(tmp_path, tuned_node, cas
     assert sorted(k for k, v in found.items() if v) == sorted(reported), settings
 
 
-TUNING_ROLES = ("gds.commission.pcie_acs", "gds.commission.iommu", "gds.commission.gds_driver",
-                "gds.commission.gds_rdma", "gds.commission.gds_netfs", "gds.commission.nvme_raid",
-                "gds.commission.cufile", "gds.commission.gds_reboot")
+TUNING_ROLES = ("gds.commission.gds_pcie_acs", "gds.commission.gds_iommu", "gds.commission.gds_driver",
+                "gds.commission.gds_rdma", "gds.commission.gds_netfs", "gds.commission.gds_raid",
+                "gds.commission.gds_cufile", "gds.commission.gds_reboot")

@@ -1,4 +1,4 @@
-"""The nvme_raid role through ansible-playbook on simulated nodes: its validate entry point
+"""The gds_raid role through ansible-playbook on simulated nodes: its validate entry point
 refuses bad names and paths before anything runs, and the role records its checks as
 gds_raid_checks (from the module; never appended to a shared gds_checks).
 
@@ -25,7 +25,7 @@ PLAYBOOK = """
   tasks:
     - name: Check the nvme_raid variables
       ansible.builtin.include_role:
-        name: gds.commission.nvme_raid
+        name: gds.commission.gds_raid
         tasks_from: validate
 
 - name: Plan the arrays
@@ -33,7 +33,7 @@ PLAYBOOK = """
   gather_facts: false
   roles:
     - gds.commission.gds_facts
-    - gds.commission.nvme_raid
+    - gds.commission.gds_raid
   tasks:
     - name: Recorded
       ansible.builtin.debug:

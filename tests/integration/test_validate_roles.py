@@ -54,22 +54,22 @@ def test_each_roles_rules_and_specs_fail_the_host_naming_role_variable_and_value
         assert any(p.startswith(role + ": ") and name in p and (needle.strip("'") in p or "'%s'" % name in p)
                    for p in res["problems"]), (role, name, res["problems"])
     [problem] = results["spec-bool"]["problems"]
-    assert problem.startswith("nvme_raid: argument 'gds_raid_enabled' is of type str and we were unable to convert to bool: "
+    assert problem.startswith("gds_raid: argument 'gds_raid_enabled' is of type str and we were unable to convert to bool: "
                               "The value 'maybe' is not a valid boolean."), problem
-    assert [p for p in results["spec-choice"]["problems"] if "gds_iommu_mode" in p and "sideways" in p and p.startswith("iommu: ")]
+    assert [p for p in results["spec-choice"]["problems"] if "gds_iommu_mode" in p and "sideways" in p and p.startswith("gds_iommu: ")]
     # gds_driver_mode's default is "{{ gds_mode | default('nvfs') }}": templated with the host's gds_mode
     assert [p for p in results["spec-default"]["problems"] if p.startswith("gds_driver: ") and "gds_driver_mode" in p and "bogus" in p]
     assert results["spec-template"]["problems"] == [
-        "cufile: gds_cufile_extra_keys: cannot be templated: 'no_such_variable' is undefined"]
+        "gds_cufile: gds_cufile_extra_keys: cannot be templated: 'no_such_variable' is undefined"]
 
 
 def test_a_role_it_cannot_check_fails_the_task_naming_it(tmp_path):
-    results = run(tmp_path, {"unknown": {"check_roles": ["pcie_acs", "no_such_role"]}, "text": {"check_roles": "pcie_acs"},
+    results = run(tmp_path, {"unknown": {"check_roles": ["gds_pcie_acs", "no_such_role"]}, "text": {"check_roles": "gds_pcie_acs"},
                              "no-validate": {"check_roles": ["gds_report"]}, "path": {"check_roles": ["../roles/pcie_acs"]}})
     assert results["unknown"]["failed"] and "roles/no_such_role/meta/argument_specs.yml" in results["unknown"]["msg"]
-    assert results["text"]["failed"] and "roles must be a non-empty list of role names, got 'pcie_acs'" in results["text"]["msg"]
+    assert results["text"]["failed"] and "roles must be a non-empty list of role names, got 'gds_pcie_acs'" in results["text"]["msg"]
     assert results["no-validate"]["problems"] == ["gds_report: roles/gds_report/meta/argument_specs.yml has no entry point 'validate'"]
-    assert results["path"]["problems"] == ["../roles/pcie_acs: not a role name of this collection (a short name such as pcie_acs)"]
+    assert results["path"]["problems"] == ["../roles/pcie_acs: not a role name of this collection (a short name such as gds_pcie_acs)"]
 
 
 def test_the_tuning_roles_have_no_public_variable_above_the_inventory():

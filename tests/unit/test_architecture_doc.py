@@ -56,7 +56,9 @@ def test_the_module_table_names_every_module_and_what_it_calls():
 
 
 def test_the_role_table_names_every_role():
-    assert sorted(set(first_column(section("## Roles and their order")))) == sorted(os.listdir(os.path.join(COLLECTION, "roles")))
+    from ansible_collections.gds.commission.plugins.module_utils.roles import RENAMED
+    listed = set(first_column(section("## Roles and their order")))
+    assert sorted(listed) == sorted(set(os.listdir(os.path.join(COLLECTION, "roles"))) - set(RENAMED))
 
 
 @pytest.mark.parametrize("playbook", files("playbooks", ".yml"))

@@ -65,7 +65,7 @@ class Stats(object):
         return {"failures": self.failures.get(host, 0), "unreachable": 0}
 
 
-COMMISSION = [Play(["gds_facts", "pcie_acs"]), Play(["gds_bench"]), Play(["gds_report"])]
+COMMISSION = [Play(["gds_facts", "gds_pcie_acs"]), Play(["gds_bench"]), Play(["gds_report"])]
 
 
 @pytest.fixture
@@ -111,7 +111,7 @@ def test_every_host_failed_still_gets_the_report(cb, tmp_path):
 
 
 def test_drift_run_where_every_host_failed(cb, tmp_path):
-    start(cb, Playbook("drift.yml", [Play(["pcie_acs"]), Play(["gds_report"], {"gds_report_mode": "drift"})]))
+    start(cb, Playbook("drift.yml", [Play(["gds_pcie_acs"]), Play(["gds_report"], {"gds_report_mode": "drift"})]))
     cb.v2_runner_on_failed(Result("a", "pcie_acs : Check", {"msg": "bad BDF"}))
     cb.v2_playbook_on_stats(Stats({"a": 1}))
     drift = json.loads((tmp_path / "reports" / "run-1" / "drift.json").read_text())
@@ -121,15 +121,15 @@ def test_drift_run_where_every_host_failed(cb, tmp_path):
 def test_roles_of_the_collection_keep_their_short_names_in_the_report(cb, tmp_path):
     """Ansible names a collection role's task `gds.commission.<role> : <task>`, and the report play's
     role gds.commission.gds_report: the report reads as before, with the role's short name."""
-    plays = [Play(["gds.commission.pcie_acs"]), Play(["gds.commission.gds_report"])]
+    plays = [Play(["gds.commission.gds_pcie_acs"]), Play(["gds.commission.gds_report"])]
     start(cb, Playbook("commission.yml", plays))
     assert cb.report_mode == "commission"
-    cb.v2_runner_on_failed(Result("a", "gds.commission.pcie_acs : Disable ACS", {"msg": "bound to vfio-pci"}))
-    assert cb.state["hosts"]["a"]["failures"] == [{"task": "pcie_acs : Disable ACS", "msg": "bound to vfio-pci"}]
+    cb.v2_runner_on_failed(Result("a", "gds.commission.gds_pcie_acs : Disable ACS", {"msg": "bound to vfio-pci"}))
+    assert cb.state["hosts"]["a"]["failures"] == [{"task": "gds_pcie_acs : Disable ACS", "msg": "bound to vfio-pci"}]
     cb.v2_playbook_on_stats(Stats({"a": 1}))
     summ = json.loads((tmp_path / "reports" / "run-1" / "summary.json").read_text())
     broke = summ["hosts"]["a"]["checks"][-1]
-    assert broke["verdict"] == "ERROR" and "pcie_acs : Disable ACS" in broke["actual"] and "gds.commission" not in broke["actual"]
+    assert broke["verdict"] == "ERROR" and "gds_pcie_acs : Disable ACS" in broke["actual"] and "gds.commission" not in broke["actual"]
 
 
 def test_no_second_report_when_the_report_play_ran(cb, tmp_path):

@@ -30,7 +30,7 @@ NODE_OUTPUT_ACTIONS = {"gds.commission.gds_metrics"}  # the node's node_exporter
 CONTROLLER = {"localhost", "127.0.0.1", "::1"}
 BUILTIN_STRATEGIES = {None, "linear", "free", "host_pinned", "debug", "ansible.builtin.linear",
                       "ansible.builtin.free", "ansible.builtin.host_pinned", "ansible.builtin.debug"}
-TUNING_ROLES = ("gds_facts", "pcie_acs", "iommu", "gds_driver", "gds_rdma", "gds_netfs", "nvme_raid", "cufile",
+TUNING_ROLES = ("gds_facts", "gds_pcie_acs", "gds_iommu", "gds_driver", "gds_rdma", "gds_netfs", "gds_raid", "gds_cufile",
                 "gds_reboot", "gds_tune", "gds_common")
 
 

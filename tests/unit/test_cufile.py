@@ -12,7 +12,7 @@ from ansible_collections.gds.commission.plugins.module_utils.tune.cufile import 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 COLLECTION = os.path.join(ROOT, "collections", "ansible_collections", "gds", "commission")
-TEMPLATE = os.path.join(COLLECTION, "roles", "cufile", "templates", "cufile.json.j2")
+TEMPLATE = os.path.join(COLLECTION, "roles", "gds_cufile", "templates", "cufile.json.j2")
 
 # NVIDIA's shipped file style: // and /* */ comments, a commented-out key, a trailing comma.
 VENDOR = """{
@@ -88,7 +88,7 @@ def test_computed_values_follow_gds_mode(mode, p2p, compat):
 
 
 def test_role_defaults_derive_both_flags_from_gds_mode():
-    with open(os.path.join(COLLECTION, "roles", "cufile", "defaults", "main.yml")) as handle:
+    with open(os.path.join(COLLECTION, "roles", "gds_cufile", "defaults", "main.yml")) as handle:
         defaults = yaml.safe_load(handle)
     assert defaults["gds_cufile_mode"] == "{{ gds_mode | default('nvfs') }}"
     assert defaults["gds_cufile_allow_compat_mode"] == "{{ gds_cufile_mode == 'compat' }}"

@@ -170,8 +170,8 @@ def role_spec_options(role):
 
 
 def test_roles_and_variables_are_parsed():
-    assert "nvme_raid" in ROLES and "gds_raid_allow_destroy" in role_defaults("nvme_raid")
-    assert "gds_reboot_ok" in role_spec_options("iommu")
+    assert "gds_raid" in ROLES and "gds_raid_allow_destroy" in role_defaults("gds_raid")
+    assert "gds_reboot_ok" in role_spec_options("gds_iommu")
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -321,3 +321,18 @@ def test_the_readme_lists_every_module_role_and_playbook():
         assert re.search(r"\b%s\b" % re.escape(os.path.basename(playbook)), text), playbook
     for name in re.findall(r"filters? `(gds_[a-z_]+)`", text):  # a filter named there exists
         assert name in _filters(), name
+
+
+@pytest.mark.parametrize("page", ["docs/benchmark.md",
+                                  "collections/ansible_collections/gds/commission/roles/gds_bench/files/bench/README.md"])
+def test_the_transfer_type_tables_are_gdsbenchs_vocabulary(page):
+    """The pages that explain each transfer type list exactly the ones gdsbench runs, by its numbers
+    and names (measure/gdsbench_vocab.py, from gdsbench --capabilities), and name the refused ones."""
+    from ansible_collections.gds.commission.plugins.module_utils.measure.gdsbench_vocab import VOCABULARY
+    text = open(os.path.join(ROOT, page)).read()
+    rows = re.findall(r"^\| ([0-9]) \| ([A-Z_]+) \|", text, re.M)
+    runs = [(str(t["number"]), t["name"]) for t in VOCABULARY["xfer_types"] if not t.get("refused")]
+    assert rows == runs
+    for t in VOCABULARY["xfer_types"]:
+        if t.get("refused"):
+            assert "%d (%s)" % (t["number"], t["name"]) in text or "%d %s" % (t["number"], t["name"]) in text, t

@@ -385,7 +385,7 @@ def test_a_drift_run_checks_each_role_once_and_runs_each_roles_files_in_one_step
     assert len(specs) == 1 and specs[0].startswith("gds.commission.gds_report : "), specs
     assert not [n for n in specs if n.startswith("gds.commission.gds_common")], specs
     assert not [n for n in names if " : Check the facts were read" in n or n.startswith("Check the role variables of ")]
-    files = [n for n in names if n.startswith(("gds.commission.pcie_acs", "gds.commission.iommu", "gds.commission.gds_driver"))
+    files = [n for n in names if n.startswith(("gds.commission.gds_pcie_acs", "gds.commission.gds_iommu", "gds.commission.gds_driver"))
              and any(word in n for word in (" : Write ", " : Remove ", " : Create ", " : Load nvidia-fs at boot", " : Set the nvidia-fs"))]
     assert len(files) == 3, files
     # 151 tasks a node four rounds ago, 84, 82 and 63 the last three, the includes among them

@@ -21,8 +21,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 COLLECTION = os.path.join(ROOT, "collections", "ansible_collections", "gds", "commission")
 GEN = os.path.join(ROOT, "scripts", "gen-roles.py")
 ROLE_DIRS = sorted(os.listdir(os.path.join(COLLECTION, "roles")))
-# a variable a role owns that is not named by its prefix: read by the report too
-FOREIGN = {"gds_bench": {"gds_health_thresholds"}}
 
 
 def test_the_written_files_are_their_specs():
@@ -41,7 +39,7 @@ def copy_of_the_tree(tmp_path):
 
 def test_a_hand_edit_is_named_and_make_roles_writes_it_back(tmp_path):
     tree = copy_of_the_tree(tmp_path)
-    defaults = tree / "collections/ansible_collections/gds/commission/roles/pcie_acs/defaults/main.yml"
+    defaults = tree / "collections/ansible_collections/gds/commission/roles/gds_pcie_acs/defaults/main.yml"
     table = tree / "docs/variables.md"
     defaults.write_text(defaults.read_text().replace("gds_pcie_acs_persist: unit", "gds_pcie_acs_persist: cmdline"))
     table.write_text(table.read_text().replace("| `gds_raid_allow_destroy` | `false` |", "| `gds_raid_allow_destroy` | `true` |"))
@@ -49,7 +47,7 @@ def test_a_hand_edit_is_named_and_make_roles_writes_it_back(tmp_path):
     out = subprocess.run([sys.executable, gen, "--check"], capture_output=True, text=True)
     assert out.returncode == 1
     assert out.stdout.split("\n")[:-1] == ["differs from its spec: collections/ansible_collections/gds/commission/roles/"
-                                           "pcie_acs/defaults/main.yml", "differs from its spec: docs/variables.md"]
+                                           "gds_pcie_acs/defaults/main.yml", "differs from its spec: docs/variables.md"]
     assert subprocess.run([sys.executable, gen], capture_output=True).returncode == 0
     assert "gds_pcie_acs_persist: unit\n" in defaults.read_text()
     assert subprocess.run([sys.executable, gen, "--check"], capture_output=True).returncode == 0
@@ -65,7 +63,7 @@ def test_a_section_missing_from_variables_md_is_named(tmp_path):
 
 
 def test_every_role_has_a_spec_and_an_argument_spec():
-    assert sorted(roles.BY_NAME) == ROLE_DIRS
+    assert sorted(list(roles.BY_NAME) + list(roles.RENAMED)) == ROLE_DIRS
     for name in ROLE_DIRS:
         assert os.path.exists(os.path.join(COLLECTION, "roles", name, "meta", "argument_specs.yml")), name
 
@@ -74,7 +72,8 @@ def test_every_role_has_a_spec_and_an_argument_spec():
 def test_a_role_names_its_variables_by_its_prefix_and_documents_them(spec):
     names = [var.name for var in spec.variables]
     assert len(names) == len(set(names)), names
-    assert [n for n in names if not n.startswith(spec.prefix) and n not in FOREIGN.get(spec.name, ())] == []
+    assert [n for n in names if not n.startswith(spec.prefix)] == []
+    assert spec.prefix == spec.name + "_" or spec.name == "gds_common"  # a role is named for its variables
     assert all(var.doc and var.type for var in spec.variables)
     assert [var.name for var in spec.variables if var.choices and var.default not in (UNSET, None)
             and var.type == "str" and var.default not in var.choices and "{{" not in var.default] == []
@@ -101,7 +100,7 @@ def test_the_validators_patterns_keep_the_roles_apart():
     pattern = dict((role, re.compile(rule[0])) for role, rule in roles.ROLE_VARIABLES.items())
     assert pattern["gds_rdma"].match("gds_rdma_peermem") and not pattern["gds_rdma"].match("gds_rdma_bench_tests")
     assert pattern["gds_rdma_bench"].match("gds_rdma_bench_tests")
-    assert pattern["nvme_raid"].match("gds_raid_layout")
+    assert pattern["gds_raid"].match("gds_raid_layout")
     # each validator is its area's, beside its spec
     for role, (_, validator) in roles.ROLE_VARIABLES.items():
         assert validator.__module__ == roles.AREAS[[a.ROLE_SPEC.name for a in roles.AREAS].index(role)].__name__, role

@@ -131,7 +131,7 @@ REFUSED = {
                  {}, "Set ACS", "kernel lockdown is 'integrity'"),
     "p2pdma-md-raid": ("dgx-a100", {"gds_mode": "p2pdma"}, "Refuse a GDS driver mode the node cannot run",
                        "md arrays hold data drives: md1 (nvme0n1,nvme1n1,nvme4n1"),
-    # the nvme_raid role's default (gds_raid_enabled: true) is enough to refuse
+    # the gds_raid role's default (gds_raid_enabled: true) is enough to refuse
     "p2pdma-raid-planned": ("hgx-h100", {"gds_mode": "p2pdma"},
                             "Refuse a GDS driver mode the node cannot run", "gds_raid_enabled is true"),
     "p2pdma-old-kernel": (variant("hgx-h100", files={
@@ -328,9 +328,9 @@ def test_check_mode_changes_nothing_and_reports_the_drift(tmp_path):
             changed.setdefault(host, []).append(name)
             drift += res.get("drift") or []
     assert set(changed["drifted"]) == {
-        "gds.commission.pcie_acs : Set ACS on the bridges between GPUs, NVMe drives and NICs",
-        "gds.commission.pcie_acs : Write the boot-time unit and the kernel command-line drop-in that keep ACS disabled",
-        "gds.commission.iommu : Write the GRUB drop-in with the IOMMU parameters",
+        "gds.commission.gds_pcie_acs : Set ACS on the bridges between GPUs, NVMe drives and NICs",
+        "gds.commission.gds_pcie_acs : Write the boot-time unit and the kernel command-line drop-in that keep ACS disabled",
+        "gds.commission.gds_iommu : Write the GRUB drop-in with the IOMMU parameters",
         "gds.commission.gds_driver : Turn IO statistics on in the running nvidia-fs"}, changed["drifted"]
     assert [d for d in drift if d["setting"].startswith("acs: ")] == [
         {"setting": "acs: 0000:17:03.0 ACS control", "expected": "0x0000", "actual": "0x001d"}]
@@ -345,6 +345,6 @@ def test_check_mode_changes_nothing_and_reports_the_drift(tmp_path):
     assert not [n for n in names if n.startswith("Check the role variables of ") or " : Check the facts were read" in n]
     # (in one task: gds_validate_roles, no argument-spec task of the roles' own)
     checked = [res for name, _, res in task_results(data) if name == "gds.commission.gds_tune : Check the variables of each role"]
-    assert checked and all("pcie_acs" in res["checked_roles"] and not res.get("failed") for res in checked), checked
+    assert checked and all("gds_pcie_acs" in res["checked_roles"] and not res.get("failed") for res in checked), checked
     for role in ("gds_facts", "pcie_acs", "iommu", "gds_driver", "gds_rdma"):
         assert not [n for n in names if n.startswith("gds.commission.%s : Validating arguments against arg spec" % role)]

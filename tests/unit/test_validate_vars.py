@@ -66,12 +66,12 @@ NETFS = {"gds_netfs_min_io_size": 1048576, "gds_netfs_gpu_map": {}, "gds_netfs_m
          "gds_netfs_mounts": [{"client_if": "ib0", "server": "10.0.0.5", "export": "/export/data", "server_index": 0}]}
 GOOD = {
     "gds_facts": {"gds_facts_expect": {"gpus": 8}, "gds_facts_link_baseline": "/var/lib/gds-commission/pcie_links.json"},
-    "pcie_acs": {"gds_pcie_acs_bridges": ["0000:04:10.0"], "gds_pcie_acs_setpci": "/usr/bin/setpci"},
+    "gds_pcie_acs": {"gds_pcie_acs_bridges": ["0000:04:10.0"], "gds_pcie_acs_setpci": "/usr/bin/setpci"},
     "gds_rdma": {"gds_rdma_port_rate_gbps": 400, "gds_rdma_nic_link_max": "PXB", "gds_rdma_modules_load_dir": "/etc/modules-load.d"},
     "gds_netfs": NETFS,
-    "nvme_raid": {"gds_raid_name_prefix": "raid", "gds_raid_mount_prefix": "/raid", "gds_raid_mkfs_options": ["-m", 0],
+    "gds_raid": {"gds_raid_name_prefix": "raid", "gds_raid_mount_prefix": "/raid", "gds_raid_mkfs_options": ["-m", 0],
                   "gds_raid_chunk_kb": "512"},
-    "cufile": {"gds_cufile_path": "/etc/cufile.json", "gds_cufile_alternative_path": "/etc/gds-commission/cufile.json",
+    "gds_cufile": {"gds_cufile_path": "/etc/cufile.json", "gds_cufile_alternative_path": "/etc/gds-commission/cufile.json",
                "gds_cufile_alternative_priority": 1000, "gds_cufile_extra_keys": ["properties.x"],
                "gds_cufile_rdma_addresses": {"mlx5_0": "10.0.0.3"}},
     "gds_rdma_bench": {"gds_rdma_bench_tests": ["ib_write_bw"], "gds_rdma_bench_bw_fraction": {"default": 0.9, 400: 0.92},
@@ -85,8 +85,8 @@ BAD = [
     ("gds_facts", "gds_facts_expect", {"gpus": -8}, "whole numbers >= 0"),
     ("gds_facts", "gds_facts_expect", {"disks": 8}, "'disks'"),
     ("gds_facts", "gds_facts_link_baseline", "/var/lib/../x.json", "/var/lib/../x.json"),
-    ("pcie_acs", "gds_pcie_acs_bridges", "0000:04:10.0", "must be a YAML list"),
-    ("pcie_acs", "gds_pcie_acs_setpci", "/usr/bin/setpci --x", "absolute path"),
+    ("gds_pcie_acs", "gds_pcie_acs_bridges", "0000:04:10.0", "must be a YAML list"),
+    ("gds_pcie_acs", "gds_pcie_acs_setpci", "/usr/bin/setpci --x", "absolute path"),
     ("gds_rdma", "gds_rdma_port_rate_gbps", "fast", "fast"),
     ("gds_rdma", "gds_rdma_nic_link_max", "PCI", "got PCI"),
     ("gds_netfs", "gds_netfs_gpu_map", {"/mnt/a": [-1]}, "-1"),
@@ -95,12 +95,12 @@ BAD = [
     ("gds_netfs", "gds_netfs_mounts", [dict(NETFS["gds_netfs_mounts"][0], client_if="ib:0")], "gds_netfs_mounts[0]"),
     ("gds_netfs", "gds_netfs_mounts", [NETFS["gds_netfs_mounts"][0]] * 2, "twice"),
     ("gds_netfs", "gds_netfs_mounts", ["ib0"], "gds_netfs_mounts[0]"),
-    ("nvme_raid", "gds_raid_name_prefix", "../x", "'../x'"),
-    ("nvme_raid", "gds_raid_mkfs_options", "-m 0", "'-m 0'"),
-    ("nvme_raid", "gds_raid_chunk_kb", 100, "100"),
-    ("cufile", "gds_cufile_alternative_path", "/etc/cufile.json", "two different paths"),
-    ("cufile", "gds_cufile_alternative_priority", "high", "high"),
-    ("cufile", "gds_cufile_rdma_addresses", {"mlx5_0": 167772160}, "167772160"),
+    ("gds_raid", "gds_raid_name_prefix", "../x", "'../x'"),
+    ("gds_raid", "gds_raid_mkfs_options", "-m 0", "'-m 0'"),
+    ("gds_raid", "gds_raid_chunk_kb", 100, "100"),
+    ("gds_cufile", "gds_cufile_alternative_path", "/etc/cufile.json", "two different paths"),
+    ("gds_cufile", "gds_cufile_alternative_priority", "high", "high"),
+    ("gds_cufile", "gds_cufile_rdma_addresses", {"mlx5_0": 167772160}, "167772160"),
     ("gds_rdma_bench", "gds_rdma_bench_tests", "ib_write_bw", "must be YAML lists"),
     ("gds_rdma_bench", "gds_rdma_bench_tests", ["ib_send_bw"], "ib_send_bw"),
     ("gds_rdma_bench", "gds_rdma_bench_timeout", 0, "gds_rdma_bench_timeout (0)"),
@@ -127,8 +127,8 @@ def test_each_bad_value_is_named(role, name, value, needle):
 
 
 def test_the_filter_refuses_what_it_cannot_check():
-    with pytest.raises(AnsibleFilterError, match="no validator for role 'iommu'"):
-        gds_validate({}, "iommu")
+    with pytest.raises(AnsibleFilterError, match="no validator for role 'gds_iommu'"):
+        gds_validate({}, "gds_iommu")
     with pytest.raises(AnsibleFilterError, match="must be a mapping"):
         gds_validate(["gds_netfs_mounts"], "gds_netfs")
 

@@ -119,8 +119,8 @@ def test_check_mode_on_a_drifted_node_changes_nothing_and_reports_it():
                     drift += res.get("drift") or []
                     diffs += res.get("diff") if isinstance(res.get("diff"), list) else [res.get("diff") or {}]
     assert "sim-a100" not in changed, changed.get("sim-a100")
-    assert {"gds.commission.pcie_acs : Set ACS on the bridges between GPUs, NVMe drives and NICs",
-            "gds.commission.pcie_acs : Write the boot-time unit and the kernel command-line drop-in that keep ACS disabled",
+    assert {"gds.commission.gds_pcie_acs : Set ACS on the bridges between GPUs, NVMe drives and NICs",
+            "gds.commission.gds_pcie_acs : Write the boot-time unit and the kernel command-line drop-in that keep ACS disabled",
             "gds.commission.gds_driver : Load nvidia-fs at boot and set its module options"} <= set(changed["sim-h100"]), changed["sim-h100"]
     assert {"setting": "acs: 0000:39:02.0 ACS control", "expected": "0x0000", "actual": "0x001d"} in drift
     assert any("0000:39:02.0 ACS control 0x001d (SV RR CR UF)" in (d.get("before") or "") for d in diffs)

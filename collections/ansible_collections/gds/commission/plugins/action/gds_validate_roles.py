@@ -61,7 +61,7 @@ class ActionModule(ActionBase):
 
     def _problems(self, role, task_vars):
         if not ROLE_NAME.fullmatch(role):  # a name, never a path out of the collection's roles/
-            return ["not a role name of this collection (a short name such as pcie_acs)"]
+            return ["not a role name of this collection (a short name such as gds_pcie_acs)"]
         specs = self._load(role, "meta", "argument_specs.yml")
         specs = specs.get("argument_specs") if isinstance(specs, Mapping) else None
         entry = specs.get(ENTRY_POINT) if isinstance(specs, Mapping) else None

@@ -34,16 +34,52 @@ COMMON = RoleSpec(
     ],
     shared=(),
     main_variables=['gds_common_facts'],
-    entry_points={'validate_role': EntryPoint('Internal only; the first task of a role that tune.yml validates',
-                                    ('Checks that the facts the role decides from were read in this run, then runs '
-                                     "the role's C(validate) entry point unless tune.yml's first play checked it "
-                                     'on this host (C(gds_validated.checked_roles)).',),
-                                    ['gds_common_role', 'gds_common_facts']),
-                  'validate_vars': EntryPoint("Internal only; the one task of a role's validate entry point",
-                                    ("The role's variables checked by its validator in Python (the C(gds_validate) "
-                                     'filter); each problem names the variable and the value.',),
-                                    ['gds_common_role'])},
+    entry_points={
+        'validate_role': EntryPoint(
+            'Internal only; the first task of a role that tune.yml validates',
+            ("Checks that the facts the role decides from were read in this run, then runs the role's "
+             "C(validate) entry point unless tune.yml's first play checked it on this host "
+             '(C(gds_tune_validated.checked_roles)).'),
+            variables=['gds_common_role', 'gds_common_facts']),
+        'validate_vars': EntryPoint(
+            "Internal only; the one task of a role's validate entry point",
+            ("The role's variables checked by its validator in Python (the C(gds_validate) filter); each problem "
+             'names the variable and the value.'),
+            variables=['gds_common_role']),
+    },
 )
+
+
+class TuneStep(object):
+    """One step of the tuning procedure: its role (the ``steps`` entry point), the task's name,
+    its tags and why it stands where it does."""
+
+    def __init__(self, role, name, tags, why=""):
+        self.role, self.name, self.tags, self.why = role, name, tuple(tags), why
+
+
+# The tuning procedure of tune.yml and drift.yml (gds_tune's tasks/main.yml, written by make roles),
+# in the order an admin follows it
+TUNE_STEPS = (
+    TuneStep("gds_facts", "Read the topology and the platform", ["facts", "always"],
+             "the topology and the platform facts, read once; every step below decides from them"),
+    TuneStep("gds_pcie_acs", "Set PCIe ACS on the bridges between GPUs, drives and NICs", ["pcie_acs", "acs"],
+             "platform: PCIe ACS off on the GPU/NVMe/NIC bridges, the IOMMU mode, the GDS driver mode"),
+    TuneStep("gds_iommu", "Set the IOMMU mode", ["iommu"]),
+    TuneStep("gds_driver", "Set the GPUDirect Storage driver mode", ["gds_driver", "driver"]),
+    TuneStep("gds_rdma", "Set up GPUDirect RDMA", ["gds_rdma", "rdma"],
+             "GPUDirect RDMA: peer memory for the NICs (after gds_driver, which may already load it), the "
+             "GPU-NIC pairing and the RDMA port state and rate"),
+    TuneStep("gds_netfs", "Audit the network mounts", ["gds_netfs", "netfs"],
+             "network file systems: each mount's transport, rsize/wsize and the NIC it leaves through against "
+             "the GPUs that read it (before gds_cufile, which lists the mounts' RDMA addresses)"),
+    TuneStep("gds_raid", "Group the NVMe drives into arrays by affinity", ["nvme_raid"],
+             "after gds_driver: regroup the data drives per affinity group, then the matching cufile.json"),
+    TuneStep("gds_cufile", "Write cufile.json", ["cufile"]),
+)
+# the roles whose variables validate.yml's play checks before anything runs (each has a
+# `validate` entry point): the steps, and gds_reboot, which tune.yml runs last
+CHECKED_ROLES = tuple(step.role for step in TUNE_STEPS) + ("gds_reboot",)
 
 # The internal role that runs the tuning steps in order (tune.yml, drift.yml); each step's role
 # owns its variables, validate.yml's play checks them all.
@@ -51,14 +87,18 @@ TUNE = RoleSpec(
     "gds_tune", "gds_tune_",
     short_description="Internal only; the tuning procedure of tune.yml and drift.yml, each step's role in order",
     description=("Reads the topology and the platform (gds_facts), then runs each tuning role's C(steps) entry point: "
-                 "pcie_acs, iommu, gds_driver, gds_rdma, gds_netfs, nvme_raid, cufile.",
+                 "%s." % ", ".join(step.role for step in TUNE_STEPS[1:]),
                  "Its C(validate) tasks check every step's variables in one task per host (validate.yml's play)."),
     variables=[], shared=())
+
 
 # the area of each role, in playbook order (the module whose ROLE_SPEC it is)
 AREAS = (affinity, acs, iommu, driver, rdma, mounts, raid, cufile, reboot, plan, perftest, report, merge, slurm)
 SPECS = tuple(area.ROLE_SPEC for area in AREAS) + (COMMON, TUNE)
 BY_NAME = dict((spec.name, spec) for spec in SPECS)
+# old role name -> the role it became (named for its variables); the old names stay as roles of
+# their own for the deprecation period (Ansible routes no roles)
+RENAMED = dict((spec.renamed_from, spec.name) for spec in SPECS if spec.renamed_from)
 
 
 def variable_pattern(spec):

@@ -24,7 +24,7 @@ version_added: "1.0.0"
 author: gds-commission contributors (!UNKNOWN)
 options:
   roles:
-    description: The collection's roles to check, by their short names (C(pcie_acs), not C(gds.commission.pcie_acs)).
+    description: The collection's roles to check, by their short names (C(gds_pcie_acs), not C(gds.commission.gds_pcie_acs)).
     type: list
     elements: str
     required: true
@@ -43,7 +43,7 @@ RETURN = r"""
 checked_roles:
   description:
     - The roles whose variables were checked, every one without a problem (the tune playbook
-      registers the result as C(gds_validated); a role named here skips its own check later in the run).
+      registers the result as C(gds_tune_validated); a role named here skips its own check later in the run).
   returned: success
   type: list
   elements: str

@@ -83,7 +83,8 @@ class EntryPoint(object):
     """An entry point other than main: ``variables`` names the ones it takes (None: main's)."""
 
     def __init__(self, short_description, description=(), variables=None):
-        self.short_description, self.description, self.variables = short_description, tuple(description), variables
+        self.short_description, self.variables = short_description, variables
+        self.description = (description,) if isinstance(description, str) else tuple(description)
 
 
 # Variables several roles read and none owns (docs/variables.md, "Shared variables").
@@ -105,14 +106,16 @@ class RoleSpec(object):
     (``"main"`` for an entry point with main's interface)."""
 
     def __init__(self, name, prefix, short_description, description, variables, shared=("gds_root", "gds_live"),
-                 entry_points=None, main_variables=None, checks=None):
+                 entry_points=None, main_variables=None, renamed_from=None):
         self.name, self.prefix = name, prefix
-        self.short_description, self.description = short_description, tuple(description)
+        self.short_description = short_description
+        self.description = (description,) if isinstance(description, str) else tuple(description)
         self.variables, self.shared = list(variables), tuple(shared)
         self.entry_points = dict(entry_points or {})
         self.main_variables = main_variables
-        # the host variable the role records its checks in, for the report (None: it records none)
-        self.checks = checks
+        # the role's name before it was named for its variables: a role of that name stays for the
+        # deprecation period, each entry point an import of this one (make roles writes it)
+        self.renamed_from = renamed_from
 
     def variable(self, name):
         for var in self.variables:

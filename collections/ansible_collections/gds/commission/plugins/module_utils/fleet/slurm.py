@@ -415,5 +415,7 @@ ROLE_SPEC = RoleSpec(
             "(letters, digits, '.', '_', '-'); no two hosts may share one."),
     ],
     shared=('gds_root',),
-    entry_points={'validate': "main"},
+    entry_points={
+        'validate': "main",
+    },
 )

@@ -834,12 +834,15 @@ ROLE_SPEC = RoleSpec(
             False),
     ],
     shared=('gds_platform_profile', 'gds_root'),
-    entry_points={'topology': EntryPoint('Read the topology again and re-record its checks (after a change or a reboot)',
-                                    (),
-                                    ['gds_facts_sysfs_root', 'gds_facts_procfs_root', 'gds_facts_gpu_index_source', 'gds_facts_expect', 'gds_facts_link_baseline', 'gds_platform_profile']),
-                  'platform': EntryPoint('Read the platform facts again (after a change or a reboot)',
-                                    (),
-                                    ['gds_facts_sysfs_root', 'gds_facts_procfs_root']),
-                  'validate': "main",
-                  'steps': "main"},
+    entry_points={
+        'topology': EntryPoint(
+            'Read the topology again and re-record its checks (after a change or a reboot)',
+            variables=['gds_facts_sysfs_root', 'gds_facts_procfs_root', 'gds_facts_gpu_index_source',
+                       'gds_facts_expect', 'gds_facts_link_baseline', 'gds_platform_profile']),
+        'platform': EntryPoint(
+            'Read the platform facts again (after a change or a reboot)',
+            variables=['gds_facts_sysfs_root', 'gds_facts_procfs_root']),
+        'validate': "main",
+        'steps': "main",
+    },
 )

@@ -1002,5 +1002,7 @@ ROLE_SPEC = RoleSpec(
             10),
     ],
     shared=('gds_live',),
-    entry_points={'validate': "main"},
+    entry_points={
+        'validate': "main",
+    },
 )

@@ -27,7 +27,7 @@ from ansible_collections.gds.commission.plugins.module_utils.core.spec import Ro
 from ansible_collections.gds.commission.plugins.module_utils.hw.pci import LINK_CLASSES, class_rank
 from ansible_collections.gds.commission.plugins.module_utils.measure.jobfile import PlanError, gds_gdsio_jobfile
 from ansible_collections.gds.commission.plugins.module_utils.measure.thresholds import drive_spec_error
-from ansible_collections.gds.commission.plugins.module_utils.measure.vocab import GPU_XFER_TYPES, io_is_read, io_is_write, xfer_types
+from ansible_collections.gds.commission.plugins.module_utils.measure.vocab import GPU_XFER_TYPES, io_is_read, io_is_write, xfer_name, xfer_types
 
 
 def _first_read(templates):
@@ -456,6 +456,10 @@ def gds_netfs_bench_targets(mounts, topology, gpus=None, subdir="", root=""):
     return targets
 
 
+def _xfer_words(numbers):
+    """Transfer types as the docs say them (0 GPUD, 1 CPUONLY ...), from gdsbench's own vocabulary."""
+    return ", ".join("%d %s" % (n, xfer_name(n)) for n in numbers)
+
 
 # The role gds_bench: its variables, the one source of its defaults/main.yml, meta/argument_specs.yml
 # and its table in docs/variables.md (make roles)
@@ -477,7 +481,7 @@ ROLE_SPEC = RoleSpec(
             "cufile.json the benchmark uses (CUFILE_ENV_PATH_JSON); empty: the library's default.",
             "{{ gds_cufile_path | default('') }}"),
         Var('gds_bench_arrays', 'list',
-            'Arrays to benchmark ({mount, gpus, members}); the nvme_raid role sets gds_raid_arrays.',
+            'Arrays to benchmark ({mount, gpus, members}); the gds_raid role sets gds_raid_arrays.',
             '{{ gds_raid_arrays | default([]) }}',
             elements='dict'),
         Var('gds_bench_target_dir', 'str',
@@ -509,13 +513,14 @@ ROLE_SPEC = RoleSpec(
             '`[jobN]` with numa_node, gpu_dev_id, num_threads, directory); empty: none.',
             ''),
         Var('gds_bench_xfer_type', 'int',
-            'gdsio transfer type of the jobs: 0 GPU direct (cuFile), 1 CPU only, 5 async, 6 batch.',
+            'gdsio transfer type of the jobs (gdsbench --capabilities): %s.' % _xfer_words(xfer_types()),
             0,
-            choices=(0, 1, 2, 4, 5, 6)),
+            choices=xfer_types()),
         Var('gds_bench_fallback_xfer_type', 'int',
-            'Transfer type used instead when no GPU can be used (simulated node, no driver).',
+            'Transfer type used instead when no GPU can be used (simulated node, no driver): %s.'
+            % _xfer_words(xfer_types(without="cufile")),
             1,
-            choices=(1, 2, 4)),
+            choices=xfer_types(without="cufile")),
         Var('gds_bench_duration', 'int',
             'Seconds each job runs (short for drift-time smoke runs, minutes for commissioning).',
             60),
@@ -575,7 +580,7 @@ ROLE_SPEC = RoleSpec(
             'expected; `gds_bench_progress`), its progress read on the node at most every this many seconds and '
             'every second at least. 0: it runs in the foreground, one line at its end.',
             10),
-        Var('gds_health_thresholds', 'dict',
+        Var('gds_bench_health_thresholds', 'dict',
             'Device health limits, set per platform profile: `aer_correctable_limit` (correctable AER errors per '
             'device during the run above it WARN), `nvme_percentage_used_max` (FAIL above), '
             '`nvme_temperature_max_c` (WARN above), `gpu_throttle_fail` / `gpu_throttle_warn` (clock event reasons '
@@ -648,6 +653,5 @@ ROLE_SPEC = RoleSpec(
             'nvme-cli on the node (`smart-log -o json`); absent: the temperature from sysfs only.',
             'nvme'),
     ],
-    shared=('gds_health_thresholds',),
-    main_variables=['gds_bench_source', 'gds_bench_build_root', 'gds_bench_cuda_home', 'gds_bench_cufile_config', 'gds_bench_arrays', 'gds_bench_target_dir', 'gds_bench_netfs', 'gds_bench_netfs_mounts', 'gds_bench_netfs_gpus', 'gds_bench_netfs_subdir', 'gds_bench_netfs_thresholds', 'gds_bench_netfs_affinity_gain', 'gds_bench_jobfile_dir', 'gds_bench_xfer_type', 'gds_bench_fallback_xfer_type', 'gds_bench_duration', 'gds_bench_file_size', 'gds_bench_jobs', 'gds_bench_thresholds', 'gds_bench_drive_spec', 'gds_bench_affinity_gain', 'gds_bench_nonaffine_thresholds', 'gds_bench_concurrent', 'gds_bench_concurrency', 'gds_bench_expect_path', 'gds_bench_timeout_grace', 'gds_bench_keep_files', 'gds_bench_poll_interval', 'gds_bench_watch', 'gds_bench_health_nvme', 'gds_bench_p2pdma_probe', 'gds_bench_nvme_cli'],
+    shared=(),
 )

@@ -309,7 +309,7 @@ def unit_exec_error(path):
 
 
 def validate_vars(values, host=None, hosts=()):
-    """The pcie_acs role's variables (gds_pcie_acs_*): [message naming the variable and the value]."""
+    """The gds_pcie_acs role's variables (gds_pcie_acs_*): [message naming the variable and the value]."""
     bridges, setpci = values.get("gds_pcie_acs_bridges", []), values.get("gds_pcie_acs_setpci", "")
     if not is_list(bridges):
         # the argument specs would split a string at commas, the role would loop over its characters
@@ -323,10 +323,10 @@ def validate_vars(values, host=None, hosts=()):
         "executable: %s" % (json.dumps(setpci, default=str), setpci_error) if setpci_error else None)
 
 
-# The role pcie_acs: its variables, the one source of its defaults/main.yml, meta/argument_specs.yml
+# The role gds_pcie_acs: its variables, the one source of its defaults/main.yml, meta/argument_specs.yml
 # and its table in docs/variables.md (make roles)
 ROLE_SPEC = RoleSpec(
-    'pcie_acs', 'gds_pcie_acs_',
+    'gds_pcie_acs', 'gds_pcie_acs_',
     short_description='Disable PCIe ACS on the bridges between GPUs, NVMe drives and NICs, and keep it so',
     description=("Clears ACS Control on the bridges of ansible_facts['gds_topology'] (module pcie_acs), then makes "
                  'it last across reboots with a systemd unit and/or a kernel command-line drop-in.',
@@ -363,9 +363,12 @@ ROLE_SPEC = RoleSpec(
             "Where sysfs is mounted on the node (a simulated node's config files are written for real).",
             on_node('/sys')),
     ],
-    entry_points={'verify': EntryPoint('Read ACS on the bridges again (after a reboot) and re-record the checks',
-                                    (),
-                                    ['gds_pcie_acs_sysfs_root']),
-                  'validate': "main",
-                  'steps': "main"},
+    entry_points={
+        'verify': EntryPoint(
+            'Read ACS on the bridges again (after a reboot) and re-record the checks',
+            variables=['gds_pcie_acs_sysfs_root']),
+        'validate': "main",
+        'steps': "main",
+    },
+    renamed_from='pcie_acs',
 )

@@ -45,14 +45,14 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------------------------
-# The cufile role's variables
+# The gds_cufile role's variables
 # --------------------------------------------------------------------------------------------
 # a key the schema does not know yet, by its dotted path (properties.some_new_knob)
 DOTTED_KEY = re.compile(r"^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$")
 
 
 def validate_vars(values, host=None, hosts=()):
-    """The cufile role's variables (gds_cufile_*): [message naming the variable and the value]."""
+    """The gds_cufile role's variables (gds_cufile_*): [message naming the variable and the value]."""
     path, alternative = values.get("gds_cufile_path"), values.get("gds_cufile_alternative_path")
     priority = given_int(values.get("gds_cufile_alternative_priority"))
     keys, addresses = values.get("gds_cufile_extra_keys", []), values.get("gds_cufile_rdma_addresses", {})
@@ -450,10 +450,10 @@ def commission(params, check_mode=False):
     return result, warnings
 
 
-# The role cufile: its variables, the one source of its defaults/main.yml, meta/argument_specs.yml
+# The role gds_cufile: its variables, the one source of its defaults/main.yml, meta/argument_specs.yml
 # and its table in docs/variables.md (make roles)
 ROLE_SPEC = RoleSpec(
-    'cufile', 'gds_cufile_',
+    'gds_cufile', 'gds_cufile_',
     short_description="Merge the node's cuFile settings into cufile.json, keeping the vendor's content",
     description=("NVIDIA's documented defaults (templates/cufile.json.j2) with computed values (use_pci_p2pdma "
                  'from gds_mode, allow_compat_mode false when commissioning, rdma_dev_addr_list from the affinity '
@@ -521,6 +521,9 @@ ROLE_SPEC = RoleSpec(
             'Keep a timestamped backup of a file the role rewrites (`cufile.json.<pid>.<date>@<time>~`).',
             True),
     ],
-    entry_points={'validate': "main",
-                  'steps': "main"},
+    entry_points={
+        'validate': "main",
+        'steps': "main",
+    },
+    renamed_from='cufile',
 )

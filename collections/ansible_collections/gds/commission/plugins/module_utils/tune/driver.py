@@ -243,9 +243,11 @@ ROLE_SPEC = RoleSpec(
             on_node('/etc/modules-load.d')),
     ],
     shared=('gds_mode', 'gds_root', 'gds_live'),
-    entry_points={'verify': EntryPoint('Read the node again (after a reboot) and re-record the driver checks',
-                                    (),
-                                    ['gds_driver_mode']),
-                  'validate': "main",
-                  'steps': "main"},
+    entry_points={
+        'verify': EntryPoint(
+            'Read the node again (after a reboot) and re-record the driver checks',
+            variables=['gds_driver_mode']),
+        'validate': "main",
+        'steps': "main",
+    },
 )

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gds-commission contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The IOMMU mode: the ``iommu: ...`` checks of the iommu role (through the gds_iommu_checks
+"""The IOMMU mode: the ``iommu: ...`` checks of the gds_iommu role (through the gds_iommu_checks
 filter), from the running mode in the gds_platform facts and the GRUB drop-in the role wrote."""
 from __future__ import annotations
 
@@ -44,10 +44,10 @@ def iommu_checks(iommu, want, after_reboot=False, reboot_ok=False, live=True, pa
     return checks
 
 
-# The role iommu: its variables, the one source of its defaults/main.yml, meta/argument_specs.yml
+# The role gds_iommu: its variables, the one source of its defaults/main.yml, meta/argument_specs.yml
 # and its table in docs/variables.md (make roles)
 ROLE_SPEC = RoleSpec(
-    'iommu', 'gds_iommu_',
+    'gds_iommu', 'gds_iommu_',
     short_description='Set the IOMMU mode GPUDirect Storage needs on the kernel command line',
     description=('Compares the IOMMU mode the node runs with (command line, /sys/class/iommu, IOMMU group types) '
                  'with the desired one and writes a /etc/default/grub.d drop-in plus update-grub when they differ.',
@@ -68,9 +68,12 @@ ROLE_SPEC = RoleSpec(
             on_node('/etc/default/grub.d/99-gds-iommu.cfg')),
     ],
     shared=('gds_reboot_ok', 'gds_root', 'gds_live'),
-    entry_points={'verify': EntryPoint('Re-record the IOMMU mode and checks after a reboot',
-                                    (),
-                                    ['gds_iommu_grub_dropin']),
-                  'validate': "main",
-                  'steps': "main"},
+    entry_points={
+        'verify': EntryPoint(
+            'Re-record the IOMMU mode and checks after a reboot',
+            variables=['gds_iommu_grub_dropin']),
+        'validate': "main",
+        'steps': "main",
+    },
+    renamed_from='iommu',
 )

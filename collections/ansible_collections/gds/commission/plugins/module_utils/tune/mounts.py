@@ -858,7 +858,9 @@ ROLE_SPEC = RoleSpec(
             'alone it audits).',
             False),
     ],
-    entry_points={'verify': "main",
-                  'validate': "main",
-                  'steps': "main"},
+    entry_points={
+        'verify': "main",
+        'validate': "main",
+        'steps': "main",
+    },
 )

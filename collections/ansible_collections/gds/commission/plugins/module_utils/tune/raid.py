@@ -48,7 +48,7 @@ class RaidError(Exception):
     """Invalid planning input; the message names the offending option or fact."""
 
 
-# the nvme_raid role's variable behind each module flag, named in refusals so that the reason
+# the gds_raid role's variable behind each module flag, named in refusals so that the reason
 # says what to set whichever way the module was called
 ROLE_FLAGS = {"allow_destroy": "gds_raid_allow_destroy", "allow_unmount": "gds_raid_allow_unmount"}
 
@@ -201,7 +201,7 @@ def validate_options(name_prefix="raid", mount_prefix="/raid", mkfs_options=(),
 
 
 def validate_vars(values, host=None, hosts=()):
-    """The nvme_raid role's variables (gds_raid_*) by the rules the gds_raid module applies to the
+    """The gds_raid role's variables (gds_raid_*) by the rules the gds_raid module applies to the
     same options, taken as the argument specs take them (text, a whole number from ``-e``):
     [message naming the variable and the value]."""
     def text(name, default):
@@ -853,10 +853,10 @@ def _array_check(entry, run_mode, p2pdma):
                  entry.get("reason"), inputs=judged)
 
 
-# The role nvme_raid: its variables, the one source of its defaults/main.yml, meta/argument_specs.yml
+# The role gds_raid: its variables, the one source of its defaults/main.yml, meta/argument_specs.yml
 # and its table in docs/variables.md (make roles)
 ROLE_SPEC = RoleSpec(
-    'nvme_raid', 'gds_raid_',
+    'gds_raid', 'gds_raid_',
     short_description='Regroup the NVMe data drives into one md RAID0 per GPU affinity group',
     description=("Plans one md RAID0 per affinity group (or PCIe switch) from ansible_facts['gds_topology'], "
                  'applies it on a live node when the allow flags permit, and records the report checks in the host '
@@ -912,6 +912,9 @@ ROLE_SPEC = RoleSpec(
             'Where sysfs is mounted on the node (block device holders).',
             on_node('/sys')),
     ],
-    entry_points={'validate': "main",
-                  'steps': "main"},
+    entry_points={
+        'validate': "main",
+        'steps': "main",
+    },
+    renamed_from='nvme_raid',
 )

@@ -351,6 +351,8 @@ ROLE_SPEC = RoleSpec(
             'Directory of the modules loaded at boot on the node.',
             on_node('/etc/modules-load.d')),
     ],
-    entry_points={'validate': "main",
-                  'steps': "main"},
+    entry_points={
+        'validate': "main",
+        'steps': "main",
+    },
 )

@@ -15,7 +15,7 @@ ROLE_SPEC = RoleSpec(
     description=('Collects the gds_<role>_reboot_required flags into gds_reboot_required; reboots only with '
                  'gds_reboot_ok true, never a simulated node (gds_live false), never in check mode.',
                  'After a reboot, reads the platform facts again (gds_facts, entry point platform) and runs the '
-                 'verify entry points of iommu, pcie_acs and gds_driver; sets gds_rebooted.',),
+                 'verify entry points of gds_iommu, gds_pcie_acs and gds_driver; sets gds_reboot_done.',),
     variables=[
         Var('gds_reboot_ok', 'bool',
             'Let the tune playbook reboot a node whose IOMMU or driver settings wait for a reboot.',
@@ -25,5 +25,7 @@ ROLE_SPEC = RoleSpec(
             1800),
     ],
     shared=('gds_live',),
-    entry_points={'validate': "main"},
+    entry_points={
+        'validate': "main",
+    },
 )
