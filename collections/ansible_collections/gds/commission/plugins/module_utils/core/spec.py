@@ -63,7 +63,7 @@ class Var(object):
         self.name, self.type, self.doc, self.default = name, type, doc, default
         self.choices, self.elements, self.required, self.options = choices, elements, required, options
 
-    def argument_spec(self, description=None):
+    def argument_spec(self):
         spec = {"type": self.type}
         if self.required:
             spec["required"] = True
@@ -73,7 +73,7 @@ class Var(object):
             spec["choices"] = list(self.choices)
         if self.default is not UNSET and self.default is not None:  # null: no default, as Ansible reads it
             spec["default"] = copy.deepcopy(self.default)
-        spec["description"] = description or self.doc
+        spec["description"] = self.doc
         if self.options:
             spec["options"] = self.options
         return spec

@@ -385,13 +385,6 @@ def _require(ok, where, wanted, value):
         raise NetfsError("%s must be %s, got %s" % (where, wanted, _shown(value)))
 
 
-def _str_list(value, where, optional=True):
-    if value is None and optional:
-        return
-    _require(isinstance(value, list) and all(isinstance(v, str) for v in value), where,
-             "a list of names", value)
-
-
 def validate_topology(topology):
     """The parts of the gds_topology facts used here (nics, gpus, matrix) have the facts' shape
     (hw/facts_schema, the one schema); else NetfsError naming the key (``topology.nics[2].name``)
